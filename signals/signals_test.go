@@ -1,0 +1,141 @@
+package signals_test
+
+import (
+	"bytes"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// TestMetricsDocFresh fails when docs/metrics.md no longer matches the catalog.
+func TestMetricsDocFresh(t *testing.T) {
+	var want bytes.Buffer
+	if err := signals.WriteMarkdown(&want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatalf("read committed doc: %v", err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatal("docs/metrics.md is stale: run `go generate ./signals` and commit the result")
+	}
+}
+
+var labelName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// TestCatalogConventions holds every definition to the Prometheus naming rules
+// of DESIGN §3, so a new metric cannot break them unnoticed.
+func TestCatalogConventions(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range signals.All() {
+		if seen[m.Name] {
+			t.Errorf("%s defined twice", m.Name)
+		}
+		seen[m.Name] = true
+		if !strings.HasPrefix(m.Name, "cachewatch_") {
+			t.Errorf("%s: missing cachewatch_ prefix", m.Name)
+		}
+		if (m.Kind == signals.Counter) != strings.HasSuffix(m.Name, "_total") {
+			t.Errorf("%s: counters and only counters end in _total", m.Name)
+		}
+		base := strings.TrimSuffix(m.Name, "_total")
+		if m.Unit != "" && !strings.HasSuffix(base, "_"+m.Unit) {
+			t.Errorf("%s: unit %q not in the name", m.Name, m.Unit)
+		}
+		if m.Help == "" || len(m.Sources) == 0 {
+			t.Errorf("%s: help and sources are required", m.Name)
+		}
+		if (m.Kind == signals.Histogram) != (len(m.Buckets) > 0) {
+			t.Errorf("%s: histograms and only histograms have buckets", m.Name)
+		}
+		labels := map[string]bool{}
+		for _, l := range m.Labels {
+			if !labelName.MatchString(l.Name) || labels[l.Name] || l.Name == "le" || l.Name == "key" {
+				t.Errorf("%s: bad or repeated label %q", m.Name, l.Name)
+			}
+			labels[l.Name] = true
+		}
+	}
+	if got := signals.ByName(signals.LockAttempts.Name); got != signals.LockAttempts {
+		t.Errorf("ByName(%q) = %v", signals.LockAttempts.Name, got)
+	}
+}
+
+// TestCatalogLint builds every metric, gives each one series, and runs the
+// client_golang linter (the same checks as `promtool check metrics`).
+func TestCatalogLint(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	for _, m := range signals.All() {
+		values := make([]string, len(m.Labels))
+		for i := range values {
+			values[i] = "x"
+		}
+		var c prometheus.Collector
+		switch m.Kind {
+		case signals.Counter:
+			v := m.NewCounterVec()
+			v.WithLabelValues(values...).Inc()
+			c = v
+		case signals.Gauge:
+			v := m.NewGaugeVec()
+			v.WithLabelValues(values...).Set(1)
+			c = v
+		case signals.Histogram:
+			v := m.NewHistogramVec()
+			v.WithLabelValues(values...).Observe(0.01)
+			c = v
+		}
+		if err := reg.Register(c); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+	if n, _ := testutil.GatherAndCount(reg); n != len(signals.All()) {
+		t.Errorf("gathered %d series, want %d", n, len(signals.All()))
+	}
+}
+
+// TestRegisterShares proves two emitters on one registry share a collector
+// instead of failing with a duplicate registration.
+func TestRegisterShares(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, err := signals.Register(reg, signals.CacheLookups.NewCounterVec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := signals.Register(reg, signals.CacheLookups.NewCounterVec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.WithLabelValues("g", "hit").Inc()
+	b.WithLabelValues("g", "hit").Inc()
+	if got := testutil.ToFloat64(a.WithLabelValues("g", "hit")); got != 2 {
+		t.Fatalf("shared counter = %v, want 2", got)
+	}
+	// A collector of another type under the same name is an error, not a silent share.
+	if _, err := signals.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: signals.CacheLookups.Name, Help: "x"})); err == nil {
+		t.Fatal("conflicting registration accepted")
+	}
+}
+
+func TestWrongKindPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("NewGaugeVec on a counter did not panic")
+		}
+	}()
+	signals.LockAttempts.NewGaugeVec()
+}
