@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every check and test of cachewatch, race detector on, after installing
+# what the tests need on a fresh Debian machine (redis-server; prometheus for
+# promtool). Set CACHEWATCH_REQUIRE_REDIS=1 to turn "no Redis" skips into
+# failures, as .ci/run does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v promtool >/dev/null || need+=(prometheus)
+if ((${#need[@]})); then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  else
+    echo "missing ${need[*]}: run 'sudo apt-get install ${need[*]}' (Redis-backed tests will skip)" >&2
+  fi
+fi
+
+modules=(.)
+[ -f bench/go.mod ] && modules+=(bench)
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:" >&2; echo "$unformatted" >&2; exit 1
+fi
+for m in "${modules[@]}"; do
+  (cd "$m" && go vet ./... && go test -race -count=1 "$@" ./...)
+done
