@@ -1,0 +1,5 @@
+module github.com/cachewatch/cachewatch/bench
+
+go 1.26
+
+replace github.com/cachewatch/cachewatch => ../
