@@ -1,0 +1,390 @@
+package exporter_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Seeded state, shared by the exporter and doctor tests.
+const (
+	stuckLocks   = 3  // lock:stuck:N without TTL
+	ttlLocks     = 4  // lock:order:N with a 30s TTL
+	syncKeys     = 50 // sync:item:N expiring in the same second
+	jitterKeys   = 50 // jit:item:N expiring 2s apart
+	plainKeys    = 10 // plain:user:N without TTL
+	streamLen    = 10 // entries in the "orders" stream
+	pendingMsgs  = 5  // delivered to group "workers", not acknowledged
+	scriptCalls  = 3  // EVALSHA calls of the slow script
+	listLen      = 7  // "jobs:list"
+	delayedJobs  = 3  // "jobs:delayed", one overdue by dueAgo
+	pendingAgeMs = 600_000
+	dueAgo       = 30 * time.Second
+)
+
+var queues = []string{"orders", "jobs:list", "jobs:delayed"}
+
+// seed writes the known state through rdb (a client or a cluster client)
+// and returns the stream's base ID time and the overdue job's due time.
+func seed(t *testing.T, rdb redis.UniversalClient) (streamBase int64, due time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	for i := 1; i <= stuckLocks; i++ {
+		must(t, rdb.Set(ctx, fmt.Sprintf("lock:stuck:%d", i), fmt.Sprintf("tok-stuck-%d", i), 0).Err())
+	}
+	for i := 1; i <= ttlLocks; i++ {
+		must(t, rdb.Set(ctx, fmt.Sprintf("lock:order:%d", i), fmt.Sprintf("tok-order-%d", i), 30*time.Second).Err())
+	}
+	// One absolute expiry, half a second into a second two minutes away.
+	at := now.Add(2*time.Minute).Truncate(time.Second).Add(500 * time.Millisecond)
+	for i := 1; i <= syncKeys; i++ {
+		must(t, rdb.Do(ctx, "SET", fmt.Sprintf("sync:item:%d", i), "v", "PXAT", at.UnixMilli()).Err())
+	}
+	for i := 1; i <= jitterKeys; i++ {
+		must(t, rdb.Do(ctx, "SET", fmt.Sprintf("jit:item:%d", i), "v", "PXAT",
+			now.Add(time.Minute).Truncate(time.Second).Add(time.Duration(2*i)*time.Second+500*time.Millisecond).UnixMilli()).Err())
+	}
+	for i := 1; i <= plainKeys; i++ {
+		must(t, rdb.Set(ctx, fmt.Sprintf("plain:user:%d", i), "v", 0).Err())
+	}
+	streamBase = now.UnixMilli() - pendingAgeMs
+	for i := 0; i < streamLen; i++ {
+		must(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "orders", ID: fmt.Sprintf("%d-0", streamBase+int64(i)), Values: []any{"n", i}}).Err())
+	}
+	must(t, rdb.XGroupCreate(ctx, "orders", "workers", "0").Err())
+	must(t, rdb.XGroupCreate(ctx, "orders", "idle", "$").Err())
+	got, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "w1", Streams: []string{"orders", ">"}, Count: pendingMsgs}).Result()
+	must(t, err)
+	if len(got) != 1 || len(got[0].Messages) != pendingMsgs {
+		t.Fatalf("XREADGROUP delivered %v", got)
+	}
+	for i := 0; i < listLen; i++ {
+		must(t, rdb.RPush(ctx, "jobs:list", i).Err())
+	}
+	due = now.Add(-dueAgo).Truncate(time.Second)
+	must(t, rdb.ZAdd(ctx, "jobs:delayed", redis.Z{Score: float64(due.Unix()), Member: "overdue"},
+		redis.Z{Score: float64(now.Add(time.Hour).Unix()), Member: "later"},
+		redis.Z{Score: float64(now.Add(2 * time.Hour).Unix()), Member: "later2"}).Err())
+	// A slow script (a busy loop of several milliseconds) with known calls.
+	sha, err := rdb.ScriptLoad(ctx, slowScript).Result()
+	must(t, err)
+	for i := 0; i < scriptCalls; i++ {
+		must(t, rdb.EvalSha(ctx, sha, []string{"sync:item:1"}).Err())
+	}
+	return streamBase, due
+}
+
+const slowScript = "local i = 0 while i < 3000000 do i = i + 1 end return i"
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scrape serves reg through an httptest server and returns the /metrics
+// body and its samples keyed by `name{label="value",…}` (labels sorted).
+func scrape(t *testing.T, reg *prometheus.Registry) (string, map[string]float64) {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	must(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	must(t, err)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	must(t, err)
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			addSample(out, name, f.GetType(), m)
+		}
+	}
+	return string(body), out
+}
+
+func addSample(out map[string]float64, name string, typ dto.MetricType, m *dto.Metric) {
+	labels := make([]string, 0, len(m.GetLabel()))
+	for _, l := range m.GetLabel() {
+		labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+	}
+	key := func(suffix string, extra ...string) string {
+		ls := append(append([]string{}, labels...), extra...)
+		sort.Strings(ls)
+		return name + suffix + "{" + strings.Join(ls, ",") + "}"
+	}
+	switch typ {
+	case dto.MetricType_COUNTER:
+		out[key("")] = m.GetCounter().GetValue()
+	case dto.MetricType_GAUGE:
+		out[key("")] = m.GetGauge().GetValue()
+	case dto.MetricType_HISTOGRAM:
+		h := m.GetHistogram()
+		out[key("_count")] = float64(h.GetSampleCount())
+		out[key("_sum")] = h.GetSampleSum()
+		for _, b := range h.GetBucket() {
+			out[key("_bucket", fmt.Sprintf("le=%q", fmt.Sprint(b.GetUpperBound())))] = float64(b.GetCumulativeCount())
+		}
+	}
+}
+
+// expect checks exact values; name is `metric{labels}` with labels in any
+// order (node is added).
+func expect(t *testing.T, got map[string]float64, node string, want map[string]float64) {
+	t.Helper()
+	for k, v := range want {
+		name, rest, _ := strings.Cut(strings.TrimSuffix(k, "}"), "{")
+		ls := []string{fmt.Sprintf("node=%q", node)}
+		if rest != "" {
+			ls = append(ls, strings.Split(rest, ",")...)
+		}
+		sort.Strings(ls)
+		full := name + "{" + strings.Join(ls, ",") + "}"
+		g, ok := got[full]
+		if !ok {
+			t.Errorf("%s: missing", full)
+			continue
+		}
+		if g != v {
+			t.Errorf("%s = %v, want %v", full, g, v)
+		}
+	}
+}
+
+func newExporter(t *testing.T, opts exporter.Options) (*exporter.Exporter, *prometheus.Registry) {
+	t.Helper()
+	e, err := exporter.New(opts)
+	must(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	reg := prometheus.NewRegistry()
+	must(t, reg.Register(e))
+	return e, reg
+}
+
+// promtoolCheck runs promtool check metrics on a /metrics body.
+func promtoolCheck(t *testing.T, body string) {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv(redistest.RequireEnv) == "1" {
+			t.Fatal("promtool not found")
+		}
+		t.Skip("promtool not found (apt-get install prometheus)")
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+func seededWant(streamBase int64, due time.Time, now time.Time) map[string]float64 {
+	return map[string]float64{
+		`cachewatch_exporter_up`:                                          1,
+		`cachewatch_exporter_locks_held{key_group="lock:stuck:*"}`:        stuckLocks,
+		`cachewatch_exporter_locks_without_ttl{key_group="lock:stuck:*"}`: stuckLocks,
+		`cachewatch_exporter_locks_held{key_group="lock:order:*"}`:        ttlLocks,
+		`cachewatch_exporter_locks_without_ttl{key_group="lock:order:*"}`: 0,
+		`cachewatch_exporter_lock_remaining_ttl_seconds_count{key_group="lock:order:*"}`:         ttlLocks,
+		`cachewatch_exporter_lock_remaining_ttl_seconds_bucket{key_group="lock:order:*",le="30"}`: ttlLocks,
+		`cachewatch_exporter_lock_remaining_ttl_seconds_bucket{key_group="lock:order:*",le="10"}`: 0,
+		`cachewatch_exporter_keys_sampled{key_group="sync:item:*"}`:                              syncKeys,
+		`cachewatch_exporter_expiry_synchronisation{key_group="sync:item:*"}`:                    syncKeys,
+		`cachewatch_exporter_keys_expiring{key_group="sync:item:*",within="1m"}`:                 0,
+		`cachewatch_exporter_keys_expiring{key_group="sync:item:*",within="10m"}`:                syncKeys,
+		`cachewatch_exporter_keys_expiring{key_group="sync:item:*",within="inf"}`:                syncKeys,
+		`cachewatch_exporter_keys_sampled{key_group="jit:item:*"}`:                               jitterKeys,
+		`cachewatch_exporter_expiry_synchronisation{key_group="jit:item:*"}`:                     1,
+		`cachewatch_exporter_keys_without_ttl{key_group="plain:user:*"}`:                         plainKeys,
+		`cachewatch_exporter_keys_without_ttl{key_group="lock:stuck:*"}`:                         stuckLocks,
+		`cachewatch_exporter_keys_without_ttl{key_group="jit:item:*"}`:                           0,
+		`cachewatch_exporter_server_command_calls_total{command="evalsha"}`:                      scriptCalls,
+		`cachewatch_exporter_queue_length{queue="orders",type="stream"}`:                         streamLen,
+		`cachewatch_exporter_queue_length{queue="jobs:list",type="list"}`:                        listLen,
+		`cachewatch_exporter_queue_length{queue="jobs:delayed",type="zset"}`:                     delayedJobs,
+		`cachewatch_exporter_queue_oldest_age_seconds{queue="jobs:delayed"}`:                     now.Sub(due).Seconds(),
+		`cachewatch_exporter_queue_oldest_age_seconds{queue="orders"}`:                           now.Sub(time.UnixMilli(streamBase)).Seconds(),
+		`cachewatch_exporter_stream_group_pending{group="workers",queue="orders"}`:               pendingMsgs,
+		`cachewatch_exporter_stream_group_lag{group="workers",queue="orders"}`:                   streamLen - pendingMsgs,
+		`cachewatch_exporter_stream_group_pending{group="idle",queue="orders"}`:                  0,
+		`cachewatch_exporter_stream_group_oldest_pending_age_seconds{group="workers",queue="orders"}`: now.Sub(time.UnixMilli(streamBase)).Seconds(),
+		`cachewatch_exporter_scan_cycles_total`: 1,
+	}
+}
+
+func TestExporterSeededStandalone(t *testing.T) {
+	srv := redistest.Start(t)
+	streamBase, due := seed(t, srv.Client(t))
+	clk := &clock{}
+	clk.Set(time.Now())
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}}, Queues: queues, LongHeld: 10 * time.Second, Now: clk.Now,
+	})
+	snaps := e.Sample(context.Background())
+	if len(snaps) != 1 || !snaps[0].Up {
+		t.Fatalf("sample: %+v", snaps[0])
+	}
+	body, got := scrape(t, reg)
+	want := seededWant(streamBase, due, clk.Now())
+	want[`cachewatch_exporter_locks_long_held{key_group="lock:stuck:*"}`] = 0
+	expect(t, got, srv.Addr, want)
+	promtoolCheck(t, body)
+
+	// Tokens unchanged 11s later: every lock is long-held.
+	clk.Add(11 * time.Second)
+	e.Sample(context.Background())
+	_, got = scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_locks_long_held{key_group="lock:stuck:*"}`: stuckLocks,
+		`cachewatch_exporter_locks_long_held{key_group="lock:order:*"}`: ttlLocks,
+		`cachewatch_exporter_scan_cycles_total`:                         2,
+	})
+	// A new owner token restarts the clock for that lock.
+	must(t, srv.Client(t).Set(context.Background(), "lock:order:1", "new-owner", 30*time.Second).Err())
+	clk.Add(time.Second)
+	e.Sample(context.Background())
+	_, got = scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_locks_long_held{key_group="lock:order:*"}`: ttlLocks - 1,
+	})
+	for k := range got {
+		if strings.Contains(k, "tok-") || strings.Contains(k, "new-owner") || strings.Contains(k, `"lock:order:1"`) {
+			t.Errorf("a token or raw key became a label: %s", k)
+		}
+	}
+}
+
+// Sampling alone must not move the hits and misses the exporter reports,
+// while other clients' lookups move them exactly.
+func TestSelfAccounting(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lfu") // OBJECT FREQ reads count too
+	seed(t, srv.Client(t))
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	// A key that expires between samples exercises the miss side.
+	must(t, rdb.Set(ctx, "short:1", "v", 50*time.Millisecond).Err())
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, Queues: append(queues, "absent:queue"),
+		HotKeys: 5})
+	e.Sample(ctx)
+	_, got := scrape(t, reg)
+	hits0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_hits_total{node=%q}", srv.Addr)]
+	misses0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_misses_total{node=%q}", srv.Addr)]
+	time.Sleep(100 * time.Millisecond)
+	for i := 0; i < 4; i++ {
+		e.Sample(ctx)
+	}
+	raw, err := rdb.Info(ctx, "stats").Result()
+	must(t, err)
+	if !strings.Contains(raw, "keyspace_hits:") {
+		t.Fatal("no keyspace_hits in INFO")
+	}
+	_, got = scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		"cachewatch_exporter_server_keyspace_hits_total":   hits0,
+		"cachewatch_exporter_server_keyspace_misses_total": misses0,
+	})
+	if s := e.Snapshots()[0]; s.OwnHits == 0 {
+		t.Fatalf("the sampler counted no own lookups: %+v", s)
+	}
+	// 7 hits and 2 misses by another client show up exactly.
+	for i := 1; i <= 7; i++ {
+		must(t, rdb.Get(ctx, fmt.Sprintf("plain:user:%d", i)).Err())
+	}
+	for i := 0; i < 2; i++ {
+		if err := rdb.Get(ctx, "no-such-key").Err(); err != redis.Nil {
+			t.Fatal(err)
+		}
+	}
+	e.Sample(ctx)
+	_, got = scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		"cachewatch_exporter_server_keyspace_hits_total":   hits0 + 7,
+		"cachewatch_exporter_server_keyspace_misses_total": misses0 + 2,
+	})
+}
+
+// A keyspace larger than the per-sample budget is covered over several
+// samples; truncation is counted and the series appear only for a complete pass.
+func TestScanResumesAcrossSamples(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	pipe := rdb.Pipeline()
+	for i := 0; i < 1000; i++ {
+		pipe.Set(ctx, fmt.Sprintf("item:%d", i), "v", time.Hour)
+	}
+	_, err := pipe.Exec(ctx)
+	must(t, err)
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, MaxKeys: 150, ScanCount: 50, Batch: 20})
+	samples := 0
+	for ; samples < 20; samples++ {
+		s := e.Sample(ctx)[0]
+		if s.ScanCycles == 1 {
+			break
+		}
+		if s.Pass != nil {
+			t.Fatal("a partial pass was published")
+		}
+	}
+	if samples < 5 { // 1000 keys at ≤ ~150+50 per sample
+		t.Fatalf("covered 1000 keys in %d samples with a 150-key budget", samples+1)
+	}
+	_, got := scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_keys_sampled{key_group="item:*"}`: 1000,
+		`cachewatch_exporter_sample_truncated_total`:           float64(samples),
+		`cachewatch_exporter_keys_scanned_total`:               1000,
+	})
+}
+
+func TestCollectorLint(t *testing.T) {
+	srv := redistest.Start(t)
+	seed(t, srv.Client(t))
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, Queues: queues})
+	e.Sample(context.Background())
+	problems, err := testutil.GatherAndLint(reg)
+	must(t, err)
+	for _, p := range problems {
+		t.Errorf("lint %s: %s", p.Metric, p.Text)
+	}
+}

@@ -1,0 +1,208 @@
+package exporter
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrMalformed marks INFO output the sampler could not parse. The stage that
+// read it is counted as failed (class "malformed"); nothing half-parsed is
+// exported.
+var ErrMalformed = errors.New("exporter: malformed INFO")
+
+// ServerStats is what one INFO reply says about a node.
+type ServerStats struct {
+	RunID   string
+	Version string
+	// Cluster is true when INFO cluster says cluster_enabled:1.
+	Cluster bool
+
+	// KeyspaceHits and KeyspaceMisses are the raw INFO stats figures; the
+	// exported ones are corrected by the sampler's own lookups.
+	KeyspaceHits, KeyspaceMisses uint64
+	ExpiredKeys, EvictedKeys     uint64
+
+	ConnectedClients, BlockedClients uint64
+	MemoryUsed, MemoryMax            uint64
+	MaxmemoryPolicy                  string
+
+	// Commands holds commandstats for the commands cachewatch reports, by
+	// lower-case name (subcommands folded: "script|load" counts as "script").
+	Commands map[string]CommandStat
+	// Latency holds latencystats percentiles in seconds, by command and
+	// percentile ("p50", "p99", "p99.9"). Empty before Redis 7.
+	Latency map[string]map[string]float64
+}
+
+// CommandStat is one command's INFO commandstats line.
+type CommandStat struct {
+	Calls   uint64
+	Seconds float64
+	Failed  uint64 // failed_calls + rejected_calls
+}
+
+// parseInfo splits an INFO reply into its key:value fields. Section headers
+// ("# Stats"), blank lines and CRLF are skipped; any other line without a
+// colon makes the reply malformed.
+func parseInfo(s string) (map[string]string, error) {
+	fields := make(map[string]string, 64)
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimRight(line, "\r")
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%w: line %q has no key:value", ErrMalformed, truncate(line, 40))
+		}
+		fields[k] = v
+	}
+	return fields, nil
+}
+
+// parseServerStats reads the fields the sampler needs from a parsed INFO
+// reply. Required stats fields that are missing or not numbers make the
+// reply malformed; optional ones (latencystats before Redis 7) are skipped.
+func parseServerStats(fields map[string]string) (*ServerStats, error) {
+	st := &ServerStats{
+		RunID: fields["run_id"], Version: fields["redis_version"],
+		Cluster:         fields["cluster_enabled"] == "1",
+		MaxmemoryPolicy: fields["maxmemory_policy"],
+		Commands:        map[string]CommandStat{},
+		Latency:         map[string]map[string]float64{},
+	}
+	required := []struct {
+		key string
+		dst *uint64
+	}{
+		{"keyspace_hits", &st.KeyspaceHits}, {"keyspace_misses", &st.KeyspaceMisses},
+		{"expired_keys", &st.ExpiredKeys}, {"evicted_keys", &st.EvictedKeys},
+		{"connected_clients", &st.ConnectedClients}, {"blocked_clients", &st.BlockedClients},
+		{"used_memory", &st.MemoryUsed}, {"maxmemory", &st.MemoryMax},
+	}
+	for _, r := range required {
+		v, ok := fields[r.key]
+		if !ok {
+			return nil, fmt.Errorf("%w: no %s field", ErrMalformed, r.key)
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s=%q is not a count", ErrMalformed, r.key, truncate(v, 20))
+		}
+		*r.dst = n
+	}
+	for k, v := range fields {
+		var err error
+		switch {
+		case strings.HasPrefix(k, "cmdstat_"):
+			err = addCommandStat(st.Commands, strings.TrimPrefix(k, "cmdstat_"), v)
+		case strings.HasPrefix(k, "latency_percentiles_usec_"):
+			err = addLatency(st.Latency, strings.TrimPrefix(k, "latency_percentiles_usec_"), v)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// reportedCommands are the commands whose commandstats are exported by name:
+// scripts, and the commands lock and cache code uses. Others fold into "other".
+var reportedCommands = map[string]bool{
+	"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true, "fcall": true, "fcall_ro": true, "script": true,
+	"set": true, "get": true, "getex": true, "getdel": true, "mget": true, "mset": true, "del": true, "unlink": true,
+	"expire": true, "pexpire": true, "exists": true, "setnx": true, "incr": true,
+	"hget": true, "hset": true, "hgetall": true,
+	"xadd": true, "xreadgroup": true, "xack": true, "xautoclaim": true, "xclaim": true,
+	"lpush": true, "rpush": true, "lmove": true, "blmove": true, "brpop": true, "zadd": true, "zrangebyscore": true,
+}
+
+// commandLabel maps a commandstats name ("script|load", "GET") to the label
+// value it is exported under.
+func commandLabel(name string) string {
+	name = strings.ToLower(name)
+	if i := strings.IndexByte(name, '|'); i >= 0 {
+		name = name[:i]
+	}
+	if reportedCommands[name] {
+		return name
+	}
+	return "other"
+}
+
+// addCommandStat parses "calls=1,usec=8,usec_per_call=8.00,rejected_calls=0,failed_calls=0".
+func addCommandStat(dst map[string]CommandStat, name, v string) error {
+	kv, err := parseKV(v)
+	if err != nil {
+		return fmt.Errorf("%w: cmdstat_%s: %v", ErrMalformed, truncate(name, 30), err)
+	}
+	calls, err1 := strconv.ParseUint(kv["calls"], 10, 64)
+	usec, err2 := strconv.ParseUint(kv["usec"], 10, 64)
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("%w: cmdstat_%s: calls or usec not a count", ErrMalformed, truncate(name, 30))
+	}
+	var failed uint64
+	for _, f := range []string{"failed_calls", "rejected_calls"} { // absent before Redis 6.2
+		if s, ok := kv[f]; ok {
+			n, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: cmdstat_%s: %s not a count", ErrMalformed, truncate(name, 30), f)
+			}
+			failed += n
+		}
+	}
+	label := commandLabel(name)
+	cs := dst[label]
+	cs.Calls += calls
+	cs.Seconds += float64(usec) / 1e6
+	cs.Failed += failed
+	dst[label] = cs
+	return nil
+}
+
+// addLatency parses "p50=8.031,p99=8.031,p99.9=8.031" (microseconds). Only
+// reported commands without subcommands are kept: percentiles of different
+// commands cannot be merged into "other".
+func addLatency(dst map[string]map[string]float64, name, v string) error {
+	kv, err := parseKV(v)
+	if err != nil {
+		return fmt.Errorf("%w: latency_percentiles_usec_%s: %v", ErrMalformed, truncate(name, 30), err)
+	}
+	ps := make(map[string]float64, len(kv))
+	for p, s := range kv {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f < 0 || f != f {
+			return fmt.Errorf("%w: latency_percentiles_usec_%s: %s not a number", ErrMalformed, truncate(name, 30), truncate(p, 10))
+		}
+		if p == "p50" || p == "p99" || p == "p99.9" {
+			ps[p] = f / 1e6
+		}
+	}
+	name = strings.ToLower(name)
+	if strings.IndexByte(name, '|') < 0 && reportedCommands[name] {
+		dst[name] = ps
+	}
+	return nil
+}
+
+// parseKV splits "a=1,b=2".
+func parseKV(s string) (map[string]string, error) {
+	out := make(map[string]string, 5)
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("field %q is not key=value", truncate(part, 30))
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

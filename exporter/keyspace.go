@@ -1,0 +1,233 @@
+package exporter
+
+import (
+	"container/heap"
+	"math"
+	"time"
+
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// Horizons of cachewatch_exporter_keys_expiring, cumulative; the last one is
+// every key with a TTL.
+var horizons = []struct {
+	label string
+	d     time.Duration
+}{
+	{"1s", time.Second}, {"10s", 10 * time.Second}, {"1m", time.Minute}, {"10m", 10 * time.Minute},
+	{"1h", time.Hour}, {"1d", 24 * time.Hour}, {"inf", math.MaxInt64},
+}
+
+// syncHorizon bounds the expiry-synchronisation score to keys expiring within
+// it, which bounds the per-group memory to one counter per second.
+const syncHorizon = time.Hour
+
+// GroupStats is the expiry shape and lock state of one key group over one
+// complete SCAN pass.
+type GroupStats struct {
+	Keys, NoTTL uint64
+	// Expiring[i] counts keys expiring within horizons[i] (cumulative).
+	Expiring [7]uint64
+	// SyncScore is the keys expiring in the group's busiest second divided
+	// by what an even spread until its last expiry (within an hour) would
+	// put in one second, at least one key: 1 is even, K means K keys share
+	// one second. 0 when no key expires within the hour.
+	SyncScore float64
+	// BusiestSecond is the number of keys in the busiest second.
+	BusiestSecond uint64
+
+	Locks, LocksNoTTL, LocksLongHeld uint64
+	// LockTTL counts lock remaining TTLs per signals.AgeBuckets bucket
+	// (not cumulative), with their sum in seconds.
+	LockTTL      []uint64
+	LockTTLSum   float64
+	LockTTLCount uint64
+
+	expirySeconds map[int64]uint32 // unix second → keys expiring then
+}
+
+// HotKey is a key with a high LFU access frequency (OBJECT FREQ). Keys are
+// only reported by doctor, never as labels.
+type HotKey struct {
+	Key, Group string
+	Freq       int64
+	NoTTL      bool
+}
+
+// Pass is the result of one complete SCAN pass over a node's keyspace, which
+// may span several samples.
+type Pass struct {
+	Started, Completed time.Time
+	Keys               uint64
+	Groups             map[string]*GroupStats
+	// TokensRead is false when lock values could not be read (NOPERM on
+	// GET): long-held counts are then unknown and not exported.
+	TokensRead bool
+	// HotKeys is the top-K by OBJECT FREQ, hottest first (LFU policy only).
+	HotKeys []HotKey
+}
+
+func newPass(start time.Time) *Pass {
+	return &Pass{Started: start, Groups: map[string]*GroupStats{}, TokensRead: true}
+}
+
+func (p *Pass) group(name string) *GroupStats {
+	g := p.Groups[name]
+	if g == nil {
+		g = &GroupStats{}
+		p.Groups[name] = g
+	}
+	return g
+}
+
+// addKey records one key's remaining TTL (ttl < 0: no expiry) seen at now.
+func (p *Pass) addKey(group string, ttl time.Duration, now time.Time) *GroupStats {
+	g := p.group(group)
+	g.Keys++
+	p.Keys++
+	if ttl < 0 {
+		g.NoTTL++
+		return g
+	}
+	for i, h := range horizons {
+		if ttl <= h.d {
+			g.Expiring[i]++
+		}
+	}
+	if ttl <= syncHorizon {
+		if g.expirySeconds == nil {
+			g.expirySeconds = map[int64]uint32{}
+		}
+		g.expirySeconds[now.Add(ttl).Unix()]++
+	}
+	return g
+}
+
+// addLock records a lock key and its remaining TTL.
+func (g *GroupStats) addLock(ttl time.Duration, longHeld bool) {
+	g.Locks++
+	if longHeld {
+		g.LocksLongHeld++
+	}
+	if ttl < 0 {
+		g.LocksNoTTL++
+		return
+	}
+	if g.LockTTL == nil {
+		g.LockTTL = make([]uint64, len(signals.AgeBuckets)+1)
+	}
+	s := ttl.Seconds()
+	i := 0
+	for i < len(signals.AgeBuckets) && s > signals.AgeBuckets[i] {
+		i++
+	}
+	g.LockTTL[i]++
+	g.LockTTLSum += s
+	g.LockTTLCount++
+}
+
+// finish computes the synchronisation scores and drops the per-second maps.
+func (p *Pass) finish(now time.Time) {
+	p.Completed = now
+	start := p.Started.Unix()
+	for _, g := range p.Groups {
+		if len(g.expirySeconds) == 0 {
+			continue
+		}
+		var n, busiest uint64
+		last := start
+		for sec, c := range g.expirySeconds {
+			n += uint64(c)
+			busiest = max(busiest, uint64(c))
+			last = max(last, sec)
+		}
+		span := float64(last - start + 1)
+		g.BusiestSecond = busiest
+		g.SyncScore = float64(busiest) / math.Max(1, float64(n)/span)
+		g.expirySeconds = nil
+	}
+}
+
+// hotKeys keeps the top K keys by frequency (a min-heap on Freq).
+type hotKeys struct {
+	k int
+	h hotHeap
+}
+
+func (t *hotKeys) offer(hk HotKey) {
+	if t.k <= 0 || hk.Freq <= 0 {
+		return
+	}
+	if len(t.h) < t.k {
+		heap.Push(&t.h, hk)
+		return
+	}
+	if hk.Freq > t.h[0].Freq {
+		t.h[0] = hk
+		heap.Fix(&t.h, 0)
+	}
+}
+
+// sorted returns the kept keys, hottest first, and empties t.
+func (t *hotKeys) sorted() []HotKey {
+	out := make([]HotKey, len(t.h))
+	for i := len(out) - 1; i >= 0; i-- {
+		out[i] = heap.Pop(&t.h).(HotKey)
+	}
+	return out
+}
+
+type hotHeap []HotKey
+
+func (h hotHeap) Len() int           { return len(h) }
+func (h hotHeap) Less(i, j int) bool { return h[i].Freq < h[j].Freq }
+func (h hotHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *hotHeap) Push(x any)        { *h = append(*h, x.(HotKey)) }
+func (h *hotHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// matchGlob reports whether key matches a Redis-style glob: "*" any run of
+// bytes, "?" one byte, "\" escapes. Character classes are not supported.
+func matchGlob(pattern, key string) bool {
+	px, kx := 0, 0
+	starP, starK := -1, 0
+	for kx < len(key) {
+		if px < len(pattern) {
+			switch c := pattern[px]; c {
+			case '*':
+				starP, starK = px, kx
+				px++
+				continue
+			case '?':
+				px++
+				kx++
+				continue
+			case '\\':
+				if px+1 < len(pattern) && pattern[px+1] == key[kx] {
+					px += 2
+					kx++
+					continue
+				}
+			default:
+				if c == key[kx] {
+					px++
+					kx++
+					continue
+				}
+			}
+		}
+		if starP < 0 {
+			return false
+		}
+		starK++
+		px, kx = starP+1, starK
+	}
+	for px < len(pattern) && pattern[px] == '*' {
+		px++
+	}
+	return px == len(pattern)
+}

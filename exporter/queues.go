@@ -1,0 +1,181 @@
+package exporter
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// QueueStats describes one configured queue key on the node that holds it.
+type QueueStats struct {
+	Queue string
+	Type  string // list, stream or zset
+	// Length is LLEN, XLEN or ZCARD; 0 for a key that no longer exists
+	// (Redis deletes emptied lists and sorted sets). A key never seen is
+	// not reported: its type is unknown.
+	Length uint64
+	// OldestAge is the age of the first stream entry (from its ID), or how
+	// overdue the earliest sorted-set score is as a Unix time in seconds or
+	// milliseconds (0 when nothing is due). HasOldest is false for lists.
+	OldestAge time.Duration
+	HasOldest bool
+	Groups    []StreamGroup
+}
+
+// StreamGroup is one consumer group of a stream.
+type StreamGroup struct {
+	Name    string
+	Pending uint64
+	// Lag is undelivered entries; LagKnown is false when the server cannot
+	// tell (XINFO GROUPS lag is nil).
+	Lag      uint64
+	LagKnown bool
+	// OldestPending is the age of the lowest pending ID (XPENDING summary).
+	OldestPending time.Duration
+}
+
+// sampleQueues reports each configured queue that lives on n. In a Cluster a
+// key owned by another master answers MOVED and is skipped here.
+func (e *Exporter) sampleQueues(ctx context.Context, n *node) ([]QueueStats, []*StageError) {
+	var out []QueueStats
+	var errs []*StageError
+	for _, q := range e.opts.Queues {
+		qs, ok, err := e.sampleQueue(ctx, n, q)
+		if err != nil {
+			se := stageErr(stageQueues, err)
+			errs = append(errs, se)
+			if se.fatal() {
+				return nil, errs
+			}
+			continue
+		}
+		if ok {
+			out = append(out, qs)
+		}
+	}
+	return out, errs
+}
+
+func (e *Exporter) sampleQueue(ctx context.Context, n *node, key string) (QueueStats, bool, error) {
+	typ, err := n.rdb.Type(ctx, key).Result()
+	if isMoved(err) {
+		return QueueStats{}, false, nil
+	}
+	if err != nil {
+		return QueueStats{}, false, err
+	}
+	qs := QueueStats{Queue: key, Type: typ}
+	if typ == "none" { // an emptied list or sorted set is deleted: length 0
+		n.ownMisses++
+		qs.Type = n.queueTypes[key]
+		return qs, qs.Type != "", nil
+	}
+	n.ownHits++
+	now := e.opts.Now()
+	switch typ {
+	case "list":
+		l, err := n.rdb.LLen(ctx, key).Result()
+		if err != nil {
+			return qs, false, err
+		}
+		n.ownHits++
+		qs.Length = uint64(l)
+	case "zset":
+		err = e.sampleZSet(ctx, n, &qs, now)
+	case "stream":
+		err = e.sampleStream(ctx, n, &qs, now)
+	default:
+		return qs, false, nil // not a queue type: nothing to report
+	}
+	if err == nil {
+		n.queueTypes[key] = typ
+	}
+	return qs, err == nil, err
+}
+
+func (e *Exporter) sampleZSet(ctx context.Context, n *node, qs *QueueStats, now time.Time) error {
+	pipe := n.rdb.Pipeline()
+	card := pipe.ZCard(ctx, qs.Queue)
+	first := pipe.ZRangeWithScores(ctx, qs.Queue, 0, 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	n.ownHits += 2
+	qs.Length = uint64(card.Val())
+	qs.HasOldest = true
+	if z := first.Val(); len(z) == 1 {
+		due := scoreTime(z[0].Score)
+		if overdue := now.Sub(due); overdue > 0 {
+			qs.OldestAge = overdue
+		}
+	}
+	return nil
+}
+
+// scoreTime reads a delayed-job score as Unix seconds, or milliseconds when
+// it is too large to be seconds.
+func scoreTime(score float64) time.Time {
+	if score > 1e11 {
+		return time.UnixMilli(int64(score))
+	}
+	return time.Unix(0, int64(score*1e9))
+}
+
+func (e *Exporter) sampleStream(ctx context.Context, n *node, qs *QueueStats, now time.Time) error {
+	pipe := n.rdb.Pipeline()
+	xlen := pipe.XLen(ctx, qs.Queue)
+	first := pipe.XRangeN(ctx, qs.Queue, "-", "+", 1)
+	groups := pipe.XInfoGroups(ctx, qs.Queue)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	n.ownHits += 3
+	qs.Length = uint64(xlen.Val())
+	qs.HasOldest = true
+	if msgs := first.Val(); len(msgs) == 1 {
+		qs.OldestAge = idAge(msgs[0].ID, now)
+	}
+	gs := groups.Val()
+	if len(gs) > maxStreamGroups {
+		gs = gs[:maxStreamGroups]
+	}
+	pending := make([]*redis.XPendingCmd, len(gs))
+	pipe = n.rdb.Pipeline()
+	for i, g := range gs {
+		qs.Groups = append(qs.Groups, StreamGroup{Name: g.Name, Pending: uint64(max(g.Pending, 0)),
+			Lag: uint64(max(g.Lag, 0)), LagKnown: g.Lag >= 0})
+		if g.Pending > 0 {
+			pending[i] = pipe.XPending(ctx, qs.Queue, g.Name)
+		}
+	}
+	if pipe.Len() == 0 {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	for i, p := range pending {
+		if p != nil {
+			n.ownHits++
+			qs.Groups[i].OldestPending = idAge(p.Val().Lower, now)
+		}
+	}
+	return nil
+}
+
+// idAge is now minus the millisecond time in a stream ID ("1700000000000-0"),
+// at least 0.
+func idAge(id string, now time.Time) time.Duration {
+	ms, _, _ := strings.Cut(id, "-")
+	v, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return 0
+	}
+	if age := now.Sub(time.UnixMilli(v)); age > 0 {
+		return age
+	}
+	return 0
+}

@@ -1,0 +1,125 @@
+package exporter
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrPasswordInURL is returned by ParseURL for a URL that carries a password:
+// a URL is given on the command line, where every user of the machine can
+// read it. Pass the password through Target.Password instead (the command
+// reads it from an environment variable or a file).
+var ErrPasswordInURL = errors.New("exporter: the Redis URL must not contain a password; use the password env var or file")
+
+// Mode says whether the target is a Redis Cluster.
+type Mode int
+
+// Target modes.
+const (
+	// Auto asks the first reachable address (INFO cluster).
+	Auto Mode = iota
+	// Standalone samples exactly the given addresses.
+	Standalone
+	// Cluster discovers every master from CLUSTER NODES.
+	Cluster
+)
+
+// Target says how to reach the Redis to sample.
+type Target struct {
+	// Addrs are host:port addresses: the standalone servers, or seeds from
+	// which the masters of a Cluster are discovered.
+	Addrs    []string
+	Username string
+	// Password is never logged, printed or put in an error.
+	Password string
+	DB       int
+	// TLS, when set, is used for every connection (rediss://).
+	TLS  *tls.Config
+	Mode Mode
+	// DialTimeout and ReadTimeout bound each connection attempt and reply;
+	// zero means 2s and 3s.
+	DialTimeout, ReadTimeout time.Duration
+}
+
+// ParseURL parses redis://[user@]host:port[/db] or rediss://… (TLS) into a
+// Target. A URL with a password is refused with ErrPasswordInURL, and errors
+// never repeat the URL's user information.
+func ParseURL(raw string) (Target, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Target{}, fmt.Errorf("exporter: bad Redis URL %q: %s", redactRaw(raw), stripURL(err))
+	}
+	if _, has := u.User.Password(); has {
+		return Target{}, ErrPasswordInURL
+	}
+	var t Target
+	switch u.Scheme {
+	case "redis":
+	case "rediss":
+		t.TLS = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
+	default:
+		return Target{}, fmt.Errorf("exporter: bad Redis URL %q: scheme must be redis or rediss", u.Redacted())
+	}
+	if u.Host == "" {
+		return Target{}, fmt.Errorf("exporter: bad Redis URL %q: no host", u.Redacted())
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "6379"
+	}
+	t.Addrs = []string{net.JoinHostPort(host, port)}
+	t.Username = u.User.Username()
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		n, err := strconv.Atoi(db)
+		if err != nil || n < 0 {
+			return Target{}, fmt.Errorf("exporter: bad Redis URL %q: database %q is not a number", u.Redacted(), db)
+		}
+		t.DB = n
+	}
+	return t, nil
+}
+
+// redactRaw hides anything between "://" and "@" in a URL that did not parse.
+func redactRaw(raw string) string {
+	at := strings.LastIndexByte(raw, '@')
+	scheme := strings.Index(raw, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return raw
+	}
+	return raw[:scheme+3] + "xxxxx" + raw[at:]
+}
+
+// stripURL returns the reason of a url.Error without the URL it quotes.
+func stripURL(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return "unparseable"
+}
+
+// clientOptions are the go-redis options for one node. Retries are off so a
+// failed sample shows as failed instead of being hidden behind retries.
+func (t Target) clientOptions(addr string) *redis.Options {
+	dial, read := t.DialTimeout, t.ReadTimeout
+	if dial == 0 {
+		dial = 2 * time.Second
+	}
+	if read == 0 {
+		read = 3 * time.Second
+	}
+	return &redis.Options{
+		Addr: addr, Username: t.Username, Password: t.Password, DB: t.DB, TLSConfig: t.TLS,
+		ClientName: "cachewatch-exporter", DisableIdentity: true, Protocol: 2,
+		DialTimeout: dial, ReadTimeout: read, WriteTimeout: read,
+		MaxRetries: -1, PoolSize: 2, ContextTimeoutEnabled: true,
+	}
+}
