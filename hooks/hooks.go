@@ -1,0 +1,382 @@
+// Package hooks is a go-redis v9 hook that makes lock contention, cache
+// misses and slow scripts visible in any service, with no code change beyond
+// rdb.AddHook(h).
+//
+// The hook times every command (per bounded command name), classifies
+// errors, names Lua scripts (registered ones, cachewatch's own, and the
+// owner-checked lock scripts of bsm/redislock and redsync), and recognises
+// on the wire:
+//
+//   - lock attempts: SET key token NX [PX|EX] (and the lock libraries'
+//     acquire scripts) answered OK (acquired) or nil (busy), per key group;
+//   - lost locks: an owner-checked release answered 0 (someone else owns the
+//     lock) or -1 (it had expired), an extension answered 0;
+//   - cache lookups: GET, GETEX, HGET, MGET and HMGET replies, nil being a
+//     miss, per key group, with miss-burst detection.
+//
+// Keys only ever appear as key groups (package keygroup). Commands sent by
+// cachewatch's own instrumented client are timed but their lock and cache
+// outcomes are left to that client, which knows more than the wire shows.
+//
+// Add the hook once per client. On a ClusterClient add it to the cluster
+// client itself, not to the node clients in OnNewNode as well: each command
+// would be counted twice.
+package hooks
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cachewatch/cachewatch/internal/burst"
+	"github.com/cachewatch/cachewatch/keygroup"
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// Signals selects what the hook measures.
+type Signals uint8
+
+// The signal sets; combine them with |.
+const (
+	// Commands: per-command latency and errors, pipeline latency.
+	Commands Signals = 1 << iota
+	// Scripts: EVAL/EVALSHA/FCALL latency per script name, NOSCRIPT.
+	Scripts
+	// Locks: lock attempts and lost locks per key group.
+	Locks
+	// Cache: cache lookups (hits, misses) and miss bursts per key group.
+	Cache
+	// AllSignals is every signal; it is what a zero Options.Signals means.
+	AllSignals = Commands | Scripts | Locks | Cache
+)
+
+// Options configures a Hook. The zero value is usable.
+type Options struct {
+	// Registerer receives the hook's metrics; nil means
+	// prometheus.DefaultRegisterer. Hooks and instrumented clients may
+	// share a registry: they share the collectors.
+	Registerer prometheus.Registerer
+	// Name is the client label of the command, script and pool metrics
+	// (default "default"). Give each hooked client on a registry its own.
+	Name string
+	// KeyGroups maps keys to key groups. nil means a classifier built from
+	// KeyGroupRules with the default derivation and cap.
+	KeyGroups *keygroup.Classifier
+	// KeyGroupRules are used when KeyGroups is nil.
+	KeyGroupRules []keygroup.Rule
+	// Signals selects what is measured; 0 means AllSignals.
+	Signals Signals
+	// Scripts names the service's own Lua scripts and functions. Scripts of
+	// cachewatch and of common lock libraries are recognised anyway.
+	Scripts []Script
+	// MissBurstWindow and MissBurstThreshold tune miss-burst detection:
+	// a key group with MissBurstThreshold misses within one window is a
+	// burst (defaults 1s and 50).
+	MissBurstWindow    time.Duration
+	MissBurstThreshold int64
+	// Now is the clock of the miss-burst detector (default time.Now).
+	Now func() time.Time
+	// Pool, when set, is the client whose connection pool statistics the
+	// hook exports (see NewPoolCollector).
+	Pool PoolStatser
+	// TracerProvider turns on one OpenTelemetry span per command and
+	// pipeline. nil (the default) means no spans.
+	TracerProvider trace.TracerProvider
+	// ServerAddress ("host:port") is put on spans as server.address and
+	// server.port.
+	ServerAddress string
+	// HotKeys, when positive, keeps a top-K sketch of that many of the most
+	// requested and most contended keys per key group (see HotKeys). Keys
+	// are never labels.
+	HotKeys int
+}
+
+// Hook is a go-redis v9 hook (redis.Hook). It is safe for concurrent use and
+// may be added to several clients (give each its own Name if they must be
+// told apart).
+type Hook struct {
+	signals Signals
+	groups  *keygroup.Classifier
+
+	cmds  map[string]*command
+	other *command
+	pipe  [2]lazyObserver // pipeline, tx
+
+	scripts *scriptRegistry
+	byGroup *groupSet
+	retries *retryTable
+	bursts  *burst.Detector
+	hot     *hotKeys
+	tracing *tracing
+}
+
+var _ redis.Hook = (*Hook)(nil)
+
+// vecs holds the collectors a hook registers.
+type vecs struct {
+	cmdDur, pipeDur, scriptDur                          *prometheus.HistogramVec
+	cmdErrs, noscript, lookups, attempts, lost, bursted *prometheus.CounterVec
+}
+
+// New returns a Hook for opts. It registers the hook's metrics with
+// opts.Registerer.
+func New(opts Options) (*Hook, error) {
+	reg := opts.Registerer
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	name := opts.Name
+	if name == "" {
+		name = "default"
+	}
+	h := &Hook{signals: opts.Signals, groups: opts.KeyGroups, retries: newRetryTable(),
+		tracing: newTracing(opts.TracerProvider, opts.ServerAddress)}
+	if h.signals == 0 {
+		h.signals = AllSignals
+	}
+	v, err := h.register(reg)
+	if err != nil {
+		return nil, err
+	}
+	if h.groups == nil {
+		if h.groups, err = newClassifier(reg, opts.KeyGroupRules); err != nil {
+			return nil, err
+		}
+	}
+	h.buildCommands(v, name)
+	h.pipe = [2]lazyObserver{newLazyObserver(v.pipeDur, name, "pipeline"), newLazyObserver(v.pipeDur, name, "tx")}
+	h.scripts, err = newScriptRegistry(opts.Scripts, func(script string, role Role) *scriptInfo {
+		s := &scriptInfo{name: script, role: role, noscript: newLazyCounter(v.noscript, name, script)}
+		for i := range s.dur {
+			s.dur[i] = newLazyObserver(v.scriptDur, name, script, scriptCmdNames[i])
+		}
+		return s
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.byGroup = newGroupSet(func(group string) *groupMetrics { return newGroupMetrics(v, group) })
+	h.bursts = burst.New(burst.Options{Window: opts.MissBurstWindow, Threshold: opts.MissBurstThreshold, Now: opts.Now})
+	if opts.HotKeys > 0 {
+		h.hot = newHotKeys(opts.HotKeys)
+	}
+	if opts.Pool != nil {
+		if err := reg.Register(NewPoolCollector(name, opts.Pool)); err != nil {
+			return nil, fmt.Errorf("hooks: register pool collector: %w", err)
+		}
+	}
+	return h, nil
+}
+
+func newClassifier(reg prometheus.Registerer, rules []keygroup.Rule) (*keygroup.Classifier, error) {
+	overflow, err := signals.Register(reg, signals.KeyGroupOverflow.NewCounterVec())
+	if err != nil {
+		return nil, err
+	}
+	return keygroup.New(keygroup.Options{Rules: rules, Overflow: overflow.WithLabelValues()})
+}
+
+// register builds and registers the collectors of the enabled signals; the
+// others stay unregistered (and unused).
+func (h *Hook) register(reg prometheus.Registerer) (*vecs, error) {
+	v := &vecs{
+		cmdDur: signals.CommandDuration.NewHistogramVec(), pipeDur: signals.PipelineDuration.NewHistogramVec(),
+		scriptDur: signals.ScriptDuration.NewHistogramVec(), cmdErrs: signals.CommandErrors.NewCounterVec(),
+		noscript: signals.ScriptNoscript.NewCounterVec(), lookups: signals.CacheLookups.NewCounterVec(),
+		attempts: signals.LockAttempts.NewCounterVec(), lost: signals.LocksLost.NewCounterVec(),
+		bursted: signals.MissBursts.NewCounterVec(),
+	}
+	var err error
+	reg1 := func(on Signals, c **prometheus.CounterVec) {
+		if err == nil && h.on(on) {
+			*c, err = signals.Register(reg, *c)
+		}
+	}
+	regH := func(on Signals, o **prometheus.HistogramVec) {
+		if err == nil && h.on(on) {
+			*o, err = signals.Register(reg, *o)
+		}
+	}
+	regH(Commands, &v.cmdDur)
+	regH(Commands, &v.pipeDur)
+	reg1(Commands, &v.cmdErrs)
+	regH(Scripts, &v.scriptDur)
+	reg1(Scripts, &v.noscript)
+	reg1(Cache, &v.lookups)
+	reg1(Cache, &v.bursted)
+	reg1(Locks, &v.attempts)
+	reg1(Locks, &v.lost)
+	if err != nil {
+		return nil, fmt.Errorf("hooks: %w", err)
+	}
+	return v, nil
+}
+
+func (h *Hook) buildCommands(v *vecs, client string) {
+	h.cmds = make(map[string]*command, len(knownCommands))
+	for _, n := range knownCommands {
+		h.cmds[n] = h.newCommand(v, client, n)
+	}
+	h.other = h.newCommand(v, client, otherCommand)
+}
+
+func (h *Hook) newCommand(v *vecs, client, name string) *command {
+	c := &command{name: name, dur: newLazyObserver(v.cmdDur, client, name)}
+	c.kind, c.script = kindOf(name)
+	for i := range c.errs {
+		c.errs[i] = newLazyCounter(v.cmdErrs, client, name, errClass(i).String())
+	}
+	if h.tracing != nil {
+		c.span = h.tracing.commandSpan(name)
+	}
+	return c
+}
+
+func newGroupMetrics(v *vecs, group string) *groupMetrics {
+	g := &groupMetrics{bursts: newLazyCounter(v.bursted, group)}
+	for i := range g.lookups {
+		g.lookups[i] = newLazyCounter(v.lookups, group, lookupResultNames[i])
+	}
+	for r := range g.attempts {
+		for a := range g.attempts[r] {
+			g.attempts[r][a] = newLazyCounter(v.attempts, group, attemptResultNames[r], attemptNames[a])
+		}
+	}
+	for i := range g.lost {
+		g.lost[i] = newLazyCounter(v.lost, group, lostReasonNames[i])
+	}
+	return g
+}
+
+func (h *Hook) on(s Signals) bool { return h.signals&s != 0 }
+
+// command returns the command entry for a command's first argument.
+func (h *Hook) command(args []any) *command {
+	if len(args) == 0 {
+		return h.other
+	}
+	name, ok := args[0].(string)
+	if !ok {
+		return h.other
+	}
+	if c, ok := h.cmds[name]; ok {
+		return c
+	}
+	var buf [24]byte
+	if n := lowerASCII(buf[:], name); n > 0 {
+		if c, ok := h.cmds[string(buf[:n])]; ok {
+			return c
+		}
+	}
+	return h.other
+}
+
+// DialHook implements redis.Hook; dialing is not measured (the pool
+// collector reports connection churn).
+func (h *Hook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return next(ctx, network, addr)
+	}
+}
+
+// ProcessHook implements redis.Hook.
+func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c := h.command(cmd.Args())
+		var span trace.Span
+		if h.tracing != nil {
+			ctx, span = h.tracing.start(ctx, &c.span)
+		}
+		start := time.Now()
+		err := next(ctx, cmd)
+		// The hook sees the reply's error as next's result: go-redis sets
+		// cmd.Err() only after the hook chain returns.
+		class, failed := h.observe(ctx, c, cmd, err, time.Since(start).Seconds(), span)
+		if span != nil {
+			endSpan(span, class, failed)
+		}
+		return err
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook. The pipeline (or MULTI/EXEC
+// transaction) is timed as a whole; each command in it is counted and gets
+// an equal share of the pipeline's duration, so that the command histogram's
+// sum stays the time actually spent.
+func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var span trace.Span
+		if h.tracing != nil {
+			ctx, span = h.tracing.start(ctx, &h.tracing.batch)
+			span.SetAttributes(attrBatchSize.Int(len(cmds)))
+		}
+		start := time.Now()
+		err := next(ctx, cmds)
+		d := time.Since(start).Seconds()
+		if h.on(Commands) {
+			h.pipe[pipelineKind(cmds)].Observe(d)
+		}
+		share := d / float64(max(len(cmds), 1))
+		var firstClass errClass
+		anyFailed := false
+		for _, cmd := range cmds {
+			class, failed := h.observe(ctx, h.command(cmd.Args()), cmd, cmd.Err(), share, nil)
+			if failed && !anyFailed {
+				firstClass, anyFailed = class, true
+			}
+		}
+		if span != nil {
+			endSpan(span, firstClass, anyFailed)
+		}
+		return err
+	}
+}
+
+// pipelineKind is 1 for a MULTI/EXEC transaction, 0 for a plain pipeline.
+func pipelineKind(cmds []redis.Cmder) int {
+	if len(cmds) > 0 {
+		if args := cmds[0].Args(); len(args) > 0 {
+			if s, ok := args[0].(string); ok && (s == "multi" || s == "MULTI") {
+				return 1
+			}
+		}
+	}
+	return 0
+}
+
+// observe records one finished command and returns its error class and
+// whether it failed (a nil reply is not a failure).
+func (h *Hook) observe(ctx context.Context, c *command, cmd redis.Cmder, err error, d float64, span trace.Span) (errClass, bool) {
+	failed := err != nil && err != redis.Nil
+	var class errClass
+	if failed {
+		class = classifyErr(err)
+	}
+	if h.on(Commands) {
+		c.dur.Observe(d)
+		if failed {
+			c.errs[class].Inc()
+		}
+	}
+	switch c.kind {
+	case kindPlain:
+	case kindScript:
+		if h.on(Scripts | Locks) {
+			h.script(ctx, c, cmd, err, d, class, failed, span)
+		}
+	case kindGet, kindHGet, kindMGet, kindHMGet:
+		if h.on(Cache) && !isInstrumented(ctx) {
+			h.lookup(c.kind, cmd, err)
+		}
+	case kindSet, kindSetNX:
+		if h.on(Locks) && !isInstrumented(ctx) {
+			h.setNX(c.kind, cmd, err)
+		}
+	}
+	return class, failed
+}

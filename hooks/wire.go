@@ -1,0 +1,266 @@
+package hooks
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cachewatch/cachewatch/internal/origin"
+)
+
+// isInstrumented reports commands of cachewatch's own client, whose lock and
+// cache outcomes that client counts itself.
+func isInstrumented(ctx context.Context) bool { return origin.IsInstrumented(ctx) }
+
+// argString returns args[i] as a string, when it is one (go-redis sends keys
+// and tokens as given: almost always strings).
+func argString(args []any, i int) (string, bool) {
+	if i >= len(args) {
+		return "", false
+	}
+	switch v := args[i].(type) {
+	case string:
+		return v, true
+	case []byte:
+		return string(v), true
+	}
+	return "", false
+}
+
+// argInt returns args[i] as an integer (EVAL's numkeys).
+func argInt(args []any, i int) (int, bool) {
+	if i >= len(args) {
+		return 0, false
+	}
+	switch v := args[i].(type) {
+	case int:
+		return v, true
+	case int64:
+		return int(v), true
+	case string:
+		n, err := strconv.Atoi(v)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// intReply returns an integer reply.
+func intReply(cmd redis.Cmder) (int64, bool) {
+	switch c := cmd.(type) {
+	case *redis.Cmd:
+		n, ok := c.Val().(int64)
+		return n, ok
+	case *redis.IntCmd:
+		return c.Val(), true
+	case *redis.BoolCmd:
+		if c.Val() {
+			return 1, true
+		}
+		return 0, true
+	}
+	return 0, false
+}
+
+// sliceReply returns the replies of MGET and HMGET.
+func sliceReply(cmd redis.Cmder) ([]any, bool) {
+	switch c := cmd.(type) {
+	case *redis.SliceCmd:
+		return c.Val(), true
+	case *redis.Cmd:
+		v, ok := c.Val().([]any)
+		return v, ok
+	}
+	return nil, false
+}
+
+// lookup counts the cache outcome of a read command.
+func (h *Hook) lookup(kind cmdKind, cmd redis.Cmder, err error) {
+	args := cmd.Args()
+	key, ok := argString(args, 1)
+	if !ok {
+		return
+	}
+	switch kind {
+	case kindGet, kindHGet:
+		h.lookupResult(key, resultOf(err))
+	case kindMGet:
+		vals, _ := sliceReply(cmd)
+		for i := 1; i < len(args); i++ {
+			key, _ := argString(args, i)
+			h.lookupResult(key, elemResult(err, vals, i-1))
+		}
+	case kindHMGet:
+		vals, _ := sliceReply(cmd)
+		for i := 2; i < len(args); i++ {
+			h.lookupResult(key, elemResult(err, vals, i-2))
+		}
+	}
+}
+
+func resultOf(err error) int {
+	switch err {
+	case nil:
+		return lookupHit
+	case redis.Nil:
+		return lookupMiss
+	}
+	return lookupError
+}
+
+// elemResult is the outcome of the i-th key (or field) of a multi-key read.
+func elemResult(err error, vals []any, i int) int {
+	if err != nil || i >= len(vals) {
+		return lookupError
+	}
+	if vals[i] == nil {
+		return lookupMiss
+	}
+	return lookupHit
+}
+
+func (h *Hook) lookupResult(key string, result int) {
+	group := h.groups.Classify(key)
+	g := h.byGroup.get(group)
+	g.lookups[result].Inc()
+	if result == lookupMiss && h.bursts.Miss(group) {
+		g.bursts.Inc()
+	}
+	if h.hot != nil {
+		h.hot.requested(group, key)
+	}
+}
+
+// setNX counts SET ... NX (and legacy SETNX) as a lock attempt.
+func (h *Hook) setNX(kind cmdKind, cmd redis.Cmder, err error) {
+	args := cmd.Args()
+	if kind == kindSet && !isLockSet(args) {
+		return
+	}
+	key, ok := argString(args, 1)
+	if !ok {
+		return
+	}
+	token, hasToken := argString(args, 2)
+	result := attemptResult(err)
+	if result == attemptAcquired {
+		// go-redis's SetNX turns SET NX's nil reply into false, and legacy
+		// SETNX answers 0 when the key exists.
+		if n, ok := intReply(cmd); ok && n == 0 {
+			result = attemptBusy
+		}
+	}
+	h.lockAttempt(key, token, hasToken, result)
+}
+
+// isLockSet reports a SET with NX and without GET (SET NX GET reads the old
+// value: not a lock attempt).
+func isLockSet(args []any) bool {
+	nx := false
+	for i := 3; i < len(args); i++ {
+		s, ok := args[i].(string)
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.EqualFold(s, "nx"):
+			nx = true
+		case strings.EqualFold(s, "get"):
+			return false
+		}
+	}
+	return nx
+}
+
+func attemptResult(err error) int {
+	switch err {
+	case nil:
+		return attemptAcquired
+	case redis.Nil:
+		return attemptBusy
+	}
+	return attemptError
+}
+
+// lockAttempt counts one attempt, telling retries from first attempts by the
+// owner token (see retryTable).
+func (h *Hook) lockAttempt(key, token string, hasToken bool, result int) {
+	group := h.groups.Classify(key)
+	attempt := 0
+	if hasToken {
+		sum := h.retries.hash(key, token)
+		if h.retries.isRetry(sum) {
+			attempt = 1
+		}
+		switch result {
+		case attemptBusy:
+			h.retries.busy(sum)
+		case attemptAcquired:
+			h.retries.done(sum)
+		}
+	}
+	h.byGroup.get(group).attempts[result][attempt].Inc()
+	if h.hot != nil && result == attemptBusy {
+		h.hot.contended(group, key)
+	}
+}
+
+// script times a script command under the script's name and reads lock
+// outcomes from the replies of known lock scripts.
+func (h *Hook) script(ctx context.Context, c *command, cmd redis.Cmder, err error, d float64, class errClass, failed bool, span trace.Span) {
+	args := cmd.Args()
+	id, _ := argString(args, 1)
+	s := h.scripts.lookup(c.script, id)
+	noscript := failed && class == errNoscript
+	if h.on(Scripts) {
+		s.dur[c.script].Observe(d)
+		if noscript {
+			s.noscript.Inc()
+		}
+	}
+	if span != nil {
+		span.SetAttributes(attrStoredProcedure.String(s.name))
+	}
+	// A NOSCRIPT is followed by the EVAL fallback, which carries the outcome.
+	if s.role == RoleNone || noscript || !h.on(Locks) || isInstrumented(ctx) {
+		return
+	}
+	nkeys, ok := argInt(args, 2)
+	if !ok || nkeys < 1 {
+		return
+	}
+	key, ok := argString(args, 3)
+	if !ok {
+		return
+	}
+	switch s.role {
+	case RoleAcquire:
+		token, hasToken := argString(args, 3+nkeys)
+		h.lockAttempt(key, token, hasToken, attemptResult(err))
+	case RoleRelease, RoleExtend:
+		if err != nil {
+			return
+		}
+		if n, ok := intReply(cmd); ok {
+			h.lockReply(s.role, key, n)
+		}
+	}
+}
+
+// lockReply counts a lost lock from an owner-checked release or extension.
+func (h *Hook) lockReply(role Role, key string, n int64) {
+	reason := -1
+	switch {
+	case n == 0 && role == RoleRelease:
+		reason = lostNotOwner
+	case n == -1 && role == RoleRelease:
+		reason = lostExpired
+	case n == 0 && role == RoleExtend:
+		reason = lostRenewFailed
+	}
+	if reason >= 0 {
+		h.byGroup.get(h.groups.Classify(key)).lost[reason].Inc()
+	}
+}
