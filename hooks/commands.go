@@ -34,14 +34,14 @@ var knownCommands = []string{
 type cmdKind uint8
 
 const (
-	kindPlain   cmdKind = iota
-	kindGet             // GET, GETEX: one key, nil reply is a miss
-	kindHGet            // HGET: one hash key, nil reply is a miss
-	kindMGet            // MGET: one reply per key
-	kindHMGet           // HMGET: one hash key, one reply per field
-	kindSet             // SET: a lock attempt when it has NX
-	kindSetNX           // legacy SETNX: always a lock attempt
-	kindScript          // EVAL, EVALSHA, their _RO forms, FCALL, FCALL_RO
+	kindPlain  cmdKind = iota
+	kindGet            // GET, GETEX: one key, nil reply is a miss
+	kindHGet           // HGET: one hash key, nil reply is a miss
+	kindMGet           // MGET: one reply per key
+	kindHMGet          // HMGET: one hash key, one reply per field
+	kindSet            // SET: a lock attempt when it has NX
+	kindSetNX          // legacy SETNX: always a lock attempt
+	kindScript         // EVAL, EVALSHA, their _RO forms, FCALL, FCALL_RO
 )
 
 // scriptCmd indexes the command label of ScriptDuration.

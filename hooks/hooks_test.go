@@ -122,15 +122,15 @@ func TestCacheLookupsAndMissBursts(t *testing.T) {
 	now = now.Add(2 * time.Second) // a new burst window
 	rdb.Set(ctx, "product:42", "p", time.Minute)
 	rdb.HSet(ctx, "product:cart:1", "sku", "1")
-	rdb.MGet(ctx, "product:42", "product:43", "product:44")                 // 1 hit, 2 misses
-	rdb.HGet(ctx, "product:cart:1", "sku")                                  // hit
-	rdb.HGet(ctx, "product:cart:1", "nope")                                 // miss
-	rdb.HMGet(ctx, "product:cart:1", "sku", "a", "b", "c")                  // 1 hit, 3 misses
-	rdb.GetEx(ctx, "product:none", time.Minute)                             // miss
-	rdb.Do(ctx, "GET", "product:42")                                        // hit, via Do in upper case
-	rdb.Get(origin.Instrumented(ctx), "product:nope")                       // cachewatch's own: not counted
+	rdb.MGet(ctx, "product:42", "product:43", "product:44")                       // 1 hit, 2 misses
+	rdb.HGet(ctx, "product:cart:1", "sku")                                        // hit
+	rdb.HGet(ctx, "product:cart:1", "nope")                                       // miss
+	rdb.HMGet(ctx, "product:cart:1", "sku", "a", "b", "c")                        // 1 hit, 3 misses
+	rdb.GetEx(ctx, "product:none", time.Minute)                                   // miss
+	rdb.Do(ctx, "GET", "product:42")                                              // hit, via Do in upper case
+	rdb.Get(origin.Instrumented(ctx), "product:nope")                             // cachewatch's own: not counted
 	rdb.Do(origin.Instrumented(ctx), "SET", "product:lock", "t", "NX", "PX", 100) // not counted either
-	for i := 0; i < 3; i++ {                                                // 3 more misses: product has 10 → a burst
+	for i := 0; i < 3; i++ {                                                      // 3 more misses: product has 10 → a burst
 		rdb.Get(ctx, "product:x")
 	}
 

@@ -52,7 +52,9 @@ type spaceSaving struct {
 	items map[string]*HotKey
 }
 
-func newSpaceSaving(k int) *spaceSaving { return &spaceSaving{k: k, items: make(map[string]*HotKey, k)} }
+func newSpaceSaving(k int) *spaceSaving {
+	return &spaceSaving{k: k, items: make(map[string]*HotKey, k)}
+}
 
 func (s *spaceSaving) add(key string) {
 	s.n++
