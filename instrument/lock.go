@@ -1,0 +1,475 @@
+package instrument
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cachewatch/cachewatch/internal/luascript"
+)
+
+// Lock errors callers branch on, besides ErrLockBusy, ErrRedis and the
+// context's own errors (a Lock call cut short by its context returns an error
+// wrapping ctx.Err(), so errors.Is(err, context.DeadlineExceeded) works).
+var (
+	// ErrNotOwner: Release or Extend found the lock gone or held by another
+	// owner; the caller's lease had ended before it was done.
+	ErrNotOwner = errors.New("cachewatch: lock not owned")
+	// ErrLockLost is the cause (context.Cause) of a lock's Context when the
+	// lease ended before Release: it ran out, its renewal failed, or Redis
+	// reported another owner.
+	ErrLockLost = errors.New("cachewatch: lock lost")
+	// errReleased is the cause of a lock's Context after Release.
+	errReleased = errors.New("cachewatch: lock released")
+)
+
+// DefaultLockTTL is the lease of a lock taken with a zero LockOptions.TTL.
+const DefaultLockTTL = 10 * time.Second
+
+// fenceCounterTTL is how long a fencing counter outlives the last acquisition
+// of its lock name. Tokens are max(counter+1, server µs clock) (see
+// luascript.LockAcquireFenced), so they keep increasing after the counter
+// expired; the hour only guards names in active use against a server clock
+// stepping back. Idle names leave no key behind.
+const fenceCounterTTL = time.Hour
+
+// Reasons of cachewatch_locks_lost_total.
+const (
+	lostExpired     = "expired"      // the lease ran out before Release
+	lostRenewFailed = "renew_failed" // renewal could not reach Redis before the lease ran out
+	lostNotOwner    = "not_owner"    // Redis reported another owner while the lease still ran
+)
+
+// LockOptions configures one Lock call. The zero value takes a
+// DefaultLockTTL lease, retries with the default Backoff while the lock is
+// busy, and neither renews nor fences.
+type LockOptions struct {
+	// TTL is the lease: the lock key expires this long after it was taken
+	// or last renewed. Zero means DefaultLockTTL; a lock without expiry
+	// cannot be taken. Negative values and values below 1ms are errors.
+	TTL time.Duration
+	// Backoff bounds the retries while the lock is busy (full jitter).
+	// Backoff{Retries: -1} tries exactly once.
+	Backoff Backoff
+	// Renew starts a heartbeat that extends the lease every TTL/3 until
+	// Release, for work that may outlast one TTL.
+	Renew bool
+	// Fencing asks for a fencing token (Lock.Fence), strictly increasing per
+	// lock name, so that writers downstream can reject a holder whose lease
+	// ended. It costs one Lua script instead of a plain SET NX PX, and a
+	// counter key on the lock's hash slot ("{key}:fence", or "key:fence" when
+	// key has a hash tag) that expires an hour after the last acquisition.
+	Fencing bool
+}
+
+// Lock is a held lease lock. Its methods are safe for concurrent use.
+// Always call Release, typically deferred.
+type Lock struct {
+	c      *Client
+	key    string
+	group  string
+	token  string
+	fence  int64
+	ttl    time.Duration
+	renew  bool
+	taken  time.Time // when the acquiring reply arrived (client clock)
+	span   trace.Span
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	stopRenew context.CancelFunc
+	renewDone chan struct{}
+
+	mu         sync.Mutex
+	validUntil time.Time // client clock; never later than Redis's expiry
+	timer      *time.Timer
+	timerGen   int
+	finished   bool // released or lost: hold time observed, Context done
+	released   bool // Release ran
+}
+
+// Lock takes the lease lock key: one SET key token NX PX ttl (or one script
+// when opts.Fencing), retried with full-jitter backoff while another owner
+// holds it, for at most opts.Backoff.Retries retries and never past ctx.
+//
+// It returns an error wrapping ErrLockBusy when the retries are spent,
+// ctx.Err() when ctx ended first, and ErrRedis when Redis failed. Redis calls
+// honour ctx deadlines only when the go-redis client sets
+// ContextTimeoutEnabled; otherwise each call is bounded by its
+// ReadTimeout/WriteTimeout.
+func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock, error) {
+	ttl, err := lockTTL(opts.TTL)
+	if err != nil {
+		return nil, err
+	}
+	var fenceKey string
+	if opts.Fencing {
+		if fenceKey, err = fenceKeyFor(key); err != nil {
+			return nil, err
+		}
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	group := c.group(key)
+	ctx, span := c.tracer.Start(ctx, "cachewatch.lock", trace.WithAttributes(
+		attribute.String("cachewatch.key_group", group),
+		attribute.Int64("cachewatch.lock.ttl_ms", ttl.Milliseconds())))
+	b := opts.Backoff.withDefaults()
+	start := c.now()
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := c.backoffWait(ctx, group, b.delay(attempt)); err != nil {
+				return nil, c.lockFailed(ctx, span, group, key, token, start, "gave_up",
+					fmt.Errorf("cachewatch: lock %q: waiting to retry: %w", key, err))
+			}
+		}
+		sent := c.now()
+		fence, ok, err := c.tryLock(ctx, key, fenceKey, token, ttl)
+		c.countAttempt(ctx, group, key, token, attempt, ok, err)
+		switch {
+		case err != nil:
+			return nil, c.lockFailed(ctx, span, group, key, token, start, "error", c.lockErr(ctx, key, err))
+		case ok:
+			c.m.lockAcquire.WithLabelValues(group, "acquired").Observe(c.now().Sub(start).Seconds())
+			return c.held(ctx, span, key, group, token, fence, ttl, sent, opts.Renew), nil
+		case attempt >= b.Retries:
+			return nil, c.lockFailed(ctx, span, group, key, token, start, "gave_up",
+				fmt.Errorf("%w: %q after %d attempts", ErrLockBusy, key, attempt+1))
+		}
+	}
+}
+
+// tryLock makes one acquire attempt: ok false with a nil error means busy.
+func (c *Client) tryLock(ctx context.Context, key, fenceKey, token string, ttl time.Duration) (fence int64, ok bool, err error) {
+	if fenceKey == "" {
+		ok, err = c.rdb.SetNX(c.ctx(ctx), key, token, ttl).Result()
+		return 0, ok, err
+	}
+	fence, err = luascript.LockAcquireFenced.Run(c.ctx(ctx), c.rdb, []string{key, fenceKey},
+		token, ttl.Milliseconds(), fenceCounterTTL.Milliseconds()).Int64()
+	return fence, err == nil && fence > 0, err
+}
+
+// lockErr tells a caller whose context ended apart from a Redis failure.
+func (c *Client) lockErr(ctx context.Context, key string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("cachewatch: lock %q: %w (redis: %v)", key, ctxErr, err)
+	}
+	return redisErr("lock "+strconv.Quote(key), err)
+}
+
+func (c *Client) countAttempt(ctx context.Context, group, key, token string, attempt int, ok bool, err error) {
+	result := "busy"
+	switch {
+	case err != nil:
+		result = "error"
+	case ok:
+		result = "acquired"
+	}
+	which := "first"
+	if attempt > 0 {
+		which = "retry"
+		c.m.retries.WithLabelValues(group).Inc()
+	}
+	c.m.lockAttempts.WithLabelValues(group, result, which).Inc()
+	c.logLock(ctx, result, group, key, token, slog.Int("attempt", attempt+1))
+}
+
+// backoffWait sleeps d unless ctx ends first, or ends before d would pass:
+// then it returns at once with the context's error.
+func (c *Client) backoffWait(ctx context.Context, group string, d time.Duration) error {
+	c.m.backoff.WithLabelValues(group).Observe(d.Seconds())
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("backoff of %v would pass the deadline: %w", d, context.DeadlineExceeded)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (c *Client) lockFailed(ctx context.Context, span trace.Span, group, key, token string, start time.Time, outcome string, err error) error {
+	c.m.lockAcquire.WithLabelValues(group, outcome).Observe(c.now().Sub(start).Seconds())
+	c.logLock(ctx, outcome, group, key, token)
+	span.SetAttributes(attribute.String("cachewatch.lock.outcome", outcome))
+	span.SetStatus(codes.Error, outcome)
+	span.End()
+	return err
+}
+
+// held builds the Lock after a successful attempt sent at sent.
+func (c *Client) held(ctx context.Context, span trace.Span, key, group, token string, fence int64, ttl time.Duration, sent time.Time, renew bool) *Lock {
+	lctx, cancel := context.WithCancelCause(ctx)
+	l := &Lock{c: c, key: key, group: group, token: token, fence: fence, ttl: ttl, renew: renew,
+		taken: c.now(), span: span, ctx: lctx, cancel: cancel}
+	span.AddEvent("lease acquired", trace.WithAttributes(attribute.Int64("cachewatch.lock.fence", fence)))
+	c.logLock(ctx, "acquired", group, key, token, slog.Int64("fence", fence))
+	l.mu.Lock()
+	l.setValidUntil(sent.Add(ttl))
+	l.mu.Unlock()
+	if renew {
+		// Release stops the heartbeat through stop; the lock's end through
+		// lctx. Only the former makes a failing renewal no Redis failure.
+		rctx, stop := context.WithCancel(context.WithoutCancel(lctx))
+		l.stopRenew, l.renewDone = stop, make(chan struct{})
+		go l.heartbeat(rctx, lctx)
+	}
+	return l
+}
+
+// Key returns the lock's key.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the random owner token stored in the lock key.
+func (l *Lock) Token() string { return l.token }
+
+// Fence returns the fencing token (LockOptions.Fencing), or 0.
+func (l *Lock) Fence() int64 { return l.fence }
+
+// Context returns a context derived from the one given to Lock. It is done
+// when the lock is released or its lease can no longer be trusted: it ran
+// out without renewal, renewal failed until it ran out, or Redis reported
+// another owner. context.Cause then wraps ErrLockLost. Do the guarded work
+// under this context.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// Extend resets the lease to ttl (zero: the lock's TTL) if the caller still
+// owns the lock. It returns an error wrapping ErrNotOwner if not, and then
+// counts the lock as lost.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if ttl == 0 {
+		ttl = l.ttl
+	}
+	ttl, err := lockTTL(ttl)
+	if err != nil {
+		return err
+	}
+	return l.extend(ctx, ctx, ttl)
+}
+
+// extend runs the owner-only extend script under callCtx and records its
+// result; a failure after the caller's ctx ended is not a Redis failure.
+func (l *Lock) extend(ctx, callCtx context.Context, ttl time.Duration) error {
+	sent := l.c.now()
+	n, err := luascript.LockExtend.Run(l.c.ctx(callCtx), l.c.rdb, []string{l.key}, l.token, ttl.Milliseconds()).Int()
+	renewals := l.c.m.lockRenewals
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			renewals.WithLabelValues(l.group, "error").Inc()
+			l.c.logLock(ctx, "renew_error", l.group, l.key, l.token)
+		}
+		return l.c.lockErr(callCtx, l.key, err)
+	case n == 0:
+		renewals.WithLabelValues(l.group, "lost").Inc()
+		l.mu.Lock()
+		l.lose(l.goneReason())
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %q: extend found another owner or none", ErrNotOwner, l.key)
+	}
+	renewals.WithLabelValues(l.group, "renewed").Inc()
+	l.c.logLock(ctx, "renewed", l.group, l.key, l.token)
+	l.mu.Lock()
+	if !l.finished {
+		l.setValidUntil(sent.Add(ttl))
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// heartbeat extends the lease every TTL/3 until stopped (Release) or the
+// lock's context ends. A failed renewal is retried at the next beat; if none
+// succeeds before the lease runs out, the expiry timer ends the lock.
+func (l *Lock) heartbeat(ctx, lockCtx context.Context) {
+	defer close(l.renewDone)
+	tick := time.NewTicker(max(l.ttl/3, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-lockCtx.Done():
+			return
+		case <-tick.C:
+		}
+		l.mu.Lock()
+		left := l.validUntil.Sub(l.c.now())
+		l.mu.Unlock()
+		if left <= 0 {
+			continue // the expiry timer is about to end the lock
+		}
+		callCtx, cancel := context.WithTimeout(ctx, left)
+		err := l.extend(ctx, callCtx, l.ttl)
+		cancel()
+		if errors.Is(err, ErrNotOwner) {
+			return
+		}
+	}
+}
+
+// Release deletes the lock if the caller still owns it and ends its Context.
+// It returns an error wrapping ErrNotOwner when the lease had already ended
+// (the lock is then counted as lost, once), and ErrRedis when Redis failed
+// (the key then expires at its TTL).
+func (l *Lock) Release(ctx context.Context) error {
+	if l.stopRenew != nil {
+		l.stopRenew()
+		<-l.renewDone // no renewal may race the release script
+	}
+	l.mu.Lock()
+	twice := l.released
+	l.released = true
+	l.mu.Unlock()
+	if twice {
+		return fmt.Errorf("%w: %q: released twice", ErrNotOwner, l.key)
+	}
+	n, err := luascript.LockRelease.Run(l.c.ctx(ctx), l.c.rdb, []string{l.key}, l.token).Int()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	defer l.span.End()
+	switch {
+	case err != nil:
+		l.finish("release_error", errReleased)
+		return l.c.lockErr(ctx, l.key, err)
+	case n == 0:
+		l.lose(l.goneReason())
+		return fmt.Errorf("%w: %q: the lease had ended", ErrNotOwner, l.key)
+	}
+	l.span.AddEvent("lease released")
+	l.finish("released", errReleased)
+	return nil
+}
+
+// goneReason says why Redis no longer holds our token: past our own lease
+// it expired; within it, someone else deleted or took it. l.mu is held.
+func (l *Lock) goneReason() string {
+	if l.c.now().Before(l.validUntil) {
+		return lostNotOwner
+	}
+	return lostExpired
+}
+
+// setValidUntil moves the lease end and re-arms the expiry timer. l.mu is held.
+func (l *Lock) setValidUntil(t time.Time) {
+	l.validUntil = t
+	l.timerGen++
+	gen := l.timerGen
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.timer = time.AfterFunc(t.Sub(l.c.now()), func() { l.expire(gen) })
+}
+
+// expire ends the lock when its lease ran out without a (successful) renewal.
+func (l *Lock) expire(gen int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if gen != l.timerGen {
+		return // re-armed by a renewal meanwhile
+	}
+	if l.renew {
+		l.lose(lostRenewFailed)
+	} else {
+		l.lose(lostExpired)
+	}
+}
+
+// lose counts the lock as lost (once) and ends its Context. l.mu is held.
+func (l *Lock) lose(reason string) {
+	if l.finished {
+		return
+	}
+	l.c.m.locksLost.WithLabelValues(l.group, reason).Inc()
+	l.span.AddEvent("lease lost", trace.WithAttributes(attribute.String("cachewatch.lock.reason", reason)))
+	l.finish("lost_"+reason, fmt.Errorf("%w: %s", ErrLockLost, reason))
+}
+
+// finish observes the hold time, stops the timer and ends the Context with
+// cause. l.mu is held.
+func (l *Lock) finish(outcome string, cause error) {
+	if l.finished {
+		return
+	}
+	l.finished = true
+	l.timerGen++
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.c.m.lockHold.WithLabelValues(l.group).Observe(l.c.now().Sub(l.taken).Seconds())
+	l.c.logLock(l.ctx, outcome, l.group, l.key, l.token)
+	l.cancel(cause)
+}
+
+// logLock writes one debug line per lock decision.
+func (c *Client) logLock(ctx context.Context, outcome, group, key, token string, extra ...slog.Attr) {
+	if !c.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := append([]slog.Attr{
+		slog.String("key_group", group), slog.String("key", key),
+		slog.String("token", shortToken(token)), slog.String("outcome", outcome),
+	}, extra...)
+	c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch lock", attrs...)
+}
+
+// lockTTL applies the default and rejects leases Redis cannot express.
+func lockTTL(ttl time.Duration) (time.Duration, error) {
+	switch {
+	case ttl == 0:
+		return DefaultLockTTL, nil
+	case ttl < time.Millisecond:
+		return 0, fmt.Errorf("cachewatch: lock TTL %v: want 0 (default %v) or at least 1ms", ttl, DefaultLockTTL)
+	}
+	return ttl, nil
+}
+
+// newToken returns a random owner token: 128 bits from crypto/rand.
+func newToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("cachewatch: lock token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// fenceKeyFor returns the fencing counter's key, on the lock key's hash slot
+// so that one script may touch both in Redis Cluster.
+func fenceKeyFor(key string) (string, error) {
+	if hasHashTag(key) {
+		return key + ":fence", nil
+	}
+	if strings.IndexByte(key, '}') >= 0 {
+		return "", fmt.Errorf("cachewatch: fencing lock %q: a key with '}' needs a non-empty hash tag {…}", key)
+	}
+	return "{" + key + "}:fence", nil
+}
+
+// hasHashTag reports whether Redis Cluster hashes key by a {tag}: the text
+// between the first '{' and the next '}', when not empty.
+func hasHashTag(key string) bool {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return false
+	}
+	return strings.IndexByte(key[open+1:], '}') > 0
+}

@@ -1,0 +1,549 @@
+package instrument_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// lockClient returns an instrument client over rdb reporting into reg.
+func lockClient(t *testing.T, rdb redis.UniversalClient, reg prometheus.Registerer, now func() time.Time) *instrument.Client {
+	t.Helper()
+	c, err := instrument.New(rdb, instrument.Options{Registerer: reg, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// lockMetric sums the samples (counters, gauges) or observation counts
+// (histograms) of metric name whose labels include want.
+func lockMetric(t *testing.T, reg prometheus.Gatherer, name string, want ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	samples:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(want); i += 2 {
+				if have[want[i]] != want[i+1] {
+					continue samples
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
+// setNXCounter counts the SET … NX commands (acquire attempts) a client
+// sends, as seen on the wire.
+type setNXCounter struct{ n atomic.Int64 }
+
+func (h *setNXCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *setNXCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *setNXCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if cmd.Name() == "set" && len(args) > 3 && strings.EqualFold(fmt.Sprint(args[len(args)-1]), "nx") {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// waitDone fails the test if ctx is not done within a generous bound (a
+// hang guard, not a timing assertion).
+func waitDone(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: context still live after 10s", what)
+	}
+}
+
+func TestLockMutualExclusionAcrossClients(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	const clients, perClient, rounds = 4, 6, 5
+	counters := make([]*setNXCounter, clients)
+	var inside, overlaps, entered atomic.Int64
+	var wg sync.WaitGroup
+	for i := range clients {
+		rdb := srv.Client(t)
+		counters[i] = &setNXCounter{}
+		rdb.AddHook(counters[i])
+		c := lockClient(t, rdb, reg, nil)
+		for range perClient {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range rounds {
+					l, err := c.Lock(context.Background(), "lock:{job:42}", instrument.LockOptions{
+						TTL:     5 * time.Second,
+						Backoff: instrument.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond, Retries: 100000},
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if inside.Add(1) > 1 {
+						overlaps.Add(1)
+					}
+					entered.Add(1)
+					time.Sleep(200 * time.Microsecond)
+					inside.Add(-1)
+					if err := l.Release(context.Background()); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if got := overlaps.Load(); got != 0 {
+		t.Fatalf("%d entries found another holder inside the critical section", got)
+	}
+	const locks = clients * perClient * rounds
+	if got := entered.Load(); got != locks {
+		t.Fatalf("critical sections entered = %d, want %d", got, locks)
+	}
+	var sent int64
+	for _, h := range counters {
+		sent += h.n.Load()
+	}
+	attempts := lockMetric(t, reg, "cachewatch_lock_attempts_total")
+	if attempts != float64(sent) {
+		t.Fatalf("lock_attempts_total = %v, SET NX sent = %d", attempts, sent)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"); got != locks {
+		t.Fatalf("acquired attempts = %v, want %d", got, locks)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "attempt", "first"); got != locks {
+		t.Fatalf("first attempts = %v, want one per Lock call (%d)", got, locks)
+	}
+	retries := lockMetric(t, reg, "cachewatch_lock_attempts_total", "attempt", "retry")
+	if got := lockMetric(t, reg, "cachewatch_retries_total"); got != retries || retries != float64(sent)-locks {
+		t.Fatalf("retries_total = %v, retry attempts = %v, want %d", got, retries, sent-locks)
+	}
+	if got := lockMetric(t, reg, "cachewatch_backoff_delay_seconds"); got != retries {
+		t.Fatalf("backoff delays observed = %v, want %v", got, retries)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "acquired"); got != locks {
+		t.Fatalf("acquire durations observed = %v, want %d", got, locks)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_hold_duration_seconds"); got != locks {
+		t.Fatalf("hold durations observed = %v, want %d", got, locks)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 0 {
+		t.Fatalf("locks lost = %v, want 0", got)
+	}
+	if retries == 0 {
+		t.Fatal("no contention happened: the test proves nothing")
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+}
+
+func TestLockExpiresMidWork(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	first := lockClient(t, srv.Client(t), reg, nil)
+	second := lockClient(t, srv.Client(t), reg, nil)
+	ctx := context.Background()
+	const key = "lock:report:7"
+
+	a, err := first.Lock(ctx, key, instrument.LockOptions{TTL: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second worker waits for the lease to run out while the first is
+	// still "working" (it never releases in time).
+	b, err := second.Lock(ctx, key, instrument.LockOptions{
+		Backoff: instrument.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond, Retries: 100000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a.Context(), "first holder")
+	if cause := context.Cause(a.Context()); !errors.Is(cause, instrument.ErrLockLost) {
+		t.Fatalf("first holder's cause = %v, want ErrLockLost", cause)
+	}
+	if err := a.Release(ctx); !errors.Is(err, instrument.ErrNotOwner) {
+		t.Fatalf("first release = %v, want ErrNotOwner", err)
+	}
+	if err := b.Context().Err(); err != nil {
+		t.Fatalf("second holder's context ended: %v", err)
+	}
+	// The first release must not have deleted the second owner's lock.
+	if got, _ := srv.Client(t).Get(ctx, key).Result(); got != b.Token() {
+		t.Fatalf("lock value after the stale release = %q, want the second owner's token", got)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 1 {
+		t.Fatalf("locks_lost_total = %v, want 1", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "expired"); got != 1 {
+		t.Fatalf("locks_lost_total{reason=expired} = %v, want 1", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_hold_duration_seconds"); got != 2 {
+		t.Fatalf("hold durations observed = %v, want 2", got)
+	}
+}
+
+func TestLockReleaseFindsAnotherOwner(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	reg := prometheus.NewRegistry()
+	// A frozen clock: the lease never runs out by the client's reckoning, so
+	// a missing token can only mean someone else took the key.
+	frozen := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := lockClient(t, rdb, reg, func() time.Time { return frozen })
+	ctx := context.Background()
+	l, err := c.Lock(ctx, "lock:invoice:9", instrument.LockOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, "lock:invoice:9", "intruder", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, instrument.ErrNotOwner) {
+		t.Fatalf("release = %v, want ErrNotOwner", err)
+	}
+	if got, _ := rdb.Get(ctx, "lock:invoice:9").Result(); got != "intruder" {
+		t.Fatalf("release deleted another owner's lock (value %q)", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 1 {
+		t.Fatalf("locks_lost_total{reason=not_owner} = %v, want 1", got)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, instrument.ErrLockLost) {
+		t.Fatalf("cause = %v, want ErrLockLost", cause)
+	}
+	if err := l.Release(ctx); !errors.Is(err, instrument.ErrNotOwner) {
+		t.Fatalf("second release = %v, want ErrNotOwner", err)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 1 {
+		t.Fatalf("locks_lost_total = %v after a second release, want 1", got)
+	}
+}
+
+func TestLockRenewalKeepsLeaseAndReportsLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, rdb, reg, nil)
+	rival := lockClient(t, srv.Client(t), prometheus.NewRegistry(), nil)
+	ctx := context.Background()
+	const key, ttl = "lock:{long-job}", 150 * time.Millisecond
+
+	l, err := c.Lock(ctx, key, instrument.LockOptions{TTL: ttl, Renew: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Work for several TTLs: the rival never gets in and the lease holds.
+	for range 8 {
+		time.Sleep(ttl / 2)
+		if _, err := rival.Lock(ctx, key, instrument.LockOptions{Backoff: instrument.Backoff{Retries: -1}}); !errors.Is(err, instrument.ErrLockBusy) {
+			t.Fatalf("rival Lock during renewed work = %v, want ErrLockBusy", err)
+		}
+		if err := l.Context().Err(); err != nil {
+			t.Fatalf("holder's context ended during renewed work: %v", context.Cause(l.Context()))
+		}
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_renewals_total", "result", "renewed"); got < 3 {
+		t.Fatalf("renewals = %v over 4 TTLs, want ≥ 3", got)
+	}
+	// Someone deletes the key behind the holder's back.
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, l.Context(), "holder after the key was deleted")
+	if cause := context.Cause(l.Context()); !errors.Is(cause, instrument.ErrLockLost) {
+		t.Fatalf("cause = %v, want ErrLockLost", cause)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 1 {
+		t.Fatalf("locks_lost_total{reason=not_owner} = %v, want 1", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_renewals_total", "result", "lost"); got != 1 {
+		t.Fatalf("renewals{result=lost} = %v, want 1", got)
+	}
+	if err := l.Release(ctx); !errors.Is(err, instrument.ErrNotOwner) {
+		t.Fatalf("release = %v, want ErrNotOwner", err)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 1 {
+		t.Fatalf("locks_lost_total = %v, want 1 (counted once)", got)
+	}
+}
+
+func TestLockRenewalFailsWhileRedisPaused(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, rdb, reg, nil)
+	l, err := c.Lock(context.Background(), "lock:{paused}", instrument.LockOptions{TTL: 200 * time.Millisecond, Renew: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	waitDone(t, l.Context(), "holder while Redis is paused")
+	// The renewal in flight fails at the lease's end too; wait for it
+	// (Release would cancel it, and a cancelled renewal is no Redis error).
+	for deadline := time.Now().Add(10 * time.Second); lockMetric(t, reg, "cachewatch_lock_renewals_total", "result", "error") < 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("no failed renewal counted while Redis was paused")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	srv.Resume()
+	// The renewal that timed out may still land once Redis resumes, so the
+	// key may be ours again: nil is as right as ErrNotOwner.
+	if err := l.Release(context.Background()); err != nil && !errors.Is(err, instrument.ErrNotOwner) {
+		t.Fatalf("release after the lease ran out = %v, want nil or ErrNotOwner", err)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, instrument.ErrLockLost) || !strings.Contains(cause.Error(), "renew_failed") {
+		t.Fatalf("cause = %v, want ErrLockLost (renew_failed)", cause)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "renew_failed"); got != 1 {
+		t.Fatalf("locks_lost_total{reason=renew_failed} = %v, want 1", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_renewals_total", "result", "error"); got < 1 {
+		t.Fatalf("renewals{result=error} = %v, want ≥ 1", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 1 {
+		t.Fatalf("locks_lost_total = %v, want 1", got)
+	}
+}
+
+func TestLockRedisPausedMidAcquire(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, rdb, reg, nil)
+	if err := rdb.Ping(context.Background()).Err(); err != nil { // warm the pool
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Lock(ctx, "lock:{stalled}", instrument.LockOptions{})
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, instrument.ErrRedis) {
+		t.Fatalf("Lock on a paused Redis = %v, want a deadline or ErrRedis", err)
+	}
+	if errors.Is(err, instrument.ErrLockBusy) {
+		t.Fatalf("a paused Redis reported as busy: %v", err)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "error"); got != 1 {
+		t.Fatalf("attempts{result=error} = %v, want 1", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "error"); got != 1 {
+		t.Fatalf("acquire{outcome=error} = %v, want 1", got)
+	}
+}
+
+func TestLockRedisKilled(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, srv.Client(t), reg, nil)
+	srv.Kill()
+	_, err := c.Lock(context.Background(), "lock:{gone}", instrument.LockOptions{})
+	if !errors.Is(err, instrument.ErrRedis) {
+		t.Fatalf("Lock on a killed Redis = %v, want ErrRedis", err)
+	}
+	if errors.Is(err, instrument.ErrLockBusy) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a killed Redis reported as busy or deadline: %v", err)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "error", "attempt", "first"); got != 1 {
+		t.Fatalf("attempts{error,first} = %v, want 1 (no retry on Redis failure)", got)
+	}
+}
+
+func TestLockBusyAndDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, srv.Client(t), reg, nil)
+	ctx := context.Background()
+	held, err := c.Lock(ctx, "lock:busy", instrument.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+
+	_, err = c.Lock(ctx, "lock:busy", instrument.LockOptions{Backoff: instrument.Backoff{Retries: -1}})
+	if !errors.Is(err, instrument.ErrLockBusy) {
+		t.Fatalf("try-once on a held lock = %v, want ErrLockBusy", err)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "busy", "attempt", "first"); got != 1 {
+		t.Fatalf("attempts{busy,first} = %v, want 1", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "gave_up"); got != 1 {
+		t.Fatalf("acquire{gave_up} = %v, want 1", got)
+	}
+
+	dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = c.Lock(dctx, "lock:busy", instrument.LockOptions{Backoff: instrument.Backoff{Base: 10 * time.Millisecond, Retries: 1000}})
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, instrument.ErrLockBusy) || errors.Is(err, instrument.ErrRedis) {
+		t.Fatalf("Lock past its deadline = %v, want only context.DeadlineExceeded", err)
+	}
+}
+
+func TestLockRejectsBadInput(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := lockClient(t, rdb, prometheus.NewRegistry(), nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		key  string
+		opts instrument.LockOptions
+	}{
+		{"lock:a", instrument.LockOptions{TTL: -time.Second}},
+		{"lock:a", instrument.LockOptions{TTL: 500 * time.Microsecond}},
+		{"lock:a}b", instrument.LockOptions{Fencing: true}},
+	} {
+		if _, err := c.Lock(ctx, tc.key, tc.opts); err == nil {
+			t.Fatalf("Lock(%q, %+v) succeeded, want an error", tc.key, tc.opts)
+		}
+	}
+	if n, _ := rdb.DBSize(ctx).Result(); n != 0 {
+		t.Fatalf("rejected calls wrote %d keys", n)
+	}
+	// The default lease is a hard TTL, never a key without expiry.
+	l, err := c.Lock(ctx, "lock:default", instrument.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if ttl, _ := rdb.PTTL(ctx, "lock:default").Result(); ttl <= 0 || ttl > instrument.DefaultLockTTL {
+		t.Fatalf("default lock PTTL = %v, want in (0, %v]", ttl, instrument.DefaultLockTTL)
+	}
+}
+
+func TestLockFencingTokensIncrease(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := lockClient(t, rdb, prometheus.NewRegistry(), nil)
+	ctx := context.Background()
+	var last int64
+	for i := range 20 {
+		if i == 10 { // the counter expired while nobody used the lock
+			if err := rdb.Del(ctx, "{lock:ledger}:fence").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := c.Lock(ctx, "lock:ledger", instrument.LockOptions{Fencing: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("fence %d after %d: not increasing", l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The counter expires (no key leak per lock name).
+	if ttl, _ := rdb.PTTL(ctx, "{lock:ledger}:fence").Result(); ttl <= 0 {
+		t.Fatalf("fencing counter PTTL = %v, want a TTL", ttl)
+	}
+}
+
+func TestLockClusterHashTaggedFencing(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	reg := prometheus.NewRegistry()
+	var mu sync.Mutex
+	var fences []int64
+	var inside atomic.Int64
+	var wg sync.WaitGroup
+	keys := []string{"lock:{order:1}", "lock:{order:2}", "lock:{order:3}", "plain-lock-name"}
+	for range 3 {
+		c := lockClient(t, cluster.Client(t), reg, nil)
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 5 {
+					l, err := c.Lock(context.Background(), "lock:{order:1}", instrument.LockOptions{
+						Fencing: true,
+						Backoff: instrument.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond, Retries: 100000},
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if inside.Add(1) != 1 {
+						t.Error("two holders of one cluster lock")
+					}
+					mu.Lock()
+					fences = append(fences, l.Fence())
+					mu.Unlock()
+					inside.Add(-1)
+					if err := l.Release(context.Background()); err != nil {
+						t.Error(err)
+					}
+				}
+				// Locks on other slots work from the same client.
+				other, err := c.Lock(context.Background(), keys[1+g%3], instrument.LockOptions{Fencing: true,
+					Backoff: instrument.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond, Retries: 100000}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := other.Release(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if len(fences) != 60 {
+		t.Fatalf("%d fenced holds, want 60", len(fences))
+	}
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("fence %d after %d: holders saw tokens out of order", fences[i], fences[i-1])
+		}
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"); got != 72 {
+		t.Fatalf("acquired attempts = %v, want 72", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "error"); got != 0 {
+		t.Fatalf("attempts with errors on the cluster = %v, want 0", got)
+	}
+}
