@@ -1,0 +1,162 @@
+package instrument
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+)
+
+// errCallerGone marks a Redis call abandoned because the caller's context
+// ended: not Redis's fault, so the breaker does not count it.
+var errCallerGone = errors.New("caller context done")
+
+// degraded is the protection of a Cache against an unreachable Redis: every
+// Redis call goes through a circuit breaker and is bounded in time; when
+// Redis fails, callers go to the source directly, at most `limit` at a time.
+type degraded struct {
+	breaker  *gobreaker.CircuitBreaker[[]any]
+	slots    chan struct{}
+	timeout  time.Duration
+	ctxAware bool // the go-redis client itself honours context deadlines
+	inFlight prometheus.Gauge
+}
+
+func newDegraded(rdb redis.UniversalClient, name string, o CacheOptions, m *metrics) *degraded {
+	state := m.breakerState.WithLabelValues(name)
+	state.Set(float64(gobreaker.StateClosed))
+	failures := o.BreakerFailures
+	return &degraded{
+		breaker: gobreaker.NewCircuitBreaker[[]any](gobreaker.Settings{
+			Name:          name,
+			Timeout:       o.BreakerOpenFor,
+			ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+			IsExcluded:    func(err error) bool { return errors.Is(err, errCallerGone) },
+			OnStateChange: func(_ string, _, to gobreaker.State) { state.Set(float64(to)) },
+		}),
+		slots:    make(chan struct{}, o.FallbackConcurrency),
+		timeout:  o.RedisTimeout,
+		ctxAware: contextTimeoutEnabled(rdb),
+		inFlight: m.sourceInFlight.WithLabelValues(name),
+	}
+}
+
+// contextTimeoutEnabled reports whether rdb applies context deadlines to its
+// socket reads. Without it (go-redis's default) a call to a stalled server
+// blocks for ReadTimeout whatever the context says, so calls are guarded.
+func contextTimeoutEnabled(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// call runs one Redis round trip through the breaker, bounded by the
+// Redis timeout and by ctx. With the breaker open it fails at once.
+func (d *degraded) call(ctx context.Context, op string, fn func(context.Context) ([]any, error)) ([]any, error) {
+	res, err := d.breaker.Execute(func() ([]any, error) {
+		rctx, cancel := context.WithTimeout(ctx, d.timeoutFor(ctx))
+		defer cancel()
+		res, err := d.bounded(rctx, fn)
+		if err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", errCallerGone, err)
+		}
+		return res, err
+	})
+	if err != nil {
+		return nil, redisErr(op, err)
+	}
+	return res, nil
+}
+
+// bounded returns when fn does or ctx ends, whichever is first. A go-redis
+// client without ContextTimeoutEnabled ignores ctx while waiting for a
+// reply; then fn runs on its own goroutine, which ends at the client's
+// ReadTimeout at the latest.
+func (d *degraded) bounded(ctx context.Context, fn func(context.Context) ([]any, error)) ([]any, error) {
+	if d.ctxAware {
+		return fn(ctx)
+	}
+	type result struct {
+		v   []any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := fn(ctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// callerDeadlineKey carries the deadline of the caller that started a
+// flight (whose own context is detached from it).
+type callerDeadlineKey struct{}
+
+// withCallerDeadline records dl as the caller's deadline; the zero time
+// means none (a background refresh).
+func withCallerDeadline(ctx context.Context, dl time.Time) context.Context {
+	return context.WithValue(ctx, callerDeadlineKey{}, dl)
+}
+
+// callerBound returns ctx, ending at the flight's caller's deadline if it
+// had one: a caller that has gone must not keep a source slot waiting.
+func callerBound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Value(callerDeadlineKey{}).(time.Time); ok && !dl.IsZero() {
+		return context.WithDeadline(ctx, dl)
+	}
+	return ctx, func() {}
+}
+
+// timeoutFor is the time one Redis call may take: RedisTimeout, but at most
+// half of what is left of the caller's deadline, so that a stalled Redis
+// still leaves the caller time to be served by the fallback.
+func (d *degraded) timeoutFor(ctx context.Context) time.Duration {
+	t := d.timeout
+	if dl, ok := ctx.Value(callerDeadlineKey{}).(time.Time); ok && !dl.IsZero() {
+		// Past the deadline the caller has left; the flight now serves
+		// only those that joined it, with the full timeout.
+		if left := time.Until(dl); left > 0 {
+			t = min(t, max(left/2, time.Millisecond))
+		}
+	}
+	return t
+}
+
+// open reports whether the breaker currently refuses Redis calls.
+func (d *degraded) open() bool { return d.breaker.State() == gobreaker.StateOpen }
+
+// acquire takes one of the fallback's source slots, waiting at most until
+// ctx ends. release must follow a successful acquire.
+func (d *degraded) acquire(ctx context.Context) error {
+	select {
+	case d.slots <- struct{}{}:
+		d.inFlight.Inc()
+		return nil
+	default:
+	}
+	select {
+	case d.slots <- struct{}{}:
+		d.inFlight.Inc()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *degraded) release() {
+	d.inFlight.Dec()
+	<-d.slots
+}

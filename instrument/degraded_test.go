@@ -1,0 +1,145 @@
+package instrument
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+func TestFetchDegradedRedisPausedKilledRestarted(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	// MaxRetries -1: a dead server fails fast instead of being retried.
+	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	ca := newFetchCache(t, rdb, reg, clk, CacheOptions{
+		RedisTimeout: 300 * time.Millisecond, BreakerFailures: 2, BreakerOpenFor: 200 * time.Millisecond,
+		FallbackConcurrency: 2, Name: "degraded-test"})
+	var calls atomic.Int64
+	load := func(context.Context) (string, error) { calls.Add(1); return "from-source", nil }
+	g := ca.c.group("item:1")
+	state := func() float64 { return testutil.ToFloat64(ca.c.m.breakerState.WithLabelValues("degraded-test")) }
+	fetch := func(what string) {
+		t.Helper()
+		// The deadline is the bound: Fetch must answer within it although
+		// go-redis itself would wait for its 3s ReadTimeout.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if v, err := ca.Fetch(ctx, "item:1", load); err != nil || v != "from-source" {
+			t.Fatalf("%s: %q, %v; want the source's value within the deadline", what, v, err)
+		}
+	}
+
+	fetch("healthy")
+	if lookups(ca, g, resultMiss) != 1 || state() != float64(gobreaker.StateClosed) {
+		t.Fatalf("healthy: miss=%v state=%v", lookups(ca, g, resultMiss), state())
+	}
+
+	srv.Pause() // SIGSTOP: connections open, nothing answered
+	clk.add(time.Hour)
+	fetch("paused")
+
+	done := make(chan struct{})
+	go func() { defer close(done); fetch("killed mid-fetch") }()
+	time.Sleep(50 * time.Millisecond) // let the read reach the stalled server (either way the answer is a fallback)
+	srv.Kill()
+	<-done
+	if got := state(); got != float64(gobreaker.StateOpen) {
+		t.Fatalf("breaker state gauge = %v after 2 Redis failures, want 2 (open)", got)
+	}
+	fetch("breaker open")
+	if got := lookups(ca, g, resultFallback); got != 3 {
+		t.Fatalf("fallback lookups = %v, want 3", got)
+	}
+
+	srv.Restart() // empty
+	deadline := time.Now().Add(20 * time.Second)
+	for lookups(ca, g, resultMiss)+lookups(ca, g, resultHit) == 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no lookup served by Redis 20s after restart; breaker state %v", state())
+		}
+		fetch("recovering")
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := state(); got != float64(gobreaker.StateClosed) {
+		t.Fatalf("breaker state gauge = %v after recovery, want 0", got)
+	}
+	fallbacks := lookups(ca, g, resultFallback)
+	if int64(sourceCalls(ca, g, "success")) != calls.Load() || calls.Load() != int64(fallbacks)+2 {
+		t.Fatalf("loader calls %d, source_calls %v, fallbacks %v; want fallbacks + 2 Redis-backed loads",
+			calls.Load(), sourceCalls(ca, g, "success"), fallbacks)
+	}
+	if got := testutil.ToFloat64(ca.c.m.sourceInFlight.WithLabelValues("degraded-test")); got != 0 {
+		t.Fatalf("source_in_flight = %v at rest", got)
+	}
+	lintRegistry(t, reg)
+}
+
+func TestFetchFallbackConcurrencyBounded(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	ca := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{
+		RedisTimeout: 100 * time.Millisecond, BreakerFailures: 1, BreakerOpenFor: time.Hour,
+		FallbackConcurrency: 2, Name: "limit-test"})
+	srv.Pause()
+	inFlight := func() float64 { return testutil.ToFloat64(ca.c.m.sourceInFlight.WithLabelValues("limit-test")) }
+
+	var peak atomic.Int64
+	var running atomic.Int64
+	release := make(chan struct{})
+	load := func(context.Context) (string, error) {
+		n := running.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		<-release
+		running.Add(-1)
+		return "v", nil
+	}
+	// Distinct keys, so in-process coalescing does not hide the limit.
+	const callers = 6
+	errs := make(chan error, callers)
+	for i := 0; i < callers; i++ {
+		go func(i int) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := ca.Fetch(ctx, "k:"+string(rune('a'+i)), load)
+			errs <- err
+		}(i)
+	}
+	for inFlight() < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A caller whose context ends while every slot is taken is rejected,
+	// not blocked.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, err := ca.Fetch(ctx, "k:late", load)
+	cancel()
+	if err == nil {
+		t.Fatal("fetch with every source slot taken and its context ended: no error")
+	}
+	close(release)
+	for i := 0; i < callers; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sourceCalls(ca, ca.c.group("k:late"), "rejected"); got != 1 {
+		t.Fatalf("source_calls_total{rejected} = %v, want 1", got)
+	}
+	if peak.Load() != 2 {
+		t.Fatalf("peak concurrent fallback loads = %d, want the limit 2", peak.Load())
+	}
+	if inFlight() != 0 {
+		t.Fatalf("source_in_flight = %v at rest", inFlight())
+	}
+	srv.Resume()
+}

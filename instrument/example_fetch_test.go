@@ -1,0 +1,51 @@
+package instrument_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/instrument"
+)
+
+type product struct {
+	ID    int     `json:"id"`
+	Price float64 `json:"price"`
+}
+
+// A stale-while-revalidate cache in front of a slow source: fresh for a
+// minute, served stale (while one caller in all processes refreshes it) for
+// up to an hour, and loaded once across all processes on a miss.
+//
+// The example needs a Redis on localhost:6379, so it is compiled but not run
+// by go test; the package's tests run the same calls against a real server.
+func ExampleCache_Fetch() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+
+	client, err := instrument.New(rdb, instrument.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	products := instrument.NewCache[product](client, instrument.CacheOptions{
+		FreshTTL: time.Minute,
+		HardTTL:  time.Hour,
+		Beta:     1, // XFetch: refresh hot keys a little before they go stale
+	})
+	defer products.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	p, err := products.Fetch(ctx, "product:42", func(ctx context.Context) (product, error) {
+		// The source: called once per refresh, whatever the concurrency.
+		return product{ID: 42, Price: 9.5}, nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(p.ID, p.Price)
+}

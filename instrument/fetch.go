@@ -1,0 +1,647 @@
+package instrument
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/cachewatch/cachewatch/internal/burst"
+	"github.com/cachewatch/cachewatch/internal/luascript"
+)
+
+// ErrNotFound is what a loader returns (wrapped or not) when the source has
+// no value for the key. With CacheOptions.NegativeTTL set, that answer is
+// cached too, and Fetch returns an error wrapping ErrNotFound until it
+// expires, without calling the loader.
+var ErrNotFound = errors.New("cachewatch: not found")
+
+// ErrHardTTLExpired is wrapped in the error Fetch returns when the only
+// stored value is past its hard TTL and the loader failed: Fetch never
+// serves data older than the hard TTL.
+var ErrHardTTLExpired = errors.New("cachewatch: cached value past its hard TTL")
+
+// CacheOptions configures a Cache. The zero value is usable.
+type CacheOptions struct {
+	// FreshTTL is how long a value is served as a hit (default 1m).
+	FreshTTL time.Duration
+	// HardTTL is how long a value may be served at all: between FreshTTL
+	// and HardTTL it is served stale while one caller refreshes it
+	// (default 10×FreshTTL; raised to FreshTTL if smaller).
+	HardTTL time.Duration
+	// Jitter is the largest fraction taken at random off every TTL written
+	// (fresh, hard, negative), so keys written together do not expire
+	// together (default 0.1; negative means none).
+	Jitter float64
+	// Beta enables probabilistic early refresh (XFetch, Vattani et al.,
+	// VLDB 2015): a fresh value is refreshed before FreshTTL with a
+	// probability that rises as expiry nears, scaled by the last load
+	// time. 1 is the paper's choice; 0 (the default) disables it.
+	Beta float64
+	// LeaseTTL bounds one load: the refresh lease expires after it, and
+	// callers waiting on another process's load try to take over after it
+	// (default 10s).
+	LeaseTTL time.Duration
+	// FailureHoldoff is how long a failed load keeps the lease, so a failing
+	// source is retried once per hold-off instead of by every caller
+	// (default 1s; negative releases the lease at once).
+	FailureHoldoff time.Duration
+	// NegativeTTL, when positive, caches ErrNotFound answers that long.
+	NegativeTTL time.Duration
+	// PollInterval is how often a waiter re-reads the value in case the
+	// wake-up notification was lost (default 250ms).
+	PollInterval time.Duration
+	// Codec encodes values (default JSONCodec).
+	Codec Codec
+
+	// RedisTimeout bounds every Redis round trip (default 250ms).
+	RedisTimeout time.Duration
+	// BreakerFailures is the number of consecutive Redis failures that
+	// open the circuit breaker (default 5). While it is open, Fetch goes
+	// straight to the loader.
+	BreakerFailures uint32
+	// BreakerOpenFor is how long the breaker stays open before it lets one
+	// trial call through (default 5s).
+	BreakerOpenFor time.Duration
+	// FallbackConcurrency caps the loader calls in flight while Redis is
+	// unavailable (default 16). Callers beyond it wait, bounded by their
+	// context.
+	FallbackConcurrency int
+	// Name labels the breaker and fallback metrics (circuit_breaker_state,
+	// source_in_flight); default the Client's Name. Give each Cache on a
+	// shared registry its own.
+	Name string
+
+	// BurstWindow and BurstThreshold configure the miss-burst detector:
+	// a key group with BurstThreshold misses within BurstWindow counts one
+	// burst (defaults 1s and 50).
+	BurstWindow    time.Duration
+	BurstThreshold int64
+}
+
+func (o CacheOptions) withDefaults(clientName string) CacheOptions {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.FreshTTL, time.Minute)
+	def(&o.HardTTL, 10*o.FreshTTL)
+	o.HardTTL = max(o.HardTTL, o.FreshTTL)
+	if o.Jitter == 0 {
+		o.Jitter = 0.1
+	}
+	o.Jitter = min(max(o.Jitter, 0), 0.9)
+	def(&o.LeaseTTL, 10*time.Second)
+	if o.FailureHoldoff == 0 {
+		o.FailureHoldoff = time.Second
+	}
+	def(&o.PollInterval, 250*time.Millisecond)
+	if o.Codec == nil {
+		o.Codec = JSONCodec{}
+	}
+	def(&o.RedisTimeout, 250*time.Millisecond)
+	if o.BreakerFailures == 0 {
+		o.BreakerFailures = 5
+	}
+	def(&o.BreakerOpenFor, 5*time.Second)
+	if o.FallbackConcurrency <= 0 {
+		o.FallbackConcurrency = 16
+	}
+	if o.Name == "" {
+		o.Name = clientName
+	}
+	return o
+}
+
+// Cache is a stale-while-revalidate cache of values of type T in Redis,
+// safe for concurrent use. Create one per kind of value and keep it for
+// the life of the process: it holds the in-process coalescing, the wake-up
+// subscription and the circuit breaker.
+//
+// Each key is stored as a hash with its fresh and hard deadlines, next to a
+// refresh lease in the same hash slot: a key with a hash tag ("user:{42}")
+// is used as is, any other key is wrapped in one ("{user:42}").
+type Cache[T any] struct {
+	c      *Client
+	o      CacheOptions
+	sf     singleflight.Group
+	notify *notifier
+	deg    *degraded
+	bursts *burst.Detector
+	fails  failureRuns
+	bg     sync.WaitGroup // background refreshes, awaited by Close
+}
+
+// NewCache returns a Cache over c's Redis client.
+func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
+	o := opts.withDefaults(c.name)
+	ca := &Cache[T]{c: c, o: o, notify: newNotifier(c.rdb), deg: newDegraded(c.rdb, o.Name, o, c.m)}
+	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.now,
+		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
+	ca.fails.runs = map[string]map[string]int64{}
+	return ca
+}
+
+// Close waits for background refreshes to finish and closes the wake-up
+// subscription. Fetch still works after Close, polling instead.
+func (ca *Cache[T]) Close() error {
+	ca.bg.Wait()
+	return ca.notify.close()
+}
+
+// Lookup results, as in the cachewatch_cache_lookups_total result label.
+const (
+	resultHit       = "hit"
+	resultStale     = "stale"
+	resultMiss      = "miss"
+	resultCoalesced = "coalesced"
+	resultFallback  = "fallback"
+	resultError     = "error"
+)
+
+// outcome is what one flight (one lookup shared by concurrent callers in
+// this process) found.
+type outcome[T any] struct {
+	val      T
+	result   string
+	staleAge time.Duration // how far past its fresh TTL a stale value was
+	leader   *int          // the caller whose lookup ran
+}
+
+// Fetch returns the value of key: from Redis when fresh; stale (while one
+// caller in all processes refreshes it in the background) when past its
+// fresh TTL but within its hard TTL; otherwise from load, called once
+// across all processes while the other callers wait to be woken by the
+// write. When Redis is unavailable, load is called directly, with bounded
+// concurrency behind a circuit breaker. Fetch never blocks past ctx.
+//
+// load receives a context bounded by LeaseTTL and detached from ctx's
+// cancellation (its result serves every waiting caller). Its error is
+// returned wrapped; an error wrapping ErrNotFound is cached when
+// NegativeTTL is set.
+func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Context) (T, error)) (T, error) {
+	group := ca.c.group(key)
+	ctx, span := ca.c.tracer.Start(ctx, "cachewatch.Fetch", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("cachewatch.key_group", group)))
+	defer span.End()
+
+	me := new(int)
+	ch := ca.sf.DoChan(key, func() (any, error) {
+		// The flight serves every caller that joins it, so the leader's
+		// cancellation must not end it; the leader's deadline only caps
+		// the time given to Redis, to leave the fallback time to run.
+		dl, _ := ctx.Deadline()
+		fctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), dl), ca.o.LeaseTTL)
+		defer cancel()
+		o, err := ca.lookup(fctx, key, group, load)
+		o.leader = me
+		return o, err
+	})
+	var zero T
+	select {
+	case <-ctx.Done():
+		ca.record(ctx, span, group, key, resultError)
+		return zero, fmt.Errorf("cachewatch: fetch %q: %w", key, ctx.Err())
+	case r := <-ch:
+		o, _ := r.Val.(outcome[T])
+		result := o.result
+		if o.leader != me {
+			span.AddEvent("coalesced")
+			if result == resultMiss {
+				result = resultCoalesced
+			}
+		}
+		if r.Err != nil && !errors.Is(r.Err, ErrNotFound) {
+			result = resultError
+		}
+		ca.record(ctx, span, group, key, result)
+		if result == resultStale {
+			ca.c.m.staleAge.WithLabelValues(group).Observe(o.staleAge.Seconds())
+		}
+		if r.Err != nil {
+			span.RecordError(r.Err)
+			span.SetStatus(codes.Error, "fetch failed")
+			return zero, r.Err
+		}
+		return o.val, nil
+	}
+}
+
+// record counts one caller's lookup and logs the decision.
+func (ca *Cache[T]) record(ctx context.Context, span trace.Span, group, key, result string) {
+	ca.c.m.lookups.WithLabelValues(group, result).Inc()
+	span.SetAttributes(attribute.String("cachewatch.result", result))
+	if result == resultMiss || result == resultCoalesced {
+		ca.bursts.Miss(group)
+	}
+	if ca.c.log.Enabled(ctx, slog.LevelDebug) {
+		outcome := result
+		if result == resultMiss {
+			outcome = "recompute"
+		}
+		ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch",
+			slog.String("key_group", group), slog.String("key", key), slog.String("outcome", outcome))
+	}
+}
+
+// keys are the Redis names of one cached key.
+type keys struct {
+	value, lease, channel string
+}
+
+func keysFor(key string) keys {
+	v := key
+	if !hashTagged(key) {
+		v = "{" + key + "}"
+	}
+	return keys{value: v, lease: v + ":lease", channel: "cachewatch:fetch:" + v}
+}
+
+// hashTagged reports whether Redis Cluster would hash only part of key.
+func hashTagged(key string) bool {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return false
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	return end > 0
+}
+
+// stored is a decoded reply of the read script.
+type stored struct {
+	state      int64 // 0 missing, 1 fresh, 2 stale, 3 past hard TTL
+	granted    bool  // the caller holds the refresh lease
+	raw        string
+	freshUntil int64 // unix ms
+	negative   bool
+}
+
+const (
+	stateMissing = 0
+	stateFresh   = 1
+	stateStale   = 2
+	stateExpired = 3
+)
+
+// lookup is one flight: read, then serve, refresh, load or wait.
+func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error)) (outcome[T], error) {
+	var o outcome[T]
+	var err error
+	o.val, o.result, o.staleAge, err = ca.serve(ctx, key, group, load)
+	return o, err
+}
+
+// serve decides how one flight is answered and answers it.
+func (ca *Cache[T]) serve(ctx context.Context, key, group string, load func(context.Context) (T, error)) (T, string, time.Duration, error) {
+	k := keysFor(key)
+	span := trace.SpanFromContext(ctx)
+	if ca.deg.open() {
+		v, result, err := ca.fallback(ctx, key, group, load, errors.New("circuit breaker open"))
+		return v, result, 0, err
+	}
+	token := leaseToken()
+	s, err := ca.read(ctx, k, token)
+	if err != nil {
+		v, result, err := ca.fallback(ctx, key, group, load, err)
+		return v, result, 0, err
+	}
+	switch s.state {
+	case stateFresh:
+		span.AddEvent("cache hit")
+		if s.granted { // XFetch: refresh early, serve what we have
+			ca.refreshInBackground(ctx, key, group, k, token, load)
+		}
+		v, result, err := ca.decode(key, s, resultHit)
+		return v, result, 0, err
+	case stateStale:
+		span.AddEvent("cache stale")
+		if s.granted {
+			ca.refreshInBackground(ctx, key, group, k, token, load)
+		}
+		age := time.Duration(ca.c.now().UnixMilli()-s.freshUntil) * time.Millisecond
+		v, result, err := ca.decode(key, s, resultStale)
+		return v, result, age, err
+	case stateExpired:
+		ca.c.m.hardTTLExpired.WithLabelValues(group).Inc()
+		span.AddEvent("cache expired past hard TTL")
+	default:
+		span.AddEvent("cache miss")
+	}
+	if s.granted {
+		v, result, err := ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
+		return v, result, 0, err
+	}
+	v, result, err := ca.waitForValue(ctx, key, group, k, load)
+	return v, result, 0, err
+}
+
+// read runs the read script: one round trip for the value, its state and,
+// when due, the refresh lease.
+func (ca *Cache[T]) read(ctx context.Context, k keys, token string) (stored, error) {
+	xf := 0.0
+	if ca.o.Beta > 0 {
+		xf = ca.o.Beta * -math.Log(1-rand.Float64()) // 1-U is in (0, 1]
+	}
+	now := ca.c.now().UnixMilli()
+	res, err := ca.deg.call(ctx, "fetch read", func(rctx context.Context) ([]any, error) {
+		return luascript.FetchRead.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
+			now, xf, ca.o.LeaseTTL.Milliseconds(), token).Slice()
+	})
+	if err != nil {
+		return stored{}, err
+	}
+	return parseStored(res)
+}
+
+func parseStored(res []any) (stored, error) {
+	var s stored
+	if len(res) < 2 {
+		return s, fmt.Errorf("cachewatch: fetch read: malformed reply %v", res)
+	}
+	s.state, _ = res[0].(int64)
+	granted, _ := res[1].(int64)
+	s.granted = granted == 1
+	if s.state != stateFresh && s.state != stateStale {
+		return s, nil
+	}
+	if len(res) < 5 {
+		return s, fmt.Errorf("cachewatch: fetch read: malformed reply %v", res)
+	}
+	s.raw, _ = res[2].(string)
+	f, _ := res[3].(string)
+	s.freshUntil, _ = strconv.ParseInt(f, 10, 64)
+	n, _ := res[4].(string)
+	s.negative = n == "1"
+	return s, nil
+}
+
+// decode turns a stored value into the caller's answer.
+func (ca *Cache[T]) decode(key string, s stored, result string) (T, string, error) {
+	var v T
+	if s.negative {
+		return v, result, fmt.Errorf("cachewatch: fetch %q: %w (cached)", key, ErrNotFound)
+	}
+	if err := ca.o.Codec.Unmarshal([]byte(s.raw), &v); err != nil {
+		return v, resultError, fmt.Errorf("cachewatch: fetch %q: decode cached value: %w", key, err)
+	}
+	return v, result, nil
+}
+
+// loadAndStore calls the loader while holding the lease and writes the
+// result, waking every waiter. The loader's answer is returned even if the
+// write fails: the caller has it, only the others lose.
+func (ca *Cache[T]) loadAndStore(ctx context.Context, key, group string, k keys, token string,
+	load func(context.Context) (T, error), pastHard bool) (T, string, error) {
+	span := trace.SpanFromContext(ctx)
+	span.AddEvent("lease acquired")
+	start := ca.c.now()
+	v, err := ca.callSource(ctx, group, load)
+	if err != nil && !ca.cacheable(err) {
+		ca.failed(ctx, key, group, k, token)
+		if pastHard {
+			err = fmt.Errorf("%w: %w", ErrHardTTLExpired, err)
+		}
+		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: load: %w", key, err)
+	}
+	ca.store(ctx, key, group, k, token, v, err, ca.c.now().Sub(start))
+	if err != nil {
+		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: %w", key, err)
+	}
+	return v, resultMiss, nil
+}
+
+// cacheable reports whether a loader error is a cacheable "not found".
+func (ca *Cache[T]) cacheable(err error) bool {
+	return ca.o.NegativeTTL > 0 && errors.Is(err, ErrNotFound)
+}
+
+// refreshInBackground reloads a stale (or early-expiring) value under the
+// lease the read granted. Its context outlives the caller's.
+func (ca *Cache[T]) refreshInBackground(ctx context.Context, key, group string, k keys, token string, load func(context.Context) (T, error)) {
+	link := trace.LinkFromContext(ctx)
+	ca.bg.Add(1)
+	go func() {
+		defer ca.bg.Done()
+		rctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), ca.o.LeaseTTL)
+		defer cancel()
+		rctx, span := ca.c.tracer.Start(rctx, "cachewatch.Refresh", trace.WithLinks(link),
+			trace.WithAttributes(attribute.String("cachewatch.key_group", group)))
+		defer span.End()
+		span.AddEvent("lease acquired")
+		start := ca.c.now()
+		v, err := ca.callSource(rctx, group, load)
+		if err != nil && !ca.cacheable(err) {
+			ca.c.m.refreshFailures.WithLabelValues(group).Inc()
+			span.RecordError(err)
+			ca.failed(rctx, key, group, k, token)
+			return
+		}
+		ca.store(rctx, key, group, k, token, v, err, ca.c.now().Sub(start))
+	}()
+}
+
+// callSource calls the loader, timing and counting it.
+func (ca *Cache[T]) callSource(ctx context.Context, group string, load func(context.Context) (T, error)) (T, error) {
+	start := time.Now()
+	v, err := load(ctx)
+	result := "success"
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		result = "error"
+	}
+	ca.c.m.recompute.WithLabelValues(group, result).Observe(time.Since(start).Seconds())
+	ca.c.m.sourceCalls.WithLabelValues(group, result).Inc()
+	return v, err
+}
+
+// store writes a loaded value (or a cacheable not-found, when loadErr is
+// set) with jittered TTLs and wakes the waiters.
+func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token string, v T, loadErr error, took time.Duration) {
+	span := trace.SpanFromContext(ctx)
+	raw, neg := []byte(nil), "0"
+	fresh, hard := ca.jitter(ca.o.FreshTTL), ca.jitter(ca.o.HardTTL)
+	if loadErr != nil {
+		neg = "1"
+		fresh = ca.jitter(ca.o.NegativeTTL)
+		hard = fresh
+	} else {
+		var err error
+		if raw, err = ca.o.Codec.Marshal(v); err != nil {
+			span.RecordError(err)
+			ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: encode value", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
+			ca.failed(ctx, key, group, k, token)
+			return
+		}
+	}
+	hard = max(hard, fresh)
+	now := ca.c.now()
+	// Keep the key a little past its hard TTL, so a lookup can tell "too
+	// old" (counted, refused) from "never cached".
+	expire := hard + max(hard/10, time.Second)
+	_, err := ca.deg.call(ctx, "fetch write", func(rctx context.Context) ([]any, error) {
+		err := luascript.FetchWrite.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
+			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), took.Milliseconds(), neg,
+			expire.Milliseconds(), k.channel).Err()
+		return nil, err
+	})
+	if err != nil {
+		span.RecordError(err)
+		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
+		return
+	}
+	span.AddEvent("written")
+	ca.fails.reset(ca.c.m.refreshConsecutive, group, key)
+}
+
+// failed gives the lease a hold-off after a failed load and tracks the
+// key's run of consecutive failures.
+func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token string) {
+	holdoff := max(ca.o.FailureHoldoff, 0)
+	res, err := ca.deg.call(ctx, "fetch fail", func(rctx context.Context) ([]any, error) {
+		n, err := luascript.FetchFail.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
+			token, holdoff.Milliseconds()).Int64()
+		return []any{n}, err
+	})
+	if err != nil {
+		return
+	}
+	if n, _ := res[0].(int64); n > 0 {
+		ca.fails.set(ca.c.m.refreshConsecutive, group, key, n)
+	}
+}
+
+// waitForValue waits for another process's load to land, woken by its
+// write's notification (or, if that is lost, by polling), bounded by ctx.
+// If the loader's lease lapses without a value, the next read grants the
+// lease here and this caller loads.
+func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error)) (T, string, error) {
+	var zero T
+	sub := ca.notify.subscribe(ctx, k.channel, ca.o.RedisTimeout)
+	defer sub.close()
+	ticker := time.NewTicker(ca.o.PollInterval)
+	defer ticker.Stop()
+	for {
+		woken := sub.wait()
+		token := leaseToken()
+		s, err := ca.read(ctx, k, token)
+		if err != nil {
+			return ca.fallback(ctx, key, group, load, err)
+		}
+		switch {
+		case s.state == stateFresh || s.state == stateStale:
+			if s.granted {
+				ca.refreshInBackground(ctx, key, group, k, token, load)
+			}
+			v, _, err := ca.decode(key, s, resultCoalesced)
+			return v, resultCoalesced, err
+		case s.granted:
+			return ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
+		}
+		if testHookWaiting != nil {
+			testHookWaiting(key)
+		}
+		select {
+		case <-woken:
+		case <-ticker.C:
+		case <-ctx.Done():
+			return zero, resultError, fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", key, ctx.Err())
+		}
+	}
+}
+
+// testHookWaiting, when set by a test, is called each time a waiter blocks.
+var testHookWaiting func(key string)
+
+// fallback serves a lookup from the source directly because Redis failed:
+// bounded concurrency, bounded by ctx, nothing written.
+func (ca *Cache[T]) fallback(ctx context.Context, key, group string, load func(context.Context) (T, error), cause error) (T, string, error) {
+	var zero T
+	span := trace.SpanFromContext(ctx)
+	span.AddEvent("fallback", trace.WithAttributes(attribute.String("cause", cause.Error())))
+	actx, cancel := callerBound(ctx)
+	defer cancel()
+	if err := ca.deg.acquire(actx); err != nil {
+		ca.c.m.sourceCalls.WithLabelValues(group, "rejected").Inc()
+		return zero, resultError, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w) and no source slot free: %w", key, cause, err)
+	}
+	defer ca.deg.release()
+	v, err := ca.callSource(ctx, group, load)
+	if err != nil {
+		return zero, resultError, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w), load: %w", key, cause, err)
+	}
+	return v, resultFallback, nil
+}
+
+// jitter takes up to the Jitter fraction off d at random.
+func (ca *Cache[T]) jitter(d time.Duration) time.Duration {
+	if ca.o.Jitter <= 0 || d <= 0 {
+		return d
+	}
+	return d - time.Duration(rand.Float64()*ca.o.Jitter*float64(d))
+}
+
+// leaseToken returns a random owner token for a refresh lease.
+func leaseToken() string {
+	return strconv.FormatUint(rand.Uint64(), 36) + strconv.FormatUint(rand.Uint64(), 36)
+}
+
+// failureRuns tracks the keys whose refreshes are failing, per group, to
+// report the longest current run. Only failing keys are kept, at most
+// maxFailingKeys of them.
+type failureRuns struct {
+	mu   sync.Mutex
+	runs map[string]map[string]int64 // group → key → consecutive failures
+	size int
+}
+
+const maxFailingKeys = 10000
+
+func (f *failureRuns) set(g *prometheus.GaugeVec, group, key string, n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := f.runs[group]
+	if keys == nil {
+		keys = map[string]int64{}
+		f.runs[group] = keys
+	}
+	if _, ok := keys[key]; !ok {
+		if f.size >= maxFailingKeys {
+			return
+		}
+		f.size++
+	}
+	keys[key] = n
+	g.WithLabelValues(group).Set(float64(longest(keys)))
+}
+
+func (f *failureRuns) reset(g *prometheus.GaugeVec, group, key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := f.runs[group]
+	if _, ok := keys[key]; !ok {
+		return
+	}
+	delete(keys, key)
+	f.size--
+	g.WithLabelValues(group).Set(float64(longest(keys)))
+}
+
+func longest(keys map[string]int64) int64 {
+	var n int64
+	for _, v := range keys {
+		n = max(n, v)
+	}
+	return n
+}

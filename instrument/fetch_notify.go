@@ -1,0 +1,141 @@
+package instrument
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// notifier wakes callers waiting for another process's load. One pub/sub
+// connection per Cache carries a subscription per key being waited on (the
+// write script publishes on it); subscriptions are reference-counted and
+// dropped when the last waiter in this process leaves. A lost message (a
+// reconnect, a failover) only costs the waiter a poll interval.
+type notifier struct {
+	rdb redis.UniversalClient
+
+	mu     sync.Mutex
+	ps     *redis.PubSub
+	topics map[string]*topic
+	closed bool
+}
+
+type topic struct {
+	refs  int
+	ready chan struct{} // closed when Redis confirms the subscription
+	once  sync.Once
+	wake  chan struct{} // closed and replaced on every message
+}
+
+func newNotifier(rdb redis.UniversalClient) *notifier {
+	return &notifier{rdb: rdb, topics: map[string]*topic{}}
+}
+
+// subscription is one waiter's interest in a channel.
+type subscription struct {
+	n       *notifier
+	channel string
+	t       *topic
+}
+
+// subscribe registers interest in channel and waits, at most until ctx ends
+// or bound passes, for Redis to confirm the subscription. Without the
+// confirmation the waiter still works, by polling.
+func (n *notifier) subscribe(ctx context.Context, channel string, bound time.Duration) *subscription {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return &subscription{n: n, channel: channel, t: &topic{ready: make(chan struct{}), wake: make(chan struct{})}}
+	}
+	t, ok := n.topics[channel]
+	if !ok {
+		t = &topic{ready: make(chan struct{}), wake: make(chan struct{})}
+		n.topics[channel] = t
+	}
+	t.refs++
+	first := n.ps == nil
+	if first {
+		n.ps = n.rdb.Subscribe(context.WithoutCancel(ctx))
+	}
+	ps := n.ps
+	n.mu.Unlock()
+
+	if first {
+		go n.dispatch(ps)
+	}
+	if !ok {
+		// Subscribe may wait on the pub/sub connection's lock while it
+		// reconnects: never on the caller's time.
+		go func() { _ = ps.Subscribe(context.WithoutCancel(ctx), channel) }()
+	}
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case <-t.ready:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return &subscription{n: n, channel: channel, t: t}
+}
+
+// wait returns a channel closed by the next message on the subscription's
+// channel. Take it before re-reading the value, so that a write landing
+// between the read and the wait is not missed.
+func (s *subscription) wait() <-chan struct{} {
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	return s.t.wake
+}
+
+// close drops the waiter's interest; the last one unsubscribes.
+func (s *subscription) close() {
+	n := s.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.topics[s.channel] != s.t {
+		return
+	}
+	if s.t.refs--; s.t.refs > 0 {
+		return
+	}
+	delete(n.topics, s.channel)
+	if ps := n.ps; ps != nil && !n.closed {
+		go func() { _ = ps.Unsubscribe(context.Background(), s.channel) }()
+	}
+}
+
+// dispatch delivers confirmations and messages to the topics.
+func (n *notifier) dispatch(ps *redis.PubSub) {
+	for m := range ps.ChannelWithSubscriptions() {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				n.mu.Lock()
+				if t := n.topics[m.Channel]; t != nil {
+					t.once.Do(func() { close(t.ready) })
+				}
+				n.mu.Unlock()
+			}
+		case *redis.Message:
+			n.mu.Lock()
+			if t := n.topics[m.Channel]; t != nil {
+				close(t.wake)
+				t.wake = make(chan struct{})
+			}
+			n.mu.Unlock()
+		}
+	}
+}
+
+// close ends the pub/sub connection.
+func (n *notifier) close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+	if n.ps == nil {
+		return nil
+	}
+	return n.ps.Close()
+}

@@ -1,0 +1,403 @@
+package instrument
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// fetchClock is an injectable clock for TTL decisions.
+type fetchClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFetchClock() *fetchClock { return &fetchClock{t: time.Unix(1_800_000_000, 0)} }
+
+func (c *fetchClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fetchClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// fetchProcess is one simulated process: its own go-redis client, Client
+// and Cache. All share one registry, so counters read back are the sum over
+// processes, as Prometheus would add them up.
+func newFetchCache(t *testing.T, rdb redis.UniversalClient, reg prometheus.Registerer, clk *fetchClock, o CacheOptions) *Cache[string] {
+	t.Helper()
+	c, err := New(rdb, Options{Registerer: reg, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := NewCache[string](c, o)
+	t.Cleanup(func() { _ = ca.Close() })
+	return ca
+}
+
+func lookups(ca *Cache[string], group, result string) float64 {
+	return testutil.ToFloat64(ca.c.m.lookups.WithLabelValues(group, result))
+}
+
+func sourceCalls(ca *Cache[string], group, result string) float64 {
+	return testutil.ToFloat64(ca.c.m.sourceCalls.WithLabelValues(group, result))
+}
+
+func lintRegistry(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("metrics lint: %v %v", err, problems)
+	}
+}
+
+// stampede runs perCache concurrent Fetches of key on every cache and
+// returns the values served.
+func stampede(t *testing.T, caches []*Cache[string], perCache int, key string, load func(context.Context) (string, error)) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	got := make([]string, len(caches)*perCache)
+	errs := make([]error, len(got))
+	for i, ca := range caches {
+		for j := 0; j < perCache; j++ {
+			wg.Add(1)
+			go func(n int) {
+				defer wg.Done()
+				got[n], errs[n] = ca.Fetch(ctx, key, load)
+			}(i*perCache + j)
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("Fetch: %v", err)
+		}
+	}
+	return got
+}
+
+func TestFetchColdStampedeOneLoaderCall(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	opts := CacheOptions{BurstWindow: time.Minute, BurstThreshold: 50}
+	var caches []*Cache[string]
+	for p := 0; p < 3; p++ {
+		caches = append(caches, newFetchCache(t, srv.Client(t), reg, clk, opts))
+	}
+	var calls atomic.Int64
+	load := func(ctx context.Context) (string, error) {
+		calls.Add(1)
+		time.Sleep(200 * time.Millisecond) // slow source: everybody else arrives meanwhile
+		return "v1", nil
+	}
+	const perCache = 200
+	for _, v := range stampede(t, caches, perCache, "product:42", load) {
+		if v != "v1" {
+			t.Fatalf("served %q, want v1", v)
+		}
+	}
+	ca := caches[0]
+	g := ca.c.group("product:42")
+	if calls.Load() != 1 {
+		t.Fatalf("loader called %d times by %d callers in 3 processes, want 1", calls.Load(), 3*perCache)
+	}
+	if got := sourceCalls(ca, g, "success"); got != 1 {
+		t.Fatalf("source_calls_total{success} = %v, want 1", got)
+	}
+	miss, coalesced := lookups(ca, g, resultMiss), lookups(ca, g, resultCoalesced)
+	other := lookups(ca, g, resultHit) + lookups(ca, g, resultStale) + lookups(ca, g, resultFallback) + lookups(ca, g, resultError)
+	if miss != 1 || miss+coalesced+other != 3*perCache || other != 0 {
+		t.Fatalf("lookups miss=%v coalesced=%v other=%v, want 1 + %d + 0", miss, coalesced, other, 3*perCache-1)
+	}
+	// Each process's detector saw 200 misses in one window: one burst each.
+	if got := testutil.ToFloat64(ca.c.m.missBursts.WithLabelValues(g)); got != 3 {
+		t.Fatalf("miss bursts = %v, want 3 (one per process)", got)
+	}
+	// The value is now cached: a hit, no new load.
+	if v, err := caches[2].Fetch(context.Background(), "product:42", load); err != nil || v != "v1" || calls.Load() != 1 {
+		t.Fatalf("after stampede: %q, %v, %d calls", v, err, calls.Load())
+	}
+	if got := lookups(ca, g, resultHit); got != 1 {
+		t.Fatalf("hits = %v, want 1", got)
+	}
+	lintRegistry(t, reg)
+}
+
+func TestFetchStaleServedOneRefresh(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour}
+	var caches []*Cache[string]
+	for p := 0; p < 3; p++ {
+		caches = append(caches, newFetchCache(t, srv.Client(t), reg, clk, opts))
+	}
+	ctx := context.Background()
+	if _, err := caches[0].Fetch(ctx, "price:7", func(context.Context) (string, error) { return "old", nil }); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(2 * time.Minute) // past fresh (≤ 1m with jitter), far from hard
+
+	var calls atomic.Int64
+	release := make(chan struct{})
+	load := func(ctx context.Context) (string, error) {
+		calls.Add(1)
+		<-release // the refresh outlasts every stale caller
+		return "new", nil
+	}
+	const perCache = 200
+	for _, v := range stampede(t, caches, perCache, "price:7", load) {
+		if v != "old" {
+			t.Fatalf("served %q while refreshing, want the stale value", v)
+		}
+	}
+	close(release)
+	for _, ca := range caches {
+		ca.bg.Wait()
+	}
+	ca := caches[0]
+	g := ca.c.group("price:7")
+	if calls.Load() != 1 {
+		t.Fatalf("%d refreshes for one stale key, want 1", calls.Load())
+	}
+	if got := lookups(ca, g, resultStale); got != 3*perCache {
+		t.Fatalf("stale lookups = %v, want %d", got, 3*perCache)
+	}
+	if got := testutil.CollectAndCount(ca.c.m.staleAge); got != 1 {
+		t.Fatalf("stale age series = %d", got)
+	}
+	if got := sourceCalls(ca, g, "success"); got != 2 { // first load + one refresh
+		t.Fatalf("source_calls_total{success} = %v, want 2", got)
+	}
+	v, err := caches[1].Fetch(ctx, "price:7", load)
+	if err != nil || v != "new" {
+		t.Fatalf("after refresh: %q, %v; want new", v, err)
+	}
+	if got := lookups(ca, g, resultHit); got != 1 {
+		t.Fatalf("hits = %v, want 1", got)
+	}
+	lintRegistry(t, reg)
+}
+
+func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	ca := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{
+		FreshTTL: time.Minute, HardTTL: 10 * time.Minute, Jitter: -1, FailureHoldoff: -1})
+	ctx := context.Background()
+	key := "report:9"
+	g := ca.c.group(key)
+	if _, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { return "v1", nil }); err != nil {
+		t.Fatal(err)
+	}
+	errSource := errors.New("source down")
+	var calls atomic.Int64
+	failing := func(context.Context) (string, error) { calls.Add(1); return "", errSource }
+
+	clk.add(2 * time.Minute)
+	const failures = 3
+	for i := 1; i <= failures; i++ {
+		v, err := ca.Fetch(ctx, key, failing)
+		if err != nil || v != "v1" {
+			t.Fatalf("stale fetch %d: %q, %v; want v1", i, v, err)
+		}
+		ca.bg.Wait() // the background refresh has failed
+		if got := testutil.ToFloat64(ca.c.m.refreshConsecutive.WithLabelValues(g)); got != float64(i) {
+			t.Fatalf("consecutive failures gauge = %v after %d failed refreshes", got, i)
+		}
+	}
+	if got := testutil.ToFloat64(ca.c.m.refreshFailures.WithLabelValues(g)); got != failures {
+		t.Fatalf("refresh_failures_total = %v, want %d", got, failures)
+	}
+
+	clk.add(9 * time.Minute) // 11m after the write: past the hard TTL
+	v, err := ca.Fetch(ctx, key, failing)
+	if !errors.Is(err, ErrHardTTLExpired) || !errors.Is(err, errSource) || v != "" {
+		t.Fatalf("past hard TTL: %q, %v; want no value and ErrHardTTLExpired wrapping the source error", v, err)
+	}
+	if got := testutil.ToFloat64(ca.c.m.hardTTLExpired.WithLabelValues(g)); got != 1 {
+		t.Fatalf("hard_ttl_expired_total = %v, want 1", got)
+	}
+	if calls.Load() != failures+1 || sourceCalls(ca, g, "error") != failures+1 {
+		t.Fatalf("loader calls %d, source_calls{error} %v; want %d", calls.Load(), sourceCalls(ca, g, "error"), failures+1)
+	}
+	if got := testutil.ToFloat64(ca.c.m.refreshConsecutive.WithLabelValues(g)); got != failures+1 {
+		t.Fatalf("consecutive failures gauge = %v, want %d", got, failures+1)
+	}
+	if got := lookups(ca, g, resultStale); got != failures {
+		t.Fatalf("stale lookups = %v, want %d", got, failures)
+	}
+	if got := lookups(ca, g, resultError); got != 1 {
+		t.Fatalf("error lookups = %v, want 1", got)
+	}
+
+	// The source recovers: a new value, the failure run is over.
+	if v, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { return "v2", nil }); err != nil || v != "v2" {
+		t.Fatalf("after recovery: %q, %v", v, err)
+	}
+	if got := testutil.ToFloat64(ca.c.m.refreshConsecutive.WithLabelValues(g)); got != 0 {
+		t.Fatalf("consecutive failures gauge = %v after a success, want 0", got)
+	}
+	lintRegistry(t, reg)
+}
+
+func TestFetchWaitersWokenByWrite(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	// Polling alone would take an hour: only the notification can wake the
+	// waiter before its 10s deadline.
+	opts := CacheOptions{PollInterval: time.Hour}
+	a := newFetchCache(t, srv.Client(t), reg, clk, opts)
+	b := newFetchCache(t, srv.Client(t), reg, clk, opts)
+	key := "feed:{77}"
+
+	waiting := make(chan struct{}, 1)
+	testHookWaiting = func(k string) {
+		if k == key {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}
+	}
+	t.Cleanup(func() { testHookWaiting = nil })
+
+	started, release := make(chan struct{}), make(chan struct{})
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := a.Fetch(context.Background(), key, func(context.Context) (string, error) {
+			close(started)
+			<-release
+			return "landed", nil
+		})
+		aDone <- err
+	}()
+	<-started // a holds the lease
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bDone := make(chan error, 1)
+	var got string
+	go func() {
+		var err error
+		got, err = b.Fetch(ctx, key, func(context.Context) (string, error) { return "", errors.New("b must not load") })
+		bDone <- err
+	}()
+	select {
+	case <-waiting: // b read a miss, found the lease taken, and blocks
+	case err := <-bDone:
+		t.Fatalf("b returned before waiting: %v", err)
+	}
+	close(release)
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("waiter not woken by the write (poll interval 1h, deadline 10s): %v", err)
+	}
+	g := a.c.group(key)
+	if got != "landed" || lookups(a, g, resultMiss) != 1 || lookups(a, g, resultCoalesced) != 1 {
+		t.Fatalf("b got %q; lookups miss=%v coalesced=%v", got, lookups(a, g, resultMiss), lookups(a, g, resultCoalesced))
+	}
+}
+
+func TestFetchNegativeCaching(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	ca := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{NegativeTTL: time.Minute})
+	var calls atomic.Int64
+	load := func(context.Context) (string, error) {
+		calls.Add(1)
+		return "", fmt.Errorf("user 5: %w", ErrNotFound)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := ca.Fetch(context.Background(), "user:5", load); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("fetch %d: %v, want ErrNotFound", i, err)
+		}
+	}
+	g := ca.c.group("user:5")
+	if calls.Load() != 1 || lookups(ca, g, resultMiss) != 1 || lookups(ca, g, resultHit) != 2 {
+		t.Fatalf("calls=%d miss=%v hit=%v; want the not-found cached after one call",
+			calls.Load(), lookups(ca, g, resultMiss), lookups(ca, g, resultHit))
+	}
+	clk.add(2 * time.Minute) // negative entry past its TTL: asked again
+	if _, err := ca.Fetch(context.Background(), "user:5", load); !errors.Is(err, ErrNotFound) || calls.Load() != 2 {
+		t.Fatalf("after negative TTL: %v, %d calls", err, calls.Load())
+	}
+}
+
+func TestFetchXFetchRefreshesEarly(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	// A huge β makes the early refresh certain once a load has taken time.
+	ca := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{FreshTTL: time.Hour, Beta: 1e9})
+	var calls atomic.Int64
+	load := func(context.Context) (string, error) {
+		clk.add(time.Second) // the load takes a (simulated) second
+		return fmt.Sprint("v", calls.Add(1)), nil
+	}
+	if v, err := ca.Fetch(context.Background(), "rank:1", load); err != nil || v != "v1" {
+		t.Fatal(v, err)
+	}
+	v, err := ca.Fetch(context.Background(), "rank:1", load)
+	ca.bg.Wait()
+	g := ca.c.group("rank:1")
+	if err != nil || v != "v1" || calls.Load() != 2 || lookups(ca, g, resultHit) != 1 {
+		t.Fatalf("fresh fetch with XFetch: %q, %v, %d calls, %v hits; want v1 served and one early refresh",
+			v, err, calls.Load(), lookups(ca, g, resultHit))
+	}
+}
+
+func TestFetchCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	var caches []*Cache[string]
+	for p := 0; p < 2; p++ {
+		caches = append(caches, newFetchCache(t, cl.Client(t), reg, clk, CacheOptions{PollInterval: time.Hour}))
+	}
+	// A plain key (wrapped in a hash tag) and one with its own tag.
+	for _, key := range []string{"plain:key", "order:{31}"} {
+		var calls atomic.Int64
+		load := func(context.Context) (string, error) {
+			calls.Add(1)
+			time.Sleep(100 * time.Millisecond)
+			return "v-" + key, nil
+		}
+		for _, v := range stampede(t, caches, 50, key, load) {
+			if v != "v-"+key {
+				t.Fatalf("%s: served %q", key, v)
+			}
+		}
+		if calls.Load() != 1 {
+			t.Fatalf("%s: loader called %d times on the cluster, want 1", key, calls.Load())
+		}
+		g := caches[0].c.group(key)
+		if m, c := lookups(caches[0], g, resultMiss), lookups(caches[0], g, resultCoalesced); m != 1 || m+c != 100 {
+			t.Fatalf("%s: lookups miss=%v coalesced=%v", key, m, c)
+		}
+	}
+}
+
+func TestKeysForSameSlot(t *testing.T) {
+	for key, want := range map[string]string{"plain:key": "{plain:key}", "order:{31}": "order:{31}", "odd:{}": "{odd:{}}"} {
+		k := keysFor(key)
+		if k.value != want || k.lease != want+":lease" {
+			t.Fatalf("keysFor(%q) = %+v", key, k)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package luascript
+
+// Stale-while-revalidate cache scripts. A cached value is a hash at KEYS[1]:
+//
+//	v  encoded value        f  fresh-until (unix ms)   h  hard-until (unix ms)
+//	d  last load time (ms)  n  1 for a cached "not found"  e  consecutive refresh failures
+//
+// KEYS[2] is the refresh lease (a plain SET NX PX key holding the owner's
+// token). Callers keep both keys in one hash slot ({tag}) so the scripts run
+// on Redis Cluster. Time comes from the caller (ARGV) rather than Redis TIME,
+// so the caller's clock decides fresh/stale/expired and tests can inject it;
+// the key's own PEXPIRE (set a little past the hard TTL) only collects garbage.
+
+// FetchRead reads a cached value and, when a refresh is due and nobody holds
+// the lease, grants it in the same round trip — so a caller that loses the
+// race learns it without another command, and the check of the value and
+// the grant are atomic (the "double check after taking the lock" cannot
+// miss a value written in between).
+//
+// ARGV: now_ms, xfetch factor (β·−ln(rand); 0 disables early refresh),
+// lease_ttl_ms, token. Reply: {state, granted, v, f, n, e} where state is
+// 0 missing, 1 fresh, 2 stale, 3 past its hard TTL; v, f, n and e only for
+// states 1 and 2. A fresh value is refreshed early (XFetch, Vattani et al.)
+// when now + d·factor reaches f; then the lease is offered too.
+var FetchRead = define("cachewatch_fetch_read", `
+local now = tonumber(ARGV[1])
+local h = redis.call('HMGET', KEYS[1], 'v', 'f', 'h', 'd', 'n', 'e')
+local state = 0
+if h[2] then
+  local fresh = tonumber(h[2])
+  if now >= tonumber(h[3]) then
+    state = 3
+  elseif now >= fresh then
+    state = 2
+  else
+    state = 1
+    local xf = tonumber(ARGV[2])
+    if xf <= 0 or now + tonumber(h[4]) * xf < fresh then
+      return {1, 0, h[1], h[2], h[5], h[6]}
+    end
+  end
+end
+local granted = 0
+if redis.call('SET', KEYS[2], ARGV[4], 'NX', 'PX', ARGV[3]) then
+  granted = 1
+end
+if state == 0 or state == 3 then
+  return {state, granted}
+end
+return {state, granted, h[1], h[2], h[5], h[6]}
+`)
+
+// FetchWrite stores a freshly loaded value, releases the lease if the caller
+// still owns it, and publishes on the key's channel so that waiters in every
+// process wake at once instead of sleeping through a poll interval.
+//
+// ARGV: token, v, f, h, d, n, pexpire_ms, channel. Reply: 1.
+var FetchWrite = define("cachewatch_fetch_write", `
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', ARGV[3], 'h', ARGV[4], 'd', ARGV[5], 'n', ARGV[6], 'e', 0)
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  redis.call('DEL', KEYS[2])
+end
+redis.call('PUBLISH', ARGV[8], '1')
+return 1
+`)
+
+// FetchFail records a failed load: it counts a consecutive failure on the
+// stored value (if any) and, if the caller still owns the lease, keeps it
+// for a hold-off so that a failing source is retried once per hold-off
+// rather than by every caller (0 releases it at once).
+//
+// ARGV: token, holdoff_ms. Reply: the value's consecutive failures (0 when
+// nothing is stored).
+var FetchFail = define("cachewatch_fetch_fail", `
+local n = 0
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  n = redis.call('HINCRBY', KEYS[1], 'e', 1)
+end
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  if tonumber(ARGV[2]) > 0 then
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  else
+    redis.call('DEL', KEYS[2])
+  end
+end
+return n
+`)
