@@ -388,3 +388,75 @@ func TestCollectorLint(t *testing.T) {
 		t.Errorf("lint %s: %s", p.Metric, p.Text)
 	}
 }
+
+// sumNodes adds a series over every node: `name{labels}` without node.
+func sumNodes(got map[string]float64, series string) (sum float64, nodes int) {
+	name, rest, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
+	var want []string
+	if rest != "" {
+		want = strings.Split(rest, ",")
+	}
+	for k, v := range got {
+		kn, kl, _ := strings.Cut(strings.TrimSuffix(k, "}"), "{")
+		if kn != name {
+			continue
+		}
+		var ls []string
+		for _, l := range strings.Split(kl, ",") {
+			if !strings.HasPrefix(l, "node=") {
+				ls = append(ls, l)
+			}
+		}
+		sort.Strings(ls)
+		w := append([]string{}, want...)
+		sort.Strings(w)
+		if strings.Join(ls, ",") == strings.Join(w, ",") {
+			sum += v
+			nodes++
+		}
+	}
+	return sum, nodes
+}
+
+func TestExporterSeededCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	streamBase, due := seed(t, cl.Client(t))
+	clk := &clock{}
+	clk.Set(time.Now())
+	// One seed address is enough: the masters are discovered.
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: cl.Addrs()[:1]}, Queues: queues, Now: clk.Now})
+	snaps := e.Sample(context.Background())
+	if len(snaps) != 3 {
+		t.Fatalf("sampled %d nodes, want 3 masters", len(snaps))
+	}
+	for _, s := range snaps {
+		if !s.Up || s.Server == nil || !s.Server.Cluster {
+			t.Fatalf("node %s: up=%v err=%v", s.Node, s.Up, s.Err)
+		}
+	}
+	body, got := scrape(t, reg)
+	promtoolCheck(t, body)
+	want := seededWant(streamBase, due, clk.Now())
+	want[`cachewatch_exporter_up`] = 3
+	want[`cachewatch_exporter_scan_cycles_total`] = 3
+	// Each master holds part of each group: the synchronised group scores
+	// its share on each (shares add up to K), the jittered one 1 on each.
+	want[`cachewatch_exporter_expiry_synchronisation{key_group="jit:item:*"}`] = 3
+	for series, v := range want {
+		sum, nodes := sumNodes(got, series)
+		if nodes == 0 {
+			t.Errorf("%s: missing on every node", series)
+		} else if sum != v {
+			t.Errorf("%s: sum over %d nodes = %v, want %v", series, nodes, sum, v)
+		}
+	}
+	// Each queue is reported once, by the master that owns its slot.
+	if _, nodes := sumNodes(got, `cachewatch_exporter_queue_length{queue="orders",type="stream"}`); nodes != 1 {
+		t.Errorf("orders reported by %d nodes", nodes)
+	}
+	for _, a := range cl.Addrs() {
+		if got[fmt.Sprintf("cachewatch_exporter_up{node=%q}", a)] != 1 {
+			t.Errorf("master %s not sampled", a)
+		}
+	}
+}

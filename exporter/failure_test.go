@@ -1,0 +1,214 @@
+package exporter_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// onlySelfMetrics fails when a failed node still exports anything but up 0
+// and the self-metrics: no value of an older sample may look fresh.
+func onlySelfMetrics(t *testing.T, got map[string]float64, node string) {
+	t.Helper()
+	self := []string{"cachewatch_exporter_up{", "cachewatch_exporter_sample_duration_seconds{",
+		"cachewatch_exporter_last_success_timestamp_seconds{", "cachewatch_exporter_keys_scanned_total{",
+		"cachewatch_exporter_scan_cycles_total{", "cachewatch_exporter_sample_truncated_total{",
+		"cachewatch_exporter_sample_errors_total{"}
+	for k := range got {
+		if !strings.Contains(k, fmt.Sprintf("node=%q", node)) {
+			continue
+		}
+		ok := false
+		for _, p := range self {
+			ok = ok || strings.HasPrefix(k, p)
+		}
+		if !ok {
+			t.Errorf("failed node still exports %s", k)
+		}
+	}
+	if got[fmt.Sprintf("cachewatch_exporter_up{node=%q}", node)] != 0 {
+		t.Errorf("up is not 0")
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{addr}, DialTimeout: 200 * time.Millisecond}})
+	s := e.Sample(context.Background())[0]
+	if s.Up || s.Err == nil || !strings.Contains(s.Err.Error(), "connect") {
+		t.Fatalf("unreachable: up=%v err=%v", s.Up, s.Err)
+	}
+	body, got := scrape(t, reg)
+	onlySelfMetrics(t, got, addr)
+	expect(t, got, addr, map[string]float64{`cachewatch_exporter_sample_errors_total{stage="connect",class="connection"}`: 1})
+	promtoolCheck(t, body)
+}
+
+func TestWrongPassword(t *testing.T) {
+	srv := redistest.Start(t)
+	must(t, srv.Client(t).ConfigSet(context.Background(), "requirepass", "right-secret").Err())
+	const wrong = "wrong-secret-do-not-print"
+	var logs bytes.Buffer
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, Password: wrong},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s := e.Sample(context.Background())[0]
+	var se *exporter.StageError
+	if s.Up || !errors.As(s.Err, &se) || se.Class != "auth" {
+		t.Fatalf("wrong password: up=%v err=%v", s.Up, s.Err)
+	}
+	if strings.Contains(s.Err.Error(), wrong) || strings.Contains(logs.String(), wrong) {
+		t.Fatalf("the password leaked: %v / %s", s.Err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "redis sample failed") {
+		t.Fatalf("failure not logged: %q", logs.String())
+	}
+	_, got := scrape(t, reg)
+	onlySelfMetrics(t, got, srv.Addr)
+	expect(t, got, srv.Addr, map[string]float64{`cachewatch_exporter_sample_errors_total{stage="connect",class="auth"}`: 1})
+
+	// The right password (as the command reads it from env or file) works.
+	e2, _ := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, Password: "right-secret"}})
+	if s := e2.Sample(context.Background())[0]; !s.Up {
+		t.Fatalf("right password: %v", s.Err)
+	}
+}
+
+// An ACL user without GET and XINFO: those stages fail with class noperm
+// and are counted; everything else is still sampled.
+func TestNoPerm(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	seed(t, admin)
+	ctx := context.Background()
+	must(t, admin.Do(ctx, "ACL", "SETUSER", "sampler", "on", ">sampler-pw", "~*", "+@all", "-get", "-xinfo").Err())
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, Username: "sampler", Password: "sampler-pw"},
+		Queues: queues})
+	s := e.Sample(ctx)[0]
+	if !s.Up {
+		t.Fatalf("NOPERM on some commands took the node down: %v", s.Err)
+	}
+	body, got := scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_up`: 1,
+		`cachewatch_exporter_sample_errors_total{stage="locks",class="noperm"}`:  1,
+		`cachewatch_exporter_sample_errors_total{stage="queues",class="noperm"}`: 1,
+		`cachewatch_exporter_locks_held{key_group="lock:stuck:*"}`:               stuckLocks,
+		`cachewatch_exporter_locks_without_ttl{key_group="lock:stuck:*"}`:        stuckLocks,
+		`cachewatch_exporter_keys_sampled{key_group="sync:item:*"}`:              syncKeys,
+		`cachewatch_exporter_queue_length{queue="jobs:list",type="list"}`:        listLen,
+	})
+	for k := range got {
+		if strings.HasPrefix(k, "cachewatch_exporter_locks_long_held") || strings.Contains(k, `queue="orders"`) {
+			t.Errorf("exported without permission to read it: %s", k)
+		}
+	}
+	promtoolCheck(t, body)
+}
+
+// A server killed in the middle of a sample: up 0, and the keyspace series
+// of the earlier complete pass are dropped rather than shown as fresh.
+func TestKilledMidSample(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	pipe := rdb.Pipeline()
+	for i := 0; i < 2000; i++ {
+		pipe.Set(ctx, fmt.Sprintf("item:%d", i), "v", time.Hour)
+	}
+	_, err := pipe.Exec(ctx)
+	must(t, err)
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, ReadTimeout: time.Second},
+		KeysPerSecond: 2000, MaxKeys: 100000, MaxDuration: time.Minute, ScanCount: 50, Batch: 50})
+	if s := e.Sample(ctx)[0]; !s.Up || s.Pass == nil {
+		t.Fatalf("first sample: %+v", s)
+	}
+	_, got := scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{`cachewatch_exporter_keys_sampled{key_group="item:*"}`: 2000})
+
+	done := make(chan *exporter.NodeSnapshot)
+	go func() { done <- e.Sample(ctx)[0] }()
+	waitForScans(t, srv.Addr, 3) // the paced sample is well under way
+	srv.Kill()
+	s := <-done
+	if s.Up || s.Err == nil {
+		t.Fatalf("killed mid-sample: up=%v err=%v", s.Up, s.Err)
+	}
+	_, got = scrape(t, reg)
+	onlySelfMetrics(t, got, srv.Addr)
+
+	srv.Restart() // empty
+	if s := e.Sample(ctx)[0]; !s.Up {
+		t.Fatalf("after restart: %v", s.Err)
+	}
+	_, got = scrape(t, reg)
+	if v, ok := got[fmt.Sprintf(`cachewatch_exporter_keys_sampled{key_group="item:*",node=%q}`, srv.Addr)]; ok {
+		t.Fatalf("keys of the killed server still exported after restart: %v", v)
+	}
+}
+
+// waitForScans waits until the server has answered at least n SCANs, as
+// seen by a separate connection.
+func waitForScans(t *testing.T, addr string, n int) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		info, err := c.Info(context.Background(), "commandstats").Result()
+		must(t, err)
+		for _, line := range strings.Split(info, "\n") {
+			var calls int
+			if strings.HasPrefix(line, "cmdstat_scan:") {
+				fmt.Sscanf(strings.TrimPrefix(line, "cmdstat_scan:"), "calls=%d", &calls)
+			}
+			if calls >= n {
+				return
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatal("the sampler never scanned")
+}
+
+func TestParseURL(t *testing.T) {
+	tg, err := exporter.ParseURL("rediss://sampler@redis.example:6380/2")
+	must(t, err)
+	if tg.Addrs[0] != "redis.example:6380" || tg.Username != "sampler" || tg.DB != 2 || tg.TLS == nil || tg.TLS.ServerName != "redis.example" {
+		t.Fatalf("parsed %+v", tg)
+	}
+	if tg, err = exporter.ParseURL("redis://localhost"); err != nil || tg.Addrs[0] != "localhost:6379" || tg.TLS != nil {
+		t.Fatalf("default port: %+v %v", tg, err)
+	}
+	if _, err := exporter.ParseURL("redis://u:hunter2@host:1"); !errors.Is(err, exporter.ErrPasswordInURL) || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("password in URL: %v", err)
+	}
+	for _, bad := range []string{"http://host:1", "redis://host:1/x", "redis://", "redis://u:hunter2@host:%zz"} {
+		_, err := exporter.ParseURL(bad)
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("ParseURL(%q) = %v", bad, err)
+		}
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	if _, err := exporter.New(exporter.Options{}); !errors.Is(err, exporter.ErrNoAddrs) {
+		t.Fatalf("no addrs: %v", err)
+	}
+	if _, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{"nohostport"}}}); err == nil {
+		t.Fatal("bad address accepted")
+	}
+}
