@@ -1,0 +1,246 @@
+package hooks_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/hooks"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// hookOn adds a new hook on a new registry to rdb.
+func hookOn(t *testing.T, rdb interface{ AddHook(redis.Hook) }, opts hooks.Options) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	opts.Registerer = reg
+	h, err := hooks.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(h)
+	return reg
+}
+
+func TestErrorClasses(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("timeout", func(t *testing.T) {
+		srv := redistest.Start(t)
+		rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr, ReadTimeout: 100 * time.Millisecond, MaxRetries: -1}))
+		reg := hookOn(t, rdb, hooks.Options{})
+		if err := rdb.Do(ctx, "DEBUG", "SLEEP", "0.5").Err(); err == nil {
+			t.Fatal("DEBUG SLEEP 0.5 with a 100ms read timeout succeeded")
+		}
+		expect(t, reg, cmdErrs, map[string]float64{"command=other,error_class=timeout": 1, "": 1})
+	})
+
+	t.Run("connection", func(t *testing.T) {
+		srv := redistest.Start(t)
+		addr := srv.Addr
+		srv.Kill()
+		rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: addr, MaxRetries: -1}))
+		reg := hookOn(t, rdb, hooks.Options{})
+		if err := rdb.Get(ctx, "user:1").Err(); err == nil {
+			t.Fatal("GET on a killed server succeeded")
+		}
+		expect(t, reg, cmdErrs, map[string]float64{"command=get,error_class=connection": 1, "": 1})
+		// A failed read is a lookup error, not a miss.
+		expect(t, reg, lookups, map[string]float64{"key_group=user:*,result=error": 1, "result=miss": 0})
+	})
+
+	t.Run("oom", func(t *testing.T) {
+		srv := redistest.Start(t, "--maxmemory", "1", "--maxmemory-policy", "noeviction")
+		rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr}))
+		reg := hookOn(t, rdb, hooks.Options{})
+		if err := rdb.Set(ctx, "k", "v", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+			t.Fatalf("SET under maxmemory 1: %v", err)
+		}
+		expect(t, reg, cmdErrs, map[string]float64{"command=set,error_class=oom": 1, "": 1})
+	})
+
+	t.Run("noperm and wrongtype", func(t *testing.T) {
+		srv := redistest.Start(t)
+		admin := srv.Client(t)
+		if err := admin.Do(ctx, "ACL", "SETUSER", "reader", "on", ">secret", "~*", "+@all", "-set").Err(); err != nil {
+			t.Fatal(err)
+		}
+		rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr, Username: "reader", Password: "secret"}))
+		reg := hookOn(t, rdb, hooks.Options{})
+		if err := rdb.Set(ctx, "k", "v", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+			t.Fatalf("SET without permission: %v", err)
+		}
+		admin.LPush(ctx, "list", "x")
+		if err := rdb.Get(ctx, "list").Err(); err == nil {
+			t.Fatal("GET of a list succeeded")
+		}
+		expect(t, reg, cmdErrs, map[string]float64{
+			"command=set,error_class=noperm": 1, "command=get,error_class=other": 1, "": 2,
+		})
+	})
+
+	t.Run("busy", func(t *testing.T) {
+		srv := redistest.Start(t, "--lua-time-limit", "10")
+		looper := srv.Client(t)
+		rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr, MaxRetries: -1}))
+		reg := hookOn(t, rdb, hooks.Options{})
+		done := make(chan error, 1)
+		go func() { done <- looper.Eval(ctx, "while true do end", nil).Err() }()
+		busy := 0
+		for i := 0; i < 500 && busy == 0; i++ {
+			err := rdb.Ping(ctx).Err()
+			if err != nil && strings.HasPrefix(err.Error(), "BUSY ") {
+				busy++
+			} else if err != nil {
+				t.Fatalf("ping: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if busy == 0 {
+			t.Fatal("the server never answered BUSY")
+		}
+		if err := rdb.Do(ctx, "SCRIPT", "KILL").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err == nil {
+			t.Fatal("killed script returned no error")
+		}
+		expect(t, reg, cmdErrs, map[string]float64{"command=ping,error_class=busy": float64(busy), "": float64(busy)})
+	})
+}
+
+func TestClusterCountsEachCommandOnce(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	ctx := context.Background()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), DisableIdentity: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	reg := hookOn(t, cc, hooks.Options{Name: "cluster"})
+
+	const locks, contended, reads = 300, 120, 200
+	for i := 0; i < locks; i++ { // keys spread over every node
+		if ok, err := cc.SetNX(ctx, fmt.Sprintf("lock:invoice:%d", i), "a", time.Minute).Result(); !ok || err != nil {
+			t.Fatalf("acquire %d: %v %v", i, ok, err)
+		}
+	}
+	for i := 0; i < contended; i++ {
+		if ok, _ := cc.SetNX(ctx, fmt.Sprintf("lock:invoice:%d", i), "b", time.Minute).Result(); ok {
+			t.Fatalf("lock %d acquired twice", i)
+		}
+	}
+	for i := 0; i < reads; i++ { // even keys exist, odd ones miss
+		if i%2 == 0 {
+			cc.Set(ctx, fmt.Sprintf("invoice:%d", i), "v", time.Minute)
+		}
+		cc.Get(ctx, fmt.Sprintf("invoice:%d", i))
+	}
+	// A pipeline spanning all nodes is one pipeline with 30 commands.
+	cmds, _ := cc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < 30; i++ {
+			p.Get(ctx, fmt.Sprintf("invoice:%d", i))
+		}
+		return nil
+	})
+	if len(cmds) != 30 {
+		t.Fatalf("pipeline ran %d commands", len(cmds))
+	}
+
+	expect(t, reg, attempts, map[string]float64{
+		"key_group=lock:invoice:*,result=acquired,attempt=first": locks,
+		"key_group=lock:invoice:*,result=busy,attempt=first":     contended,
+		"": locks + contended,
+	})
+	expect(t, reg, lookups, map[string]float64{
+		"key_group=invoice:*,result=hit": reads/2 + 15, "key_group=invoice:*,result=miss": reads/2 + 15,
+	})
+	expect(t, reg, cmdDur, map[string]float64{"client=cluster,command=get": reads + 30})
+	expect(t, reg, pipeDur, map[string]float64{"kind=pipeline": 1})
+}
+
+// TestClusterHookPerNodeDoubleCounts shows why the hook belongs on the
+// cluster client only: added in OnNewNode as well, it sees every command a
+// second time on its way through the node client.
+func TestClusterHookPerNodeDoubleCounts(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	h, err := hooks.New(hooks.Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), DisableIdentity: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	cc.OnNewNode(func(c *redis.Client) { c.AddHook(h) })
+	cc.AddHook(h)
+	for i := 0; i < 10; i++ {
+		cc.Get(ctx, fmt.Sprintf("invoice:%d", i))
+	}
+	expect(t, reg, lookups, map[string]float64{"key_group=invoice:*,result=miss": 20})
+}
+
+func TestMovedErrors(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	ctx := context.Background()
+	// A plain client of one node sees MOVED for keys of the other nodes'
+	// slots (a cluster client would follow the redirection).
+	rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: cluster.Nodes[0].Addr, MaxRetries: -1}))
+	reg := hookOn(t, rdb, hooks.Options{})
+	moved := 0
+	for i := 0; i < 50; i++ {
+		err := rdb.Get(ctx, fmt.Sprintf("user:%d", i)).Err()
+		if _, ok := redis.IsMovedError(err); ok {
+			moved++
+		} else if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("get: %v", err)
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key of 50 was on another node")
+	}
+	expect(t, reg, cmdErrs, map[string]float64{"command=get,error_class=moved": float64(moved), "": float64(moved)})
+}
+
+func TestPoolCollector(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr, PoolSize: 1, PoolTimeout: 100 * time.Millisecond, MaxRetries: -1}))
+	reg := hookOn(t, rdb, hooks.Options{Name: "sessions", Pool: rdb})
+	conn := rdb.Conn() // holds the pool's only connection
+	if err := conn.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, reg, "cachewatch_redis_pool_connections", map[string]float64{
+		"client=sessions,state=in_use": 1, "client=sessions,state=idle": 0,
+	})
+	if err := rdb.Get(ctx, "user:1").Err(); !errors.Is(err, redis.ErrPoolTimeout) {
+		t.Fatalf("GET with the pool drained: %v", err)
+	}
+	expect(t, reg, "cachewatch_redis_pool_timeouts_total", map[string]float64{"client=sessions": 1})
+	expect(t, reg, cmdErrs, map[string]float64{"client=sessions,command=get,error_class=timeout": 1})
+	// A caller that waits for the held connection and gets it.
+	got := make(chan error, 1)
+	go func() { got <- rdb.Get(ctx, "user:1").Err() }()
+	for i := 0; i < 1000 && rdb.PoolStats().PendingRequests == 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // let it reach the wait
+	_ = conn.Close()
+	if err := <-got; !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
+	}
+	expect(t, reg, "cachewatch_redis_pool_connections", map[string]float64{
+		"client=sessions,state=in_use": 0, "client=sessions,state=idle": 1,
+	})
+	// The collector reports exactly what go-redis counted.
+	st := rdb.PoolStats()
+	expect(t, reg, "cachewatch_redis_pool_waits_total", map[string]float64{"client=sessions": float64(st.WaitCount)})
+	expect(t, reg, "cachewatch_redis_pool_wait_seconds_total", map[string]float64{"client=sessions": time.Duration(st.WaitDurationNs).Seconds()})
+	expect(t, reg, "cachewatch_redis_pool_hits_total", map[string]float64{"client=sessions": float64(st.Hits)})
+	expect(t, reg, "cachewatch_redis_pool_misses_total", map[string]float64{"client=sessions": float64(st.Misses)})
+	expect(t, reg, "cachewatch_redis_pool_stale_connections_total", map[string]float64{"client=sessions": float64(st.StaleConns)})
+}

@@ -1,0 +1,38 @@
+package hooks_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/hooks"
+	"github.com/cachewatch/cachewatch/keygroup"
+)
+
+func ExampleNew() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+
+	reg := prometheus.NewRegistry()
+	h, err := hooks.New(hooks.Options{
+		Registerer:    reg,
+		Name:          "checkout",
+		KeyGroupRules: []keygroup.Rule{keygroup.Glob("cart:*", "cart")},
+		Scripts:       []hooks.Script{{Name: "reserve_stock", Src: `return redis.call("DECR", KEYS[1])`}},
+		Pool:          rdb,
+	})
+	if err != nil {
+		panic(err)
+	}
+	rdb.AddHook(h) // every command of rdb is now measured
+
+	// The hook counts what the wire shows, e.g. a miss when GET answers nil.
+	// Without a server at localhost:6379 the lookup is an error instead.
+	_ = rdb.Get(context.Background(), "cart:8f3a9c0e11aa").Err()
+	n, _ := testutil.GatherAndCount(reg, "cachewatch_cache_lookups_total")
+	fmt.Println("cart lookup series:", n)
+	// Output: cart lookup series: 1
+}
