@@ -1,0 +1,296 @@
+package instrument
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cachewatch/cachewatch/internal/luascript"
+)
+
+// WriteResult is the outcome of SetVersioned.
+type WriteResult int
+
+// Outcomes of a versioned write.
+const (
+	// Written: the version was newer than the stored one (or none was
+	// stored) and replaced it.
+	Written WriteResult = iota + 1
+	// DuplicateVersion: the same version was already stored; nothing was
+	// written. The work that produced it was done twice
+	// (cachewatch_duplicate_recompute_total).
+	DuplicateVersion
+	// OlderVersion: a newer version was stored; the write was rejected
+	// (cachewatch_write_skew_total). A retried or slow job lost the race,
+	// and the newer data stays.
+	OlderVersion
+)
+
+// String returns "written", "duplicate" or "older".
+func (r WriteResult) String() string {
+	switch r {
+	case Written:
+		return "written"
+	case DuplicateVersion:
+		return "duplicate"
+	case OlderVersion:
+		return "older"
+	}
+	return "WriteResult(" + strconv.Itoa(int(r)) + ")"
+}
+
+// SetVersioned writes value under version at key (a hash of version and
+// data) by compare-and-set in one script: an older version never replaces a
+// newer one. ttl > 0 sets the key's expiry; 0 keeps none. Keep the TTL longer
+// than the time in which late writers may still arrive: once the key has
+// expired, any version is accepted again.
+func (c *Client) SetVersioned(ctx context.Context, key string, value []byte, version int64, ttl time.Duration) (WriteResult, error) {
+	if version < 0 || ttl < 0 {
+		return 0, fmt.Errorf("cachewatch: SetVersioned %q: version %d and ttl %v must not be negative", key, version, ttl)
+	}
+	group := c.group(key)
+	ctx, span := c.tracer.Start(ctx, "cachewatch.set_versioned", trace.WithAttributes(
+		attribute.String("cachewatch.key_group", group), attribute.Int64("cachewatch.version", version)))
+	defer span.End()
+	res, err := luascript.VersionedSet.Run(c.ctx(ctx), c.rdb, []string{key},
+		strconv.FormatInt(version, 10), value, ttl.Milliseconds()).Slice()
+	if err != nil {
+		span.RecordError(err)
+		return 0, redisErr("set versioned "+strconv.Quote(key), err)
+	}
+	code, stored, err := versionReply(res)
+	if err != nil {
+		return 0, redisErr("set versioned "+strconv.Quote(key), err)
+	}
+	result := Written
+	switch code {
+	case 0:
+		result = DuplicateVersion
+		c.m.duplicate.WithLabelValues(group).Inc()
+	case -1:
+		result = OlderVersion
+		c.m.writeSkew.WithLabelValues(group).Inc()
+		span.AddEvent("write skew", trace.WithAttributes(attribute.String("cachewatch.stored_version", stored)))
+	default:
+		span.AddEvent("written")
+	}
+	c.logDecision(ctx, "versioned write", result.String(), group, key,
+		slog.Int64("version", version), slog.String("stored_version", stored))
+	return result, nil
+}
+
+func versionReply(res []any) (code int64, stored string, err error) {
+	if len(res) == 2 {
+		code, ok1 := res[0].(int64)
+		stored, ok2 := res[1].(string)
+		if ok1 && ok2 {
+			return code, stored, nil
+		}
+	}
+	return 0, "", fmt.Errorf("unexpected reply %v", res)
+}
+
+// GetVersioned reads a value written by SetVersioned. found is false when the
+// key does not exist.
+func (c *Client) GetVersioned(ctx context.Context, key string) (value []byte, version int64, found bool, err error) {
+	res, err := c.rdb.HMGet(c.ctx(ctx), key, "v", "d").Result()
+	if err != nil {
+		return nil, 0, false, redisErr("get versioned "+strconv.Quote(key), err)
+	}
+	v, ok1 := res[0].(string)
+	d, ok2 := res[1].(string)
+	if !ok1 || !ok2 {
+		return nil, 0, false, nil
+	}
+	if version, err = strconv.ParseInt(v, 10, 64); err != nil {
+		return nil, 0, false, fmt.Errorf("cachewatch: GetVersioned %q: stored version %q: %w", key, v, err)
+	}
+	return []byte(d), version, true, nil
+}
+
+// FirstSeen records the idempotency key for ttl (SET key 1 NX PX ttl) and
+// reports whether this is its first use: true means do the work, false means
+// another caller already did (or is doing) it. If the work then fails and may
+// be retried, Invalidate the key. ttl must be positive: an idempotency key
+// without expiry would live forever.
+func (c *Client) FirstSeen(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	if ttl < time.Millisecond {
+		return false, fmt.Errorf("cachewatch: FirstSeen %q: ttl %v: want at least 1ms", key, ttl)
+	}
+	group := c.group(key)
+	first, err := c.rdb.SetNX(c.ctx(ctx), key, "1", ttl).Result()
+	result := "duplicate"
+	switch {
+	case err != nil:
+		result = "error"
+	case first:
+		result = "first"
+	}
+	c.m.idempotency.WithLabelValues(group, result).Inc()
+	c.logDecision(ctx, "idempotency key", result, group, key, slog.String("idempotency_key", key))
+	if err != nil {
+		return false, redisErr("idempotency key "+strconv.Quote(key), err)
+	}
+	return first, nil
+}
+
+// SlideResult is the outcome of SlideTTL.
+type SlideResult int
+
+// Outcomes of a sliding-TTL touch.
+const (
+	// Slid: the key was past the threshold of its life; its TTL was reset.
+	Slid SlideResult = iota + 1
+	// NotYetDue: the key had enough life left; nothing was written.
+	NotYetDue
+	// NoExpiry: the key has no TTL; sliding leaves it alone.
+	NoExpiry
+	// Missing: the key does not exist.
+	Missing
+)
+
+// SlideTTL extends key's TTL back to ttl, but only once threshold (a
+// fraction in (0, 1]; 0 means 0.5) of that life has passed, i.e. when at
+// most (1-threshold)·ttl remains. Reads of a hot session thus rewrite its
+// expiry once per slice of its life instead of on every read.
+//
+// It is one script (PTTL, compare, PEXPIRE) rather than PTTL then PEXPIRE
+// from Go: one round trip instead of two, and atomic, so it never
+// overwrites a TTL that another writer set between the two commands. The
+// threshold is judged on Redis's clock, the one that expires the key.
+func (c *Client) SlideTTL(ctx context.Context, key string, ttl time.Duration, threshold float64) (SlideResult, error) {
+	if threshold == 0 {
+		threshold = 0.5
+	}
+	if ttl < time.Millisecond || threshold < 0 || threshold > 1 {
+		return 0, fmt.Errorf("cachewatch: SlideTTL %q: ttl %v (want ≥ 1ms), threshold %v (want in (0, 1])", key, ttl, threshold)
+	}
+	dueAt := time.Duration(float64(ttl) * (1 - threshold))
+	n, err := luascript.SlideTTL.Run(c.ctx(ctx), c.rdb, []string{key}, ttl.Milliseconds(), dueAt.Milliseconds()).Int()
+	if err != nil {
+		return 0, redisErr("slide ttl "+strconv.Quote(key), err)
+	}
+	result, outcome := Missing, "missing"
+	switch n {
+	case 1:
+		result, outcome = Slid, "slid"
+	case 0:
+		result, outcome = NotYetDue, "not_yet_due"
+	case -1:
+		result, outcome = NoExpiry, "no_expiry"
+	}
+	c.logDecision(ctx, "slide ttl", outcome, c.group(key), key)
+	return result, nil
+}
+
+// invalidateBatch is how many keys one SCAN step asks for and one pipeline
+// of UNLINKs removes.
+const invalidateBatch = 500
+
+// Invalidate removes keys with UNLINK (the memory is freed off Redis's main
+// thread), pipelined in batches of single-key UNLINKs so that keys on
+// different Cluster slots need no grouping. It returns how many existed.
+func (c *Client) Invalidate(ctx context.Context, keys ...string) (int64, error) {
+	var removed int64
+	for start := 0; start < len(keys); start += invalidateBatch {
+		n, err := c.unlink(ctx, c.rdb, keys[start:min(start+invalidateBatch, len(keys))])
+		removed += n
+		if err != nil {
+			return removed, err
+		}
+	}
+	c.invalidated(ctx, "keys", len(keys), removed)
+	return removed, nil
+}
+
+// InvalidateMatch removes every key matching the SCAN pattern (glob) on
+// every master: SCAN MATCH, never KEYS, so Redis is never blocked on the
+// whole keyspace, and UNLINK batch by batch as the scan goes. Keys written
+// during the scan may survive it.
+func (c *Client) InvalidateMatch(ctx context.Context, pattern string) (int64, error) {
+	if pattern == "" {
+		return 0, errors.New("cachewatch: InvalidateMatch: empty pattern")
+	}
+	var removed atomic.Int64
+	var err error
+	if cluster, ok := c.rdb.(*redis.ClusterClient); ok {
+		err = cluster.ForEachMaster(c.ctx(ctx), func(ctx context.Context, node *redis.Client) error {
+			return c.unlinkMatching(ctx, node, pattern, &removed)
+		})
+	} else {
+		err = c.unlinkMatching(ctx, c.rdb, pattern, &removed)
+	}
+	c.invalidated(ctx, "pattern", -1, removed.Load())
+	return removed.Load(), err
+}
+
+// unlinkMatching scans one node for pattern and unlinks what it finds.
+func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient, pattern string, removed *atomic.Int64) error {
+	iter := node.Scan(c.ctx(ctx), 0, pattern, invalidateBatch).Iterator()
+	batch := make([]string, 0, invalidateBatch)
+	flush := func() error {
+		n, err := c.unlink(ctx, node, batch)
+		removed.Add(n)
+		batch = batch[:0]
+		return err
+	}
+	for iter.Next(c.ctx(ctx)) {
+		if batch = append(batch, iter.Val()); len(batch) == invalidateBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return redisErr("scan "+strconv.Quote(pattern), err)
+	}
+	return flush()
+}
+
+// unlink removes keys through rdb in one pipeline of single-key UNLINKs.
+func (c *Client) unlink(ctx context.Context, rdb redis.UniversalClient, keys []string) (int64, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	cmds := make([]*redis.IntCmd, len(keys))
+	_, err := rdb.Pipelined(c.ctx(ctx), func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.Unlink(c.ctx(ctx), k)
+		}
+		return nil
+	})
+	var n int64
+	for _, cmd := range cmds {
+		n += cmd.Val()
+	}
+	if err != nil {
+		return n, redisErr("unlink", err)
+	}
+	return n, nil
+}
+
+func (c *Client) invalidated(ctx context.Context, what string, asked int, removed int64) {
+	trace.SpanFromContext(ctx).AddEvent("invalidated", trace.WithAttributes(
+		attribute.String("cachewatch.invalidate", what), attribute.Int64("cachewatch.removed", removed)))
+	if c.log.Enabled(ctx, slog.LevelDebug) {
+		c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch invalidate", slog.String("by", what),
+			slog.Int("asked", asked), slog.Int64("removed", removed), slog.String("outcome", "invalidated"))
+	}
+}
+
+// logDecision writes one debug line for a consistency decision.
+func (c *Client) logDecision(ctx context.Context, msg, outcome, group, key string, extra ...slog.Attr) {
+	if !c.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := append([]slog.Attr{slog.String("key_group", group), slog.String("key", key), slog.String("outcome", outcome)}, extra...)
+	c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch "+msg, attrs...)
+}

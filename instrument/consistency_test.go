@@ -1,0 +1,272 @@
+package instrument_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+func TestSetVersionedOrderedOutcomes(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, srv.Client(t), reg, nil)
+	ctx := context.Background()
+	// A slow job (1), a retry (3 again), an out-of-order completion (2, 4).
+	steps := []struct {
+		version int64
+		want    instrument.WriteResult
+	}{
+		{3, instrument.Written}, {1, instrument.OlderVersion}, {3, instrument.DuplicateVersion},
+		{5, instrument.Written}, {2, instrument.OlderVersion}, {5, instrument.DuplicateVersion},
+		{4, instrument.OlderVersion},
+		// Versions beyond 2^53 still compare exactly.
+		{1 << 53, instrument.Written}, {1<<53 + 1, instrument.Written}, {1 << 53, instrument.OlderVersion},
+		{math.MaxInt64, instrument.Written}, {math.MaxInt64 - 1, instrument.OlderVersion},
+	}
+	for _, s := range steps {
+		got, err := c.SetVersioned(ctx, "result:{job:9}", []byte("v"+strconv.FormatInt(s.version, 10)), s.version, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != s.want {
+			t.Fatalf("write of version %d = %v, want %v", s.version, got, s.want)
+		}
+	}
+	value, version, found, err := c.GetVersioned(ctx, "result:{job:9}")
+	if err != nil || !found || version != math.MaxInt64 || string(value) != "v"+strconv.FormatInt(math.MaxInt64, 10) {
+		t.Fatalf("stored = %q v%d found=%v err=%v, want the newest", value, version, found, err)
+	}
+	if got := lockMetric(t, reg, "cachewatch_write_skew_total"); got != 5 {
+		t.Fatalf("write_skew_total = %v, want 5", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_duplicate_recompute_total"); got != 2 {
+		t.Fatalf("duplicate_recompute_total = %v, want 2", got)
+	}
+	if _, err := c.SetVersioned(ctx, "result:{job:9}", nil, -1, 0); err == nil {
+		t.Fatal("negative version accepted")
+	}
+	if _, _, found, err := c.GetVersioned(ctx, "result:{missing}"); found || err != nil {
+		t.Fatalf("missing key: found=%v err=%v", found, err)
+	}
+}
+
+// Concurrent, shuffled and retried completions of versions 1..n: the newest
+// always wins and the counters equal the outcomes returned.
+func TestSetVersionedConcurrentRetries(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	const n, workers = 60, 6
+	var writes []int64
+	for v := int64(1); v <= n; v++ {
+		writes = append(writes, v, v) // every job is retried once
+	}
+	rand.Shuffle(len(writes), func(i, j int) { writes[i], writes[j] = writes[j], writes[i] })
+	var next atomic.Int64
+	var skew, dup, written atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		c := lockClient(t, srv.Client(t), reg, nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(len(writes)); i = next.Add(1) - 1 {
+				v := writes[i]
+				r, err := c.SetVersioned(context.Background(), "profile:{42}", []byte(fmt.Sprint(v)), v, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				map[instrument.WriteResult]*atomic.Int64{instrument.Written: &written,
+					instrument.OlderVersion: &skew, instrument.DuplicateVersion: &dup}[r].Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	c := lockClient(t, srv.Client(t), reg, nil)
+	value, version, _, err := c.GetVersioned(context.Background(), "profile:{42}")
+	if err != nil || version != n || string(value) != strconv.Itoa(n) {
+		t.Fatalf("stored version %d (%q, %v), want %d", version, value, err, n)
+	}
+	if written.Load()+skew.Load()+dup.Load() != 2*n {
+		t.Fatalf("outcomes %d+%d+%d, want %d", written.Load(), skew.Load(), dup.Load(), 2*n)
+	}
+	if got := lockMetric(t, reg, "cachewatch_write_skew_total"); got != float64(skew.Load()) {
+		t.Fatalf("write_skew_total = %v, older outcomes = %d", got, skew.Load())
+	}
+	if got := lockMetric(t, reg, "cachewatch_duplicate_recompute_total"); got != float64(dup.Load()) {
+		t.Fatalf("duplicate_recompute_total = %v, duplicate outcomes = %d", got, dup.Load())
+	}
+}
+
+func TestFirstSeenOncePerKey(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, rdb, reg, nil)
+	var firsts atomic.Int64
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			first, err := c.FirstSeen(context.Background(), "idem:payment:77", time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			if first {
+				firsts.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if firsts.Load() != 1 {
+		t.Fatalf("%d callers saw the key first, want 1", firsts.Load())
+	}
+	if got := lockMetric(t, reg, "cachewatch_idempotency_checks_total", "result", "first"); got != 1 {
+		t.Fatalf("idempotency{first} = %v, want 1", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_idempotency_checks_total", "result", "duplicate"); got != 19 {
+		t.Fatalf("idempotency{duplicate} = %v, want 19", got)
+	}
+	if ttl := rdb.PTTL(context.Background(), "idem:payment:77").Val(); ttl <= 0 {
+		t.Fatalf("idempotency key PTTL = %v, want a TTL", ttl)
+	}
+	if _, err := c.FirstSeen(context.Background(), "idem:x", 0); err == nil {
+		t.Fatal("an idempotency key without TTL was accepted")
+	}
+	srv.Kill()
+	if _, err := c.FirstSeen(context.Background(), "idem:y", time.Minute); !errors.Is(err, instrument.ErrRedis) {
+		t.Fatalf("FirstSeen on a killed Redis = %v, want ErrRedis", err)
+	}
+	if got := lockMetric(t, reg, "cachewatch_idempotency_checks_total", "result", "error"); got != 1 {
+		t.Fatalf("idempotency{error} = %v, want 1", got)
+	}
+}
+
+func TestSlideTTLOnlyPastThreshold(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := lockClient(t, rdb, prometheus.NewRegistry(), nil)
+	ctx := context.Background()
+	const ttl = 10 * time.Second
+	rdb.Set(ctx, "session:abc", "x", ttl)
+	rdb.Set(ctx, "session:forever", "x", 0)
+
+	check := func(key string, want instrument.SlideResult) {
+		t.Helper()
+		got, err := c.SlideTTL(ctx, key, ttl, 0.5)
+		if err != nil || got != want {
+			t.Fatalf("SlideTTL(%q) = %v, %v; want %v", key, got, err, want)
+		}
+	}
+	check("session:abc", instrument.NotYetDue) // 10 s left of 10: not touched
+	if left := rdb.PTTL(ctx, "session:abc").Val(); left > ttl {
+		t.Fatalf("PTTL grew to %v", left)
+	}
+	rdb.PExpire(ctx, "session:abc", 4*time.Second) // 60% of its life passed
+	check("session:abc", instrument.Slid)
+	if left := rdb.PTTL(ctx, "session:abc").Val(); left <= 5*time.Second {
+		t.Fatalf("PTTL after sliding = %v, want reset near %v", left, ttl)
+	}
+	check("session:forever", instrument.NoExpiry)
+	if left := rdb.PTTL(ctx, "session:forever").Val(); left != -1 {
+		t.Fatalf("a key without expiry got PTTL %v", left)
+	}
+	check("session:none", instrument.Missing)
+	if n := rdb.Exists(ctx, "session:none").Val(); n != 0 {
+		t.Fatal("sliding created a missing key")
+	}
+	if _, err := c.SlideTTL(ctx, "session:abc", ttl, 1.5); err == nil {
+		t.Fatal("threshold 1.5 accepted")
+	}
+}
+
+func TestInvalidateUnlinksByKeyAndPattern(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := lockClient(t, rdb, prometheus.NewRegistry(), nil)
+	ctx := context.Background()
+	fill(t, rdb, "sess:", 1234)
+	fill(t, rdb, "keep:", 10)
+
+	n, err := c.Invalidate(ctx, "keep:0", "keep:1", "keep:absent")
+	if err != nil || n != 2 {
+		t.Fatalf("Invalidate = %d, %v; want 2", n, err)
+	}
+	n, err = c.InvalidateMatch(ctx, "sess:*")
+	if err != nil || n != 1234 {
+		t.Fatalf("InvalidateMatch = %d, %v; want 1234", n, err)
+	}
+	if size := rdb.DBSize(ctx).Val(); size != 8 {
+		t.Fatalf("%d keys left, want the 8 other keep: keys", size)
+	}
+	stats := rdb.Info(ctx, "commandstats").Val()
+	if strings.Contains(stats, "cmdstat_keys:") || strings.Contains(stats, "cmdstat_del:") {
+		t.Fatalf("invalidation used KEYS or DEL:\n%s", stats)
+	}
+	if !strings.Contains(stats, "cmdstat_unlink:") || !strings.Contains(stats, "cmdstat_scan:") {
+		t.Fatalf("invalidation did not SCAN and UNLINK:\n%s", stats)
+	}
+	if _, err := c.InvalidateMatch(ctx, ""); err == nil {
+		t.Fatal("empty pattern accepted")
+	}
+}
+
+func TestConsistencyOnCluster(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	rdb := cluster.Client(t)
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, rdb, reg, nil)
+	ctx := context.Background()
+	for _, v := range []int64{2, 1, 2} {
+		if _, err := c.SetVersioned(ctx, "doc:{7}", []byte("x"), v, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if skew, dup := lockMetric(t, reg, "cachewatch_write_skew_total"), lockMetric(t, reg, "cachewatch_duplicate_recompute_total"); skew != 1 || dup != 1 {
+		t.Fatalf("skew %v dup %v on the cluster, want 1 and 1", skew, dup)
+	}
+	keys := fill(t, rdb, "cart:", 900) // spread over every master
+	n, err := c.Invalidate(ctx, keys[:100]...)
+	if err != nil || n != 100 {
+		t.Fatalf("Invalidate on the cluster = %d, %v; want 100", n, err)
+	}
+	n, err = c.InvalidateMatch(ctx, "cart:*")
+	if err != nil || n != 800 {
+		t.Fatalf("InvalidateMatch on the cluster = %d, %v; want 800", n, err)
+	}
+	if first, err := c.FirstSeen(ctx, "idem:{7}:msg", time.Minute); err != nil || !first {
+		t.Fatalf("FirstSeen on the cluster = %v, %v", first, err)
+	}
+}
+
+// fill writes n keys prefix0…prefix(n-1) and returns them.
+func fill(t *testing.T, rdb redis.UniversalClient, prefix string, n int) []string {
+	t.Helper()
+	keys := make([]string, n)
+	_, err := rdb.Pipelined(context.Background(), func(p redis.Pipeliner) error {
+		for i := range keys {
+			keys[i] = prefix + strconv.Itoa(i)
+			p.Set(context.Background(), keys[i], "v", time.Hour)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
