@@ -473,3 +473,10 @@ func hasHashTag(key string) bool {
 	}
 	return strings.IndexByte(key[open+1:], '}') > 0
 }
+
+// Delay returns the full-jitter wait before retry n (n ≥ 1), with the
+// defaults applied, for adapters that run their own retry loop (redlock).
+func (b Backoff) Delay(n int) time.Duration { return b.withDefaults().delay(n) }
+
+// MaxRetries returns the number of retries allowed, with the defaults applied.
+func (b Backoff) MaxRetries() int { return b.withDefaults().Retries }

@@ -1,0 +1,313 @@
+// Package redlock makes go-redsync/redsync mutexes (Redlock: a lock held by
+// a quorum of independent Redis nodes) emit cachewatch's lock signals, so
+// Redlock users get the same metrics, dashboards and alerts as users of
+// instrument.Client.Lock.
+//
+// cachewatch does not implement Redlock itself: the quorum, drift and
+// validity logic stay redsync's. The adapter runs the retry loop (one
+// redsync TryLock per attempt, full-jitter backoff between attempts) so that
+// every attempt is counted, and classifies redsync's errors into the
+// instrument package's sentinels (instrument.ErrLockBusy, instrument.ErrRedis,
+// instrument.ErrNotOwner), so callers branch the same way on both.
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/keygroup"
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// Options configures a Redlock. The zero value is usable.
+type Options struct {
+	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
+	// It may be shared with instrument clients and hooks.
+	Registerer prometheus.Registerer
+	// KeyGroups maps mutex names to key groups; nil means the default
+	// classifier.
+	KeyGroups *keygroup.Classifier
+	// Backoff bounds the retries of Mutex.Lock (full jitter). redsync's own
+	// WithTries and WithRetryDelay options are not used: each attempt is one
+	// TryLock.
+	Backoff instrument.Backoff
+	// TracerProvider for spans; nil means the global provider.
+	TracerProvider trace.TracerProvider
+	// Logger receives one debug line per decision; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for durations and lease checks; nil means time.Now.
+	Now func() time.Time
+}
+
+// Redlock creates instrumented redsync mutexes.
+type Redlock struct {
+	rs      *redsync.Redsync
+	groups  *keygroup.Classifier
+	backoff instrument.Backoff
+	tracer  trace.Tracer
+	log     *slog.Logger
+	now     func() time.Time
+
+	attempts *prometheus.CounterVec
+	acquire  *prometheus.HistogramVec
+	hold     *prometheus.HistogramVec
+	lost     *prometheus.CounterVec
+	renewals *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	delays   *prometheus.HistogramVec
+}
+
+// New wraps rs, whose pools may use any redsync driver (go-redis, redigo,
+// rueidis, valkey-go).
+func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
+	if rs == nil {
+		return nil, errors.New("cachewatch: redlock.New: nil redsync")
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	r := &Redlock{rs: rs, groups: opts.KeyGroups, backoff: opts.Backoff, log: opts.Logger, now: opts.Now}
+	var err error
+	counter := func(m *signals.Metric) *prometheus.CounterVec {
+		c, e := signals.Register(reg, m.NewCounterVec())
+		err = errors.Join(err, e)
+		return c
+	}
+	histogram := func(m *signals.Metric) *prometheus.HistogramVec {
+		h, e := signals.Register(reg, m.NewHistogramVec())
+		err = errors.Join(err, e)
+		return h
+	}
+	r.attempts = counter(signals.LockAttempts)
+	r.acquire = histogram(signals.LockAcquireDuration)
+	r.hold = histogram(signals.LockHoldDuration)
+	r.lost = counter(signals.LocksLost)
+	r.renewals = counter(signals.LockRenewals)
+	r.retries = counter(signals.Retries)
+	r.delays = histogram(signals.BackoffDelay)
+	if r.groups == nil {
+		overflow := counter(signals.KeyGroupOverflow)
+		if err == nil {
+			r.groups, err = keygroup.New(keygroup.Options{Overflow: overflow.WithLabelValues()})
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	r.tracer = tp.Tracer("github.com/cachewatch/cachewatch/instrument/redlock")
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	return r, nil
+}
+
+// NewMutex returns an instrumented mutex for name. options go to redsync
+// (WithExpiry, WithDriftFactor, WithTimeoutFactor, …). Like a redsync
+// mutex, one Mutex serves one holder at a time: give each goroutine its own.
+func (r *Redlock) NewMutex(name string, options ...redsync.Option) *Mutex {
+	return &Mutex{r: r, mu: r.rs.NewMutex(name, options...), group: r.groups.Classify(name)}
+}
+
+// Mutex is an instrumented redsync mutex.
+type Mutex struct {
+	r     *Redlock
+	mu    *redsync.Mutex
+	group string
+
+	state sync.Mutex
+	taken time.Time // zero while not held
+}
+
+// Name returns the mutex's name (its Redis key).
+func (m *Mutex) Name() string { return m.mu.Name() }
+
+// Value returns the random owner value of the current or last hold.
+func (m *Mutex) Value() string { return m.mu.Value() }
+
+// Until returns the end of the lock's validity as redsync computed it.
+func (m *Mutex) Until() time.Time { return m.mu.Until() }
+
+// Lock takes the mutex on a quorum of nodes, retrying with full-jitter
+// backoff while it is held elsewhere, never past ctx. It returns an error
+// wrapping instrument.ErrLockBusy when the retries are spent,
+// instrument.ErrRedis when no quorum could be reached for failures of the
+// nodes, and ctx.Err() when ctx ended first.
+func (m *Mutex) Lock(ctx context.Context) error {
+	r := m.r
+	ctx, span := r.tracer.Start(ctx, "cachewatch.redlock.lock",
+		trace.WithAttributes(attribute.String("cachewatch.key_group", m.group)))
+	defer span.End()
+	start := r.now()
+	retries := r.backoff.MaxRetries()
+	for attempt := 0; ; attempt++ {
+		which := "first"
+		if attempt > 0 {
+			which = "retry"
+			if err := m.wait(ctx, r.backoff.Delay(attempt)); err != nil {
+				return m.failed(ctx, span, start, "gave_up", fmt.Errorf("cachewatch: redlock %q: waiting to retry: %w", m.Name(), err))
+			}
+			r.retries.WithLabelValues(m.group).Inc()
+		}
+		err := m.mu.TryLockContext(ctx)
+		result := classify(err)
+		r.attempts.WithLabelValues(m.group, result, which).Inc()
+		r.logf(ctx, m, result, slog.Int("attempt", attempt+1))
+		switch {
+		case result == "acquired":
+			m.state.Lock()
+			m.taken = r.now()
+			m.state.Unlock()
+			r.acquire.WithLabelValues(m.group, "acquired").Observe(r.now().Sub(start).Seconds())
+			span.AddEvent("lease acquired")
+			return nil
+		case ctx.Err() != nil:
+			return m.failed(ctx, span, start, "error", fmt.Errorf("cachewatch: redlock %q: %w (%v)", m.Name(), ctx.Err(), err))
+		case result == "error":
+			return m.failed(ctx, span, start, "error", fmt.Errorf("%w: redlock %q: %w", instrument.ErrRedis, m.Name(), err))
+		case attempt >= retries:
+			return m.failed(ctx, span, start, "gave_up", fmt.Errorf("%w: redlock %q after %d attempts: %w", instrument.ErrLockBusy, m.Name(), attempt+1, err))
+		}
+	}
+}
+
+// classify names an attempt's result: acquired, busy (held on some node;
+// worth a retry) or error (nodes failed, or the quorum came too late).
+func classify(err error) string {
+	if err == nil {
+		return "acquired"
+	}
+	var taken *redsync.ErrTaken
+	var nodeTaken *redsync.ErrNodeTaken
+	if errors.As(err, &taken) || errors.As(err, &nodeTaken) {
+		return "busy"
+	}
+	return "error"
+}
+
+func (m *Mutex) wait(ctx context.Context, d time.Duration) error {
+	m.r.delays.WithLabelValues(m.group).Observe(d.Seconds())
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (m *Mutex) failed(ctx context.Context, span trace.Span, start time.Time, outcome string, err error) error {
+	m.r.acquire.WithLabelValues(m.group, outcome).Observe(m.r.now().Sub(start).Seconds())
+	m.r.logf(ctx, m, outcome)
+	span.SetStatus(codes.Error, outcome)
+	return err
+}
+
+// Unlock releases the mutex on every node. It returns an error wrapping
+// instrument.ErrNotOwner when no quorum still held our value (the lock is
+// then counted as lost: expired past Until, otherwise not_owner), and
+// instrument.ErrRedis when nodes failed.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	r := m.r
+	ctx, span := r.tracer.Start(ctx, "cachewatch.redlock.unlock",
+		trace.WithAttributes(attribute.String("cachewatch.key_group", m.group)))
+	defer span.End()
+	ok, err := m.mu.UnlockContext(ctx)
+	m.state.Lock()
+	defer m.state.Unlock()
+	if !m.taken.IsZero() {
+		r.hold.WithLabelValues(m.group).Observe(r.now().Sub(m.taken).Seconds())
+	}
+	held := !m.taken.IsZero()
+	m.taken = time.Time{}
+	switch {
+	case ok:
+		span.AddEvent("lease released")
+		r.logf(ctx, m, "released")
+		return nil
+	case isNotOwner(err) || err == nil:
+		if held {
+			m.lose(ctx, span)
+		}
+		return fmt.Errorf("%w: redlock %q: %v", instrument.ErrNotOwner, m.Name(), err)
+	}
+	r.logf(ctx, m, "release_error")
+	return fmt.Errorf("%w: redlock %q unlock: %w", instrument.ErrRedis, m.Name(), err)
+}
+
+// Extend resets the lock's expiry on a quorum of nodes. It returns an error
+// wrapping instrument.ErrNotOwner when the quorum no longer holds our value
+// (counted as lost) and instrument.ErrRedis when nodes failed.
+func (m *Mutex) Extend(ctx context.Context) error {
+	r := m.r
+	ok, err := m.mu.ExtendContext(ctx)
+	switch {
+	case ok:
+		r.renewals.WithLabelValues(m.group, "renewed").Inc()
+		r.logf(ctx, m, "renewed")
+		return nil
+	case classify(err) == "busy" || errors.Is(err, redsync.ErrExtendFailed) || err == nil:
+		r.renewals.WithLabelValues(m.group, "lost").Inc()
+		m.state.Lock()
+		if !m.taken.IsZero() {
+			r.hold.WithLabelValues(m.group).Observe(r.now().Sub(m.taken).Seconds())
+			m.taken = time.Time{}
+			m.lose(ctx, trace.SpanFromContext(ctx))
+		}
+		m.state.Unlock()
+		return fmt.Errorf("%w: redlock %q extend: %v", instrument.ErrNotOwner, m.Name(), err)
+	}
+	r.renewals.WithLabelValues(m.group, "error").Inc()
+	r.logf(ctx, m, "renew_error")
+	return fmt.Errorf("%w: redlock %q extend: %w", instrument.ErrRedis, m.Name(), err)
+}
+
+// lose counts a lost lock: expired when redsync's validity had passed,
+// otherwise not_owner. m.state is held.
+func (m *Mutex) lose(ctx context.Context, span trace.Span) {
+	reason := "not_owner"
+	if !m.r.now().Before(m.mu.Until()) {
+		reason = "expired"
+	}
+	m.r.lost.WithLabelValues(m.group, reason).Inc()
+	span.AddEvent("lease lost", trace.WithAttributes(attribute.String("cachewatch.lock.reason", reason)))
+	m.r.logf(ctx, m, "lost_"+reason)
+}
+
+func isNotOwner(err error) bool {
+	return errors.Is(err, redsync.ErrLockAlreadyExpired) || classify(err) == "busy"
+}
+
+// logf writes one debug line per decision; the owner value is shortened.
+func (r *Redlock) logf(ctx context.Context, m *Mutex, outcome string, extra ...slog.Attr) {
+	if !r.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	token := m.mu.Value()
+	if len(token) > 8 {
+		token = token[:8]
+	}
+	attrs := append([]slog.Attr{slog.String("key_group", m.group), slog.String("key", m.Name()),
+		slog.String("token", token), slog.String("outcome", outcome)}, extra...)
+	r.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch redlock", attrs...)
+}

@@ -1,0 +1,280 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/instrument/redlock"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+var retryLong = instrument.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond, Retries: 100000}
+
+// nodes starts three independent redis-servers.
+func nodes(t *testing.T) []*redistest.Server {
+	return []*redistest.Server{redistest.Start(t), redistest.Start(t), redistest.Start(t)}
+}
+
+// process builds what one service process would hold: its own clients to
+// every node and a Redlock over them. Its first client counts SET NX.
+func process(t *testing.T, servers []*redistest.Server, reg prometheus.Registerer, b instrument.Backoff) (*redlock.Redlock, *setNXCounter, []*redis.Client) {
+	t.Helper()
+	counter := &setNXCounter{}
+	var clients []*redis.Client
+	var pools []redsyncredis.Pool
+	for i, s := range servers {
+		rdb := s.Client(t)
+		if i == 0 {
+			rdb.AddHook(counter)
+		}
+		clients = append(clients, rdb)
+		pools = append(pools, goredis.NewPool(rdb))
+	}
+	rl, err := redlock.New(redsync.New(pools...), redlock.Options{Registerer: reg, Backoff: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rl, counter, clients
+}
+
+func TestRedlockMutualExclusionOverThreeNodes(t *testing.T) {
+	servers := nodes(t)
+	reg := prometheus.NewRegistry()
+	const procs, perProc, rounds = 3, 4, 5
+	var inside, overlaps, entered atomic.Int64
+	var sent []*setNXCounter
+	var wg sync.WaitGroup
+	for range procs {
+		rl, counter, _ := process(t, servers, reg, retryLong)
+		sent = append(sent, counter)
+		for range perProc {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range rounds {
+					m := rl.NewMutex("lock:{report:1}")
+					if err := m.Lock(context.Background()); err != nil {
+						t.Error(err)
+						return
+					}
+					if inside.Add(1) > 1 {
+						overlaps.Add(1)
+					}
+					entered.Add(1)
+					time.Sleep(200 * time.Microsecond)
+					inside.Add(-1)
+					if err := m.Unlock(context.Background()); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if overlaps.Load() != 0 {
+		t.Fatalf("%d entries found another holder inside", overlaps.Load())
+	}
+	const locks = procs * perProc * rounds
+	if entered.Load() != locks {
+		t.Fatalf("entered %d, want %d", entered.Load(), locks)
+	}
+	var attempts int64
+	for _, c := range sent {
+		attempts += c.n.Load()
+	}
+	if got := metric(t, reg, "cachewatch_lock_attempts_total"); got != float64(attempts) {
+		t.Fatalf("lock_attempts_total = %v, SET NX sent to node 0 = %d (one per attempt)", got, attempts)
+	}
+	if got := metric(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"); got != locks {
+		t.Fatalf("acquired = %v, want %d", got, locks)
+	}
+	if got, retries := metric(t, reg, "cachewatch_retries_total"), metric(t, reg, "cachewatch_lock_attempts_total", "attempt", "retry"); got != retries || got != float64(attempts-locks) {
+		t.Fatalf("retries_total = %v, retry attempts = %v, want %d", got, retries, attempts-locks)
+	}
+	if got := metric(t, reg, "cachewatch_lock_hold_duration_seconds"); got != locks {
+		t.Fatalf("holds observed = %v, want %d", got, locks)
+	}
+	if got := metric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "acquired"); got != locks {
+		t.Fatalf("acquire durations = %v, want %d", got, locks)
+	}
+	if got := metric(t, reg, "cachewatch_locks_lost_total"); got != 0 {
+		t.Fatalf("lost = %v, want 0", got)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+}
+
+func TestRedlockQuorumAndNodeFailures(t *testing.T) {
+	servers := nodes(t)
+	reg := prometheus.NewRegistry()
+	rl, _, _ := process(t, servers, reg, instrument.Backoff{Retries: -1})
+	ctx := context.Background()
+
+	servers[2].Kill() // 2 of 3 still form a quorum
+	m := rl.NewMutex("lock:{quorum}")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatalf("Lock with one node down = %v", err)
+	}
+	busy := rl.NewMutex("lock:{quorum}")
+	if err := busy.Lock(ctx); !errors.Is(err, instrument.ErrLockBusy) {
+		t.Fatalf("second Lock = %v, want ErrLockBusy", err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock with one node down = %v", err)
+	}
+
+	servers[1].Kill() // no quorum left
+	lone := rl.NewMutex("lock:{quorum}")
+	err := lone.Lock(ctx)
+	if !errors.Is(err, instrument.ErrRedis) || errors.Is(err, instrument.ErrLockBusy) {
+		t.Fatalf("Lock with two nodes down = %v, want ErrRedis", err)
+	}
+	if got := metric(t, reg, "cachewatch_lock_attempts_total", "result", "error"); got != 1 {
+		t.Fatalf("attempts{error} = %v, want 1", got)
+	}
+	if got := metric(t, reg, "cachewatch_lock_attempts_total", "result", "busy"); got != 1 {
+		t.Fatalf("attempts{busy} = %v, want 1", got)
+	}
+	if got := metric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "gave_up"); got != 1 {
+		t.Fatalf("acquire{gave_up} = %v, want 1", got)
+	}
+}
+
+func TestRedlockExpiryAndExtend(t *testing.T) {
+	servers := nodes(t)
+	reg := prometheus.NewRegistry()
+	rl, _, clients := process(t, servers, reg, instrument.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond, Retries: 100000})
+	ctx := context.Background()
+
+	// Expiry mid-work: the second worker gets in; the first's unlock finds
+	// no quorum of its value.
+	a := rl.NewMutex("lock:{exp}", redsync.WithExpiry(150*time.Millisecond))
+	if err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := rl.NewMutex("lock:{exp}", redsync.WithExpiry(time.Minute))
+	if err := b.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unlock(ctx); !errors.Is(err, instrument.ErrNotOwner) {
+		t.Fatalf("stale unlock = %v, want ErrNotOwner", err)
+	}
+	if got := metric(t, reg, "cachewatch_locks_lost_total", "reason", "expired"); got != 1 {
+		t.Fatalf("lost{expired} = %v, want 1", got)
+	}
+	for i, rdb := range clients {
+		if v := rdb.Get(ctx, "lock:{exp}").Val(); v != b.Value() {
+			t.Fatalf("node %d holds %q after the stale unlock, want the second owner's value", i, v)
+		}
+	}
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Extend renews; a lock deleted behind the holder's back is lost.
+	c := rl.NewMutex("lock:{ext}", redsync.WithExpiry(time.Minute))
+	if err := c.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Extend(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, rdb := range clients {
+		rdb.Del(ctx, "lock:{ext}")
+	}
+	if err := c.Extend(ctx); !errors.Is(err, instrument.ErrNotOwner) {
+		t.Fatalf("Extend of a deleted lock = %v, want ErrNotOwner", err)
+	}
+	if got := metric(t, reg, "cachewatch_lock_renewals_total", "result", "renewed"); got != 1 {
+		t.Fatalf("renewals{renewed} = %v, want 1", got)
+	}
+	if got := metric(t, reg, "cachewatch_lock_renewals_total", "result", "lost"); got != 1 {
+		t.Fatalf("renewals{lost} = %v, want 1", got)
+	}
+	if got := metric(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 1 {
+		t.Fatalf("lost{not_owner} = %v, want 1", got)
+	}
+	if got := metric(t, reg, "cachewatch_locks_lost_total"); got != 2 {
+		t.Fatalf("lost total = %v, want 2", got)
+	}
+}
+
+func TestRedlockContextDeadline(t *testing.T) {
+	servers := nodes(t)
+	rl, _, _ := process(t, servers, prometheus.NewRegistry(), instrument.Backoff{Base: 10 * time.Millisecond, Retries: 100000})
+	held := rl.NewMutex("lock:{ctx}")
+	if err := held.Lock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := rl.NewMutex("lock:{ctx}").Lock(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, instrument.ErrLockBusy) {
+		t.Fatalf("Lock past the deadline = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// setNXCounter counts SET … NX commands, as seen on the wire.
+type setNXCounter struct{ n atomic.Int64 }
+
+func (h *setNXCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *setNXCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *setNXCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if cmd.Name() == "set" && len(args) > 3 && strings.EqualFold(fmt.Sprint(args[len(args)-1]), "nx") {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// metric sums samples (or histogram counts) of name whose labels include want.
+func metric(t *testing.T, reg prometheus.Gatherer, name string, want ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	samples:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(want); i += 2 {
+				if have[want[i]] != want[i+1] {
+					continue samples
+				}
+			}
+			if m.Counter != nil {
+				sum += m.GetCounter().GetValue()
+			} else if m.Histogram != nil {
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
