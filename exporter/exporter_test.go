@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/internal/seedtest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -33,7 +34,7 @@ type clock struct {
 	t  time.Time
 }
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 func (c *clock) Add(d time.Duration) {
 	c.mu.Lock()
@@ -41,76 +42,25 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// Seeded state, shared by the exporter and doctor tests.
 const (
-	stuckLocks   = 3  // lock:stuck:N without TTL
-	ttlLocks     = 4  // lock:order:N with a 30s TTL
-	syncKeys     = 50 // sync:item:N expiring in the same second
-	jitterKeys   = 50 // jit:item:N expiring 2s apart
-	plainKeys    = 10 // plain:user:N without TTL
-	streamLen    = 10 // entries in the "orders" stream
-	pendingMsgs  = 5  // delivered to group "workers", not acknowledged
-	scriptCalls  = 3  // EVALSHA calls of the slow script
-	listLen      = 7  // "jobs:list"
-	delayedJobs  = 3  // "jobs:delayed", one overdue by dueAgo
-	pendingAgeMs = 600_000
-	dueAgo       = 30 * time.Second
+	stuckLocks   = seedtest.StuckLocks
+	ttlLocks     = seedtest.TTLLocks
+	syncKeys     = seedtest.SyncKeys
+	jitterKeys   = seedtest.JitterKeys
+	plainKeys    = seedtest.PlainKeys
+	streamLen    = seedtest.StreamLen
+	pendingMsgs  = seedtest.PendingMsgs
+	scriptCalls  = seedtest.ScriptCalls
+	listLen      = seedtest.ListLen
+	delayedJobs  = seedtest.DelayedJobs
+	pendingAgeMs = seedtest.PendingAgeMs
+	dueAgo       = seedtest.DueAgo
 )
 
-var queues = []string{"orders", "jobs:list", "jobs:delayed"}
-
-// seed writes the known state through rdb (a client or a cluster client)
-// and returns the stream's base ID time and the overdue job's due time.
-func seed(t *testing.T, rdb redis.UniversalClient) (streamBase int64, due time.Time) {
-	t.Helper()
-	ctx := context.Background()
-	now := time.Now()
-	for i := 1; i <= stuckLocks; i++ {
-		must(t, rdb.Set(ctx, fmt.Sprintf("lock:stuck:%d", i), fmt.Sprintf("tok-stuck-%d", i), 0).Err())
-	}
-	for i := 1; i <= ttlLocks; i++ {
-		must(t, rdb.Set(ctx, fmt.Sprintf("lock:order:%d", i), fmt.Sprintf("tok-order-%d", i), 30*time.Second).Err())
-	}
-	// One absolute expiry, half a second into a second two minutes away.
-	at := now.Add(2*time.Minute).Truncate(time.Second).Add(500 * time.Millisecond)
-	for i := 1; i <= syncKeys; i++ {
-		must(t, rdb.Do(ctx, "SET", fmt.Sprintf("sync:item:%d", i), "v", "PXAT", at.UnixMilli()).Err())
-	}
-	for i := 1; i <= jitterKeys; i++ {
-		must(t, rdb.Do(ctx, "SET", fmt.Sprintf("jit:item:%d", i), "v", "PXAT",
-			now.Add(time.Minute).Truncate(time.Second).Add(time.Duration(2*i)*time.Second+500*time.Millisecond).UnixMilli()).Err())
-	}
-	for i := 1; i <= plainKeys; i++ {
-		must(t, rdb.Set(ctx, fmt.Sprintf("plain:user:%d", i), "v", 0).Err())
-	}
-	streamBase = now.UnixMilli() - pendingAgeMs
-	for i := 0; i < streamLen; i++ {
-		must(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "orders", ID: fmt.Sprintf("%d-0", streamBase+int64(i)), Values: []any{"n", i}}).Err())
-	}
-	must(t, rdb.XGroupCreate(ctx, "orders", "workers", "0").Err())
-	must(t, rdb.XGroupCreate(ctx, "orders", "idle", "$").Err())
-	got, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "w1", Streams: []string{"orders", ">"}, Count: pendingMsgs}).Result()
-	must(t, err)
-	if len(got) != 1 || len(got[0].Messages) != pendingMsgs {
-		t.Fatalf("XREADGROUP delivered %v", got)
-	}
-	for i := 0; i < listLen; i++ {
-		must(t, rdb.RPush(ctx, "jobs:list", i).Err())
-	}
-	due = now.Add(-dueAgo).Truncate(time.Second)
-	must(t, rdb.ZAdd(ctx, "jobs:delayed", redis.Z{Score: float64(due.Unix()), Member: "overdue"},
-		redis.Z{Score: float64(now.Add(time.Hour).Unix()), Member: "later"},
-		redis.Z{Score: float64(now.Add(2 * time.Hour).Unix()), Member: "later2"}).Err())
-	// A slow script (a busy loop of several milliseconds) with known calls.
-	sha, err := rdb.ScriptLoad(ctx, slowScript).Result()
-	must(t, err)
-	for i := 0; i < scriptCalls; i++ {
-		must(t, rdb.EvalSha(ctx, sha, []string{"sync:item:1"}).Err())
-	}
-	return streamBase, due
-}
-
-const slowScript = "local i = 0 while i < 3000000 do i = i + 1 end return i"
+var (
+	queues = seedtest.Queues
+	seed   = seedtest.Seed
+)
 
 func must(t testing.TB, err error) {
 	t.Helper()
@@ -220,35 +170,35 @@ func promtoolCheck(t *testing.T, body string) {
 
 func seededWant(streamBase int64, due time.Time, now time.Time) map[string]float64 {
 	return map[string]float64{
-		`cachewatch_exporter_up`:                                          1,
-		`cachewatch_exporter_locks_held{key_group="lock:stuck:*"}`:        stuckLocks,
-		`cachewatch_exporter_locks_without_ttl{key_group="lock:stuck:*"}`: stuckLocks,
-		`cachewatch_exporter_locks_held{key_group="lock:order:*"}`:        ttlLocks,
-		`cachewatch_exporter_locks_without_ttl{key_group="lock:order:*"}`: 0,
-		`cachewatch_exporter_lock_remaining_ttl_seconds_count{key_group="lock:order:*"}`:         ttlLocks,
-		`cachewatch_exporter_lock_remaining_ttl_seconds_bucket{key_group="lock:order:*",le="30"}`: ttlLocks,
-		`cachewatch_exporter_lock_remaining_ttl_seconds_bucket{key_group="lock:order:*",le="10"}`: 0,
-		`cachewatch_exporter_keys_sampled{key_group="sync:item:*"}`:                              syncKeys,
-		`cachewatch_exporter_expiry_synchronisation{key_group="sync:item:*"}`:                    syncKeys,
-		`cachewatch_exporter_keys_expiring{key_group="sync:item:*",within="1m"}`:                 0,
-		`cachewatch_exporter_keys_expiring{key_group="sync:item:*",within="10m"}`:                syncKeys,
-		`cachewatch_exporter_keys_expiring{key_group="sync:item:*",within="inf"}`:                syncKeys,
-		`cachewatch_exporter_keys_sampled{key_group="jit:item:*"}`:                               jitterKeys,
-		`cachewatch_exporter_expiry_synchronisation{key_group="jit:item:*"}`:                     1,
-		`cachewatch_exporter_keys_without_ttl{key_group="plain:user:*"}`:                         plainKeys,
-		`cachewatch_exporter_keys_without_ttl{key_group="lock:stuck:*"}`:                         stuckLocks,
-		`cachewatch_exporter_keys_without_ttl{key_group="jit:item:*"}`:                           0,
-		`cachewatch_exporter_server_command_calls_total{command="evalsha"}`:                      scriptCalls,
-		`cachewatch_exporter_queue_length{queue="orders",type="stream"}`:                         streamLen,
-		`cachewatch_exporter_queue_length{queue="jobs:list",type="list"}`:                        listLen,
-		`cachewatch_exporter_queue_length{queue="jobs:delayed",type="zset"}`:                     delayedJobs,
-		`cachewatch_exporter_queue_oldest_age_seconds{queue="jobs:delayed"}`:                     now.Sub(due).Seconds(),
-		`cachewatch_exporter_queue_oldest_age_seconds{queue="orders"}`:                           now.Sub(time.UnixMilli(streamBase)).Seconds(),
-		`cachewatch_exporter_stream_group_pending{group="workers",queue="orders"}`:               pendingMsgs,
-		`cachewatch_exporter_stream_group_lag{group="workers",queue="orders"}`:                   streamLen - pendingMsgs,
-		`cachewatch_exporter_stream_group_pending{group="idle",queue="orders"}`:                  0,
+		`cachewatch_exporter_up`:                                                                      1,
+		`cachewatch_exporter_locks_held{key_group="lock:stuck:*"}`:                                    stuckLocks,
+		`cachewatch_exporter_locks_without_ttl{key_group="lock:stuck:*"}`:                             stuckLocks,
+		`cachewatch_exporter_locks_held{key_group="lock:order:*"}`:                                    ttlLocks,
+		`cachewatch_exporter_locks_without_ttl{key_group="lock:order:*"}`:                             0,
+		`cachewatch_exporter_lock_remaining_ttl_seconds_count{key_group="lock:order:*"}`:              ttlLocks,
+		`cachewatch_exporter_lock_remaining_ttl_seconds_bucket{key_group="lock:order:*",le="30"}`:     ttlLocks,
+		`cachewatch_exporter_lock_remaining_ttl_seconds_bucket{key_group="lock:order:*",le="10"}`:     0,
+		`cachewatch_exporter_keys_sampled{key_group="sync:item:*"}`:                                   syncKeys,
+		`cachewatch_exporter_expiry_synchronisation{key_group="sync:item:*"}`:                         syncKeys,
+		`cachewatch_exporter_keys_expiring{key_group="sync:item:*",within="1m"}`:                      0,
+		`cachewatch_exporter_keys_expiring{key_group="sync:item:*",within="10m"}`:                     syncKeys,
+		`cachewatch_exporter_keys_expiring{key_group="sync:item:*",within="inf"}`:                     syncKeys,
+		`cachewatch_exporter_keys_sampled{key_group="jit:item:*"}`:                                    jitterKeys,
+		`cachewatch_exporter_expiry_synchronisation{key_group="jit:item:*"}`:                          1,
+		`cachewatch_exporter_keys_without_ttl{key_group="plain:user:*"}`:                              plainKeys,
+		`cachewatch_exporter_keys_without_ttl{key_group="lock:stuck:*"}`:                              stuckLocks,
+		`cachewatch_exporter_keys_without_ttl{key_group="jit:item:*"}`:                                0,
+		`cachewatch_exporter_server_command_calls_total{command="evalsha"}`:                           scriptCalls,
+		`cachewatch_exporter_queue_length{queue="orders",type="stream"}`:                              streamLen,
+		`cachewatch_exporter_queue_length{queue="jobs:list",type="list"}`:                             listLen,
+		`cachewatch_exporter_queue_length{queue="jobs:delayed",type="zset"}`:                          delayedJobs,
+		`cachewatch_exporter_queue_oldest_age_seconds{queue="jobs:delayed"}`:                          now.Sub(due).Seconds(),
+		`cachewatch_exporter_queue_oldest_age_seconds{queue="orders"}`:                                now.Sub(time.UnixMilli(streamBase)).Seconds(),
+		`cachewatch_exporter_stream_group_pending{group="workers",queue="orders"}`:                    pendingMsgs,
+		`cachewatch_exporter_stream_group_lag{group="workers",queue="orders"}`:                        streamLen - pendingMsgs,
+		`cachewatch_exporter_stream_group_pending{group="idle",queue="orders"}`:                       0,
 		`cachewatch_exporter_stream_group_oldest_pending_age_seconds{group="workers",queue="orders"}`: now.Sub(time.UnixMilli(streamBase)).Seconds(),
-		`cachewatch_exporter_scan_cycles_total`: 1,
+		`cachewatch_exporter_scan_cycles_total`:                                                       1,
 	}
 }
 

@@ -37,6 +37,9 @@ type GroupStats struct {
 	BusiestSecond uint64
 
 	Locks, LocksNoTTL, LocksLongHeld uint64
+	// LocksLongHeldNoTTL counts the long-held locks that also have no
+	// expiry (doctor reports those once, as locks without TTL).
+	LocksLongHeldNoTTL uint64
 	// LockTTL counts lock remaining TTLs per signals.AgeBuckets bucket
 	// (not cumulative), with their sum in seconds.
 	LockTTL      []uint64
@@ -49,9 +52,10 @@ type GroupStats struct {
 // HotKey is a key with a high LFU access frequency (OBJECT FREQ). Keys are
 // only reported by doctor, never as labels.
 type HotKey struct {
-	Key, Group string
-	Freq       int64
-	NoTTL      bool
+	Key   string `json:"key"`
+	Group string `json:"key_group"`
+	Freq  int64  `json:"freq"`
+	NoTTL bool   `json:"no_ttl"`
 }
 
 // Pass is the result of one complete SCAN pass over a node's keyspace, which
@@ -111,6 +115,9 @@ func (g *GroupStats) addLock(ttl time.Duration, longHeld bool) {
 	}
 	if ttl < 0 {
 		g.LocksNoTTL++
+		if longHeld {
+			g.LocksLongHeldNoTTL++
+		}
 		return
 	}
 	if g.LockTTL == nil {

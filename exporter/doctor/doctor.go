@@ -1,0 +1,462 @@
+// Package doctor runs a one-shot analysis of a live Redis (standalone or
+// Cluster) and turns what the exporter samples into findings: each with a
+// severity, the evidence, and the fix. It samples the whole keyspace twice,
+// Interval apart, so that locks whose owner token did not change in between
+// can be called long-held.
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cachewatch/cachewatch/exporter"
+)
+
+// Severity ranks a finding. A critical finding makes the report fail a
+// deploy gate (Report.Critical).
+type Severity string
+
+// Severities, most severe first.
+const (
+	Critical Severity = "critical"
+	Warning  Severity = "warning"
+	Info     Severity = "info"
+)
+
+// Checks, the Check field of a Finding.
+const (
+	CheckNodeDown         = "node_unreachable"
+	CheckLocksWithoutTTL  = "locks_without_ttl"
+	CheckLongHeldLocks    = "long_held_locks"
+	CheckSyncExpiry       = "synchronised_expiry"
+	CheckHotKeysNoTTL     = "hot_keys_without_ttl"
+	CheckSlowScripts      = "slow_scripts"
+	CheckQueueBacklog     = "queue_backlog"
+	CheckHighMissRatio    = "high_miss_ratio"
+	CheckPartialCoverage  = "partial_coverage"
+	CheckSamplerForbidden = "sampler_forbidden"
+)
+
+// ErrNoNode is returned by Run when no node could be sampled at all.
+var ErrNoNode = errors.New("doctor: no Redis node could be sampled")
+
+// Thresholds decide when a sampled value becomes a finding. Zero fields take
+// the defaults of DefaultThresholds.
+type Thresholds struct {
+	// SyncScore and SyncMinKeys: a group whose busiest expiry second holds
+	// at least SyncMinKeys keys and SyncScore times an even spread.
+	SyncScore   float64
+	SyncMinKeys uint64
+	// SlowScript is the mean (or p99, when the server reports it) time per
+	// EVAL/EVALSHA/FCALL call above which scripts are slow.
+	SlowScript time.Duration
+	// QueuePending, QueueAge and QueueLength: a consumer group with this
+	// many pending or undelivered entries, or whose oldest pending message
+	// (or overdue delayed job) is this old, or a list this long.
+	QueuePending uint64
+	QueueAge     time.Duration
+	QueueLength  uint64
+	// MissRatio over at least MissMinLookups lookups since the server started.
+	MissRatio      float64
+	MissMinLookups uint64
+}
+
+// DefaultThresholds are used for zero fields of Thresholds.
+var DefaultThresholds = Thresholds{
+	SyncScore: 10, SyncMinKeys: 10, SlowScript: time.Millisecond,
+	QueuePending: 1000, QueueAge: time.Minute, QueueLength: 10000,
+	MissRatio: 0.5, MissMinLookups: 1000,
+}
+
+func (t Thresholds) withDefaults() Thresholds {
+	d := DefaultThresholds
+	if t.SyncScore > 0 {
+		d.SyncScore = t.SyncScore
+	}
+	if t.SyncMinKeys > 0 {
+		d.SyncMinKeys = t.SyncMinKeys
+	}
+	if t.SlowScript > 0 {
+		d.SlowScript = t.SlowScript
+	}
+	if t.QueuePending > 0 {
+		d.QueuePending = t.QueuePending
+	}
+	if t.QueueAge > 0 {
+		d.QueueAge = t.QueueAge
+	}
+	if t.QueueLength > 0 {
+		d.QueueLength = t.QueueLength
+	}
+	if t.MissRatio > 0 {
+		d.MissRatio = t.MissRatio
+	}
+	if t.MissMinLookups > 0 {
+		d.MissMinLookups = t.MissMinLookups
+	}
+	return d
+}
+
+// Options configures Run.
+type Options struct {
+	// Exporter configures the sampler (target, lock patterns, queues, key
+	// groups, per-sample budgets). Its LongHeld and HotKeys are set by Run.
+	Exporter exporter.Options
+	// Interval separates the two samples; default 2s.
+	Interval time.Duration
+	// LongHeld is how long a token must stay unchanged to be long-held;
+	// default Interval (any lock still held by the same owner one interval later).
+	LongHeld time.Duration
+	// MaxDuration bounds each of the two passes over the keyspace; default
+	// 1m. A pass cut short is reported as partial coverage.
+	MaxDuration time.Duration
+	// HotKeys is the top-K of keys by OBJECT FREQ under an LFU policy; default 10.
+	HotKeys    int
+	Thresholds Thresholds
+}
+
+// Finding is one problem found, with its evidence and fix.
+type Finding struct {
+	Check         string   `json:"check"`
+	Severity      Severity `json:"severity"`
+	KeyGroup      string   `json:"key_group,omitempty"`
+	Queue         string   `json:"queue,omitempty"`
+	ConsumerGroup string   `json:"consumer_group,omitempty"`
+	Command       string   `json:"command,omitempty"`
+	Nodes         []string `json:"nodes"`
+	// Count is how many things are affected (locks, keys, calls, entries);
+	// Total what it is out of, when meaningful.
+	Count uint64 `json:"count"`
+	Total uint64 `json:"total,omitempty"`
+	// Value is the check's measure: seconds for ages and script times, the
+	// score or ratio otherwise.
+	Value    float64 `json:"value,omitempty"`
+	Evidence string  `json:"evidence"`
+	Fix      string  `json:"fix"`
+}
+
+// NodeSummary says what was sampled on one node.
+type NodeSummary struct {
+	Node     string `json:"node"`
+	Up       bool   `json:"up"`
+	Error    string `json:"error,omitempty"`
+	Keys     uint64 `json:"keys"`
+	Complete bool   `json:"complete_pass"`
+	Version  string `json:"redis_version,omitempty"`
+	Policy   string `json:"maxmemory_policy,omitempty"`
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	Nodes    []NodeSummary `json:"nodes"`
+	Findings []Finding     `json:"findings"`
+	// HotKeys are the hottest keys by OBJECT FREQ (LFU policy only). Key
+	// names appear here, in the operator's report, never in metrics.
+	HotKeys []exporter.HotKey `json:"hot_keys,omitempty"`
+	// IntervalSeconds separated the two samples.
+	IntervalSeconds float64 `json:"interval_seconds"`
+}
+
+// Critical reports whether any finding is critical.
+func (r *Report) Critical() bool { return r.Count(Critical) > 0 }
+
+// Count returns the number of findings of severity s.
+func (r *Report) Count(s Severity) int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Severity == s {
+			n++
+		}
+	}
+	return n
+}
+
+// Run samples the target twice, Interval apart, each time until every
+// reachable node's keyspace has been covered once (or MaxDuration passed),
+// and analyses the second sample.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if opts.Interval <= 0 {
+		opts.Interval = 2 * time.Second
+	}
+	if opts.LongHeld <= 0 {
+		opts.LongHeld = opts.Interval
+	}
+	if opts.MaxDuration <= 0 {
+		opts.MaxDuration = time.Minute
+	}
+	if opts.HotKeys <= 0 {
+		opts.HotKeys = 10
+	}
+	eo := opts.Exporter
+	eo.LongHeld, eo.HotKeys = opts.LongHeld, opts.HotKeys
+	e, err := exporter.New(eo)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	if _, err := coverKeyspace(ctx, e, opts.MaxDuration); err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(opts.Interval):
+	}
+	snaps, err := coverKeyspace(ctx, e, opts.MaxDuration)
+	if err != nil {
+		return nil, err
+	}
+	r := Analyze(snaps, opts.Thresholds)
+	r.IntervalSeconds = opts.Interval.Seconds()
+	return r, nil
+}
+
+// coverKeyspace samples until every node that is up has completed one more
+// SCAN pass, or max passes. It fails only when no node is up.
+func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration) ([]*exporter.NodeSnapshot, error) {
+	deadline := time.Now().Add(max)
+	start := map[string]uint64{}
+	for {
+		snaps := e.Sample(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		done, anyUp := true, false
+		for _, s := range snaps {
+			if !s.Up {
+				continue
+			}
+			anyUp = true
+			first, seen := start[s.Node]
+			if !seen {
+				start[s.Node] = s.ScanCycles - 1 // a pass may have completed in this very sample
+				first = s.ScanCycles - 1
+			}
+			if s.ScanCycles <= first {
+				done = false
+			}
+		}
+		if !anyUp {
+			var errs []error
+			for _, s := range snaps {
+				errs = append(errs, fmt.Errorf("%s: %w", s.Node, s.Err))
+			}
+			return nil, fmt.Errorf("%w: %w", ErrNoNode, errors.Join(errs...))
+		}
+		if done || time.Now().After(deadline) {
+			return snaps, nil
+		}
+	}
+}
+
+// Analyze turns snapshots into a report. Findings of the same check and
+// subject on several Cluster masters are merged into one.
+func Analyze(snaps []*exporter.NodeSnapshot, th Thresholds) *Report {
+	th = th.withDefaults()
+	a := &analysis{th: th, merged: map[string]*Finding{}}
+	r := &Report{}
+	for _, s := range snaps {
+		sum := NodeSummary{Node: s.Node, Up: s.Up}
+		if s.Err != nil {
+			sum.Error = s.Err.Error()
+		}
+		if s.Server != nil {
+			sum.Version, sum.Policy = s.Server.Version, s.Server.MaxmemoryPolicy
+		}
+		if s.Pass != nil {
+			sum.Keys, sum.Complete = s.Pass.Keys, true
+			r.HotKeys = append(r.HotKeys, s.Pass.HotKeys...)
+		}
+		r.Nodes = append(r.Nodes, sum)
+		a.node(s)
+	}
+	sort.Slice(r.HotKeys, func(i, j int) bool { return r.HotKeys[i].Freq > r.HotKeys[j].Freq })
+	if len(r.HotKeys) > 10 {
+		r.HotKeys = r.HotKeys[:10]
+	}
+	r.Findings = a.findings()
+	return r
+}
+
+type analysis struct {
+	th     Thresholds
+	merged map[string]*Finding
+}
+
+// add merges f into the finding with the same check and subject.
+func (a *analysis) add(node string, f Finding) {
+	key := strings.Join([]string{f.Check, f.KeyGroup, f.Queue, f.ConsumerGroup, f.Command}, "\x00")
+	m := a.merged[key]
+	if m == nil {
+		f.Nodes = []string{node}
+		a.merged[key] = &f
+		return
+	}
+	m.Nodes = append(m.Nodes, node)
+	m.Count += f.Count
+	m.Total += f.Total
+	m.Value = max(m.Value, f.Value)
+}
+
+func (a *analysis) node(s *exporter.NodeSnapshot) {
+	if !s.Up {
+		a.add(s.Node, Finding{Check: CheckNodeDown, Severity: Critical, Count: 1})
+		return
+	}
+	for _, se := range s.Errors {
+		if se.Class == "noperm" {
+			a.add(s.Node, Finding{Check: CheckSamplerForbidden, Severity: Info, Command: se.Stage, Count: 1})
+		}
+	}
+	if s.Pass == nil {
+		a.add(s.Node, Finding{Check: CheckPartialCoverage, Severity: Info, Count: 1})
+	} else {
+		a.keyspace(s.Node, s.Pass)
+	}
+	if s.Server != nil {
+		a.server(s)
+	}
+	a.queues(s.Node, s.Queues)
+}
+
+func (a *analysis) keyspace(node string, p *exporter.Pass) {
+	for name, g := range p.Groups {
+		if g.LocksNoTTL > 0 {
+			a.add(node, Finding{Check: CheckLocksWithoutTTL, Severity: Critical, KeyGroup: name, Count: g.LocksNoTTL, Total: g.Locks})
+		}
+		if n := g.LocksLongHeld - g.LocksLongHeldNoTTL; p.TokensRead && n > 0 {
+			a.add(node, Finding{Check: CheckLongHeldLocks, Severity: Warning, KeyGroup: name, Count: n, Total: g.Locks})
+		}
+		if g.BusiestSecond >= a.th.SyncMinKeys && g.SyncScore >= a.th.SyncScore {
+			a.add(node, Finding{Check: CheckSyncExpiry, Severity: Warning, KeyGroup: name, Count: g.BusiestSecond,
+				Total: g.Keys, Value: g.SyncScore})
+		}
+	}
+	hot := map[string]uint64{}
+	for _, hk := range p.HotKeys {
+		if hk.NoTTL {
+			hot[hk.Group]++
+		}
+	}
+	for group, n := range hot {
+		a.add(node, Finding{Check: CheckHotKeysNoTTL, Severity: Warning, KeyGroup: group, Count: n, Total: uint64(len(p.HotKeys))})
+	}
+}
+
+var scriptCommands = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
+
+func (a *analysis) server(s *exporter.NodeSnapshot) {
+	st := s.Server
+	for _, c := range scriptCommands {
+		cs, ok := st.Commands[c]
+		if !ok || cs.Calls == 0 {
+			continue
+		}
+		per := cs.Seconds / float64(cs.Calls)
+		if p99, ok := st.Latency[c]["p99"]; ok {
+			per = max(per, p99)
+		}
+		if per >= a.th.SlowScript.Seconds() {
+			a.add(s.Node, Finding{Check: CheckSlowScripts, Severity: Warning, Command: c, Count: cs.Calls, Value: per})
+		}
+	}
+	if total := s.Hits + s.Misses; total >= a.th.MissMinLookups {
+		if ratio := float64(s.Misses) / float64(total); ratio >= a.th.MissRatio {
+			a.add(s.Node, Finding{Check: CheckHighMissRatio, Severity: Warning, Count: s.Misses, Total: total, Value: ratio})
+		}
+	}
+}
+
+func (a *analysis) queues(node string, qs []exporter.QueueStats) {
+	for _, q := range qs {
+		switch q.Type {
+		case "list":
+			if q.Length >= a.th.QueueLength {
+				a.add(node, Finding{Check: CheckQueueBacklog, Severity: Warning, Queue: q.Queue, Count: q.Length})
+			}
+		case "zset":
+			if q.OldestAge >= a.th.QueueAge {
+				a.add(node, Finding{Check: CheckQueueBacklog, Severity: Warning, Queue: q.Queue, Count: q.Length, Value: q.OldestAge.Seconds()})
+			}
+		case "stream":
+			for _, g := range q.Groups {
+				if g.Pending >= a.th.QueuePending || g.Lag >= a.th.QueuePending || (g.Pending > 0 && g.OldestPending >= a.th.QueueAge) {
+					a.add(node, Finding{Check: CheckQueueBacklog, Severity: Warning, Queue: q.Queue, ConsumerGroup: g.Name,
+						Count: g.Pending, Total: g.Pending + g.Lag, Value: g.OldestPending.Seconds()})
+				}
+			}
+		}
+	}
+}
+
+var severityRank = map[Severity]int{Critical: 0, Warning: 1, Info: 2}
+
+// findings returns the merged findings with evidence and fix, most severe first.
+func (a *analysis) findings() []Finding {
+	out := make([]Finding, 0, len(a.merged))
+	for _, f := range a.merged {
+		sort.Strings(f.Nodes)
+		f.Evidence, f.Fix = explain(f)
+		out = append(out, *f)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		x, y := out[i], out[j]
+		if severityRank[x.Severity] != severityRank[y.Severity] {
+			return severityRank[x.Severity] < severityRank[y.Severity]
+		}
+		if x.Check != y.Check {
+			return x.Check < y.Check
+		}
+		return x.KeyGroup+x.Queue+x.ConsumerGroup+x.Command < y.KeyGroup+y.Queue+y.ConsumerGroup+y.Command
+	})
+	return out
+}
+
+// explain writes the evidence and the fix of a merged finding.
+func explain(f *Finding) (evidence, fix string) {
+	on := "on " + strings.Join(f.Nodes, ", ")
+	switch f.Check {
+	case CheckNodeDown:
+		return fmt.Sprintf("the node could not be sampled (%s)", on),
+			"check that Redis runs and that the address, user, password and TLS settings are right"
+	case CheckLocksWithoutTTL:
+		return fmt.Sprintf("%d of %d lock keys in %s have no expiry %s: if their owner crashed they are held forever", f.Count, f.Total, f.KeyGroup, on),
+			"acquire locks with SET key token NX PX <ttl> (never without PX); remove these keys once their owners are known to be gone"
+	case CheckLongHeldLocks:
+		return fmt.Sprintf("%d of %d lock keys in %s kept the same owner token across both samples %s", f.Count, f.Total, f.KeyGroup, on),
+			"check that the owners are alive and the critical section is short; for long work renew the lease (heartbeat) and give up when renewal fails"
+	case CheckSyncExpiry:
+		return fmt.Sprintf("%d of %d keys in %s expire in the same second, %.1f× an even spread %s: they will be recomputed together (stampede)",
+				f.Count, f.Total, f.KeyGroup, f.Value, on),
+			"add random jitter to the TTL of every write of this group (e.g. ttl ± 10%), and coalesce recomputes behind a lock"
+	case CheckHotKeysNoTTL:
+		return fmt.Sprintf("%d of the %d hottest keys (OBJECT FREQ) belong to %s and never expire %s", f.Count, f.Total, f.KeyGroup, on),
+			"give the group a TTL with jitter, or make sure it is invalidated on change; hot keys without TTL serve stale data forever"
+	case CheckSlowScripts:
+		return fmt.Sprintf("%s: %d calls, %.2f ms per call %s; the server runs nothing else meanwhile", f.Command, f.Count, f.Value*1e3, on),
+			"keep scripts to a few key operations (owner-checked release/extend); move loops and large reads out of Lua"
+	case CheckQueueBacklog:
+		if f.ConsumerGroup != "" {
+			return fmt.Sprintf("stream %s, group %s: %d pending, %d not yet delivered, oldest pending %.0fs old %s",
+					f.Queue, f.ConsumerGroup, f.Count, f.Total-f.Count, f.Value, on),
+				"add consumers or find the ones that stopped acknowledging; reclaim stuck messages with XAUTOCLAIM"
+		}
+		return fmt.Sprintf("queue %s: %d entries, oldest overdue %.0fs %s", f.Queue, f.Count, f.Value, on),
+			"add workers or find why they stopped; check for workers blocked on locks"
+	case CheckHighMissRatio:
+		return fmt.Sprintf("%d of %d keyspace lookups missed (%.0f%%) since the server started %s (the sampler's own lookups excluded)",
+				f.Count, f.Total, f.Value*100, on),
+			"check TTLs are not too short and that invalidation is not too broad; protect the source from the misses with request coalescing"
+	case CheckPartialCoverage:
+		return fmt.Sprintf("the keyspace was not covered completely in the time allowed %s; keyspace checks are missing there", on),
+			"run doctor with a larger --max-duration"
+	case CheckSamplerForbidden:
+		return fmt.Sprintf("the sampler's ACL user may not run the %s stage's commands %s; those checks are missing", f.Command, on),
+			"grant the user +info +scan +pttl +get +type +llen +xlen +xrange +xinfo +xpending +zcard +zrange +object, read-only on the key patterns"
+	}
+	return "", ""
+}
