@@ -37,35 +37,70 @@ var (
 
 // groupMetrics holds one key group's metric children, created on first use.
 type groupMetrics struct {
+	name     string
+	idx      int // position in groupSet.list
 	lookups  [numLookupResults]lazyCounter
 	attempts [numAttemptResults][2]lazyCounter // [result][first, retry]
 	lost     [numLostReasons]lazyCounter
 	bursts   lazyCounter
 }
 
-// groupSet is a copy-on-write map from key group to its metrics. Key groups
-// come from a capped classifier, so it stays bounded; reads do not lock or
+// keyCacheSlots is the size of groupSet's key → group cache.
+const keyCacheSlots = 4096
+
+// groupSet maps keys to their key group's metrics. Key groups come from a
+// capped classifier, so the set stays bounded; reads do not lock or
 // allocate.
+//
+// Classifying a key costs more than everything else the hook does per
+// command, so the last classification of each cache slot is remembered: a
+// slot packs 48 bits of the key's hash with the group's index. Two keys
+// sharing slot and tag (odds 2^-48 per lookup) would share a group label;
+// nothing else depends on it. The classifier's overflow counter then counts
+// overflowing keys once per cache fill rather than once per command.
 type groupSet struct {
-	m   atomic.Pointer[map[string]*groupMetrics]
-	mu  sync.Mutex
-	new func(group string) *groupMetrics
+	seed     maphash.Seed
+	classify func(key string) string
+	cache    [keyCacheSlots]atomic.Uint64
+	byName   atomic.Pointer[map[string]*groupMetrics] // copy-on-write
+	list     atomic.Pointer[[]*groupMetrics]          // by idx, append-only
+	mu       sync.Mutex
+	new      func(group string) *groupMetrics
 }
 
-func newGroupSet(newGroup func(string) *groupMetrics) *groupSet {
-	s := &groupSet{new: newGroup}
-	empty := map[string]*groupMetrics{}
-	s.m.Store(&empty)
+func newGroupSet(classify func(string) string, newGroup func(string) *groupMetrics) *groupSet {
+	s := &groupSet{seed: maphash.MakeSeed(), classify: classify, new: newGroup}
+	s.byName.Store(&map[string]*groupMetrics{})
+	s.list.Store(&[]*groupMetrics{})
 	return s
 }
 
+// keyHash is the hash the key cache and the retry table share.
+func (s *groupSet) keyHash(key string) uint64 { return maphash.String(s.seed, key) }
+
+// forKey returns the metrics of the key's group; kh is keyHash(key).
+func (s *groupSet) forKey(key string, kh uint64) *groupMetrics {
+	slot := &s.cache[kh%keyCacheSlots]
+	const tagMask = ^uint64(0xffff)
+	if v := slot.Load(); v != 0 && v&tagMask == kh&tagMask {
+		if list := *s.list.Load(); int(v&0xffff)-1 < len(list) {
+			return list[v&0xffff-1]
+		}
+	}
+	g := s.get(s.classify(key))
+	if g.idx < 0xffff {
+		slot.Store(kh&tagMask | uint64(g.idx+1))
+	}
+	return g
+}
+
 func (s *groupSet) get(group string) *groupMetrics {
-	if g, ok := (*s.m.Load())[group]; ok {
+	if g, ok := (*s.byName.Load())[group]; ok {
 		return g
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := *s.m.Load()
+	old := *s.byName.Load()
 	if g, ok := old[group]; ok {
 		return g
 	}
@@ -74,8 +109,11 @@ func (s *groupSet) get(group string) *groupMetrics {
 		next[k] = v
 	}
 	g := s.new(group)
+	list := append(*s.list.Load(), g)
+	g.name, g.idx = group, len(list)-1
 	next[group] = g
-	s.m.Store(&next)
+	s.list.Store(&list)
+	s.byName.Store(&next)
 	return g
 }
 
@@ -101,8 +139,9 @@ type retryTable struct {
 
 func newRetryTable() *retryTable { return &retryTable{seed: maphash.MakeSeed()} }
 
-func (t *retryTable) hash(key, token string) uint64 {
-	h := maphash.String(t.seed, key)*0x9e3779b97f4a7c15 ^ maphash.String(t.seed, token)
+// hash combines a key's hash (groupSet.keyHash) with its owner token.
+func (t *retryTable) hash(keyHash uint64, token string) uint64 {
+	h := keyHash*0x9e3779b97f4a7c15 ^ maphash.String(t.seed, token)
 	return h | 1 // 0 marks an empty slot
 }
 
@@ -138,6 +177,8 @@ func (t *retryTable) busy(h uint64) {
 func (t *retryTable) done(h uint64) {
 	b := t.bucket(h)
 	for i := range b {
-		b[i].CompareAndSwap(h, 0)
+		if b[i].Load() == h { // a failing CAS still costs a locked instruction
+			b[i].CompareAndSwap(h, 0)
+		}
 	}
 }

@@ -160,7 +160,7 @@ func New(opts Options) (*Hook, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.byGroup = newGroupSet(func(group string) *groupMetrics { return newGroupMetrics(v, group) })
+	h.byGroup = newGroupSet(h.groups.Classify, func(group string) *groupMetrics { return newGroupMetrics(v, group) })
 	h.bursts = burst.New(burst.Options{Window: opts.MissBurstWindow, Threshold: opts.MissBurstThreshold, Now: opts.Now})
 	if opts.HotKeys > 0 {
 		h.hot = newHotKeys(opts.HotKeys)
@@ -253,6 +253,14 @@ func newGroupMetrics(v *vecs, group string) *groupMetrics {
 	return g
 }
 
+// epoch anchors monotonic.
+var epoch = time.Now()
+
+// monotonic reads only the monotonic clock: time.Since of a time that has a
+// monotonic reading skips the wall clock, which time.Now also reads. That
+// halves the cost of timing a command.
+func monotonic() time.Duration { return time.Since(epoch) }
+
 func (h *Hook) on(s Signals) bool { return h.signals&s != 0 }
 
 // command returns the command entry for a command's first argument.
@@ -292,11 +300,11 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if h.tracing != nil {
 			ctx, span = h.tracing.start(ctx, &c.span)
 		}
-		start := time.Now()
+		start := monotonic()
 		err := next(ctx, cmd)
 		// The hook sees the reply's error as next's result: go-redis sets
 		// cmd.Err() only after the hook chain returns.
-		class, failed := h.observe(ctx, c, cmd, err, time.Since(start).Seconds(), span)
+		class, failed := h.observe(ctx, c, cmd, err, (monotonic() - start).Seconds(), span)
 		if span != nil {
 			endSpan(span, class, failed)
 		}
@@ -315,9 +323,9 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			ctx, span = h.tracing.start(ctx, &h.tracing.batch)
 			span.SetAttributes(attrBatchSize.Int(len(cmds)))
 		}
-		start := time.Now()
+		start := monotonic()
 		err := next(ctx, cmds)
-		d := time.Since(start).Seconds()
+		d := (monotonic() - start).Seconds()
 		if h.on(Commands) {
 			h.pipe[pipelineKind(cmds)].Observe(d)
 		}

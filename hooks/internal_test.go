@@ -37,7 +37,7 @@ func TestNewRejectsBadScripts(t *testing.T) {
 
 func TestRetryTable(t *testing.T) {
 	rt := newRetryTable()
-	a, b := rt.hash("lock:1", "tok-a"), rt.hash("lock:1", "tok-b")
+	a, b := rt.hash(1, "tok-a"), rt.hash(1, "tok-b")
 	if rt.isRetry(a) {
 		t.Fatal("fresh attempt is a retry")
 	}
@@ -51,7 +51,7 @@ func TestRetryTable(t *testing.T) {
 	}
 	// A full bucket evicts: memory stays bounded.
 	for i := 0; i < 3*retrySlots; i++ {
-		rt.busy(rt.hash("lock:x", string(rune(i))))
+		rt.busy(rt.hash(uint64(i), "tok"))
 	}
 }
 

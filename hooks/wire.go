@@ -122,14 +122,13 @@ func elemResult(err error, vals []any, i int) int {
 }
 
 func (h *Hook) lookupResult(key string, result int) {
-	group := h.groups.Classify(key)
-	g := h.byGroup.get(group)
+	g := h.byGroup.forKey(key, h.byGroup.keyHash(key))
 	g.lookups[result].Inc()
-	if result == lookupMiss && h.bursts.Miss(group) {
+	if result == lookupMiss && h.bursts.Miss(g.name) {
 		g.bursts.Inc()
 	}
 	if h.hot != nil {
-		h.hot.requested(group, key)
+		h.hot.requested(g.name, key)
 	}
 }
 
@@ -187,10 +186,11 @@ func attemptResult(err error) int {
 // lockAttempt counts one attempt, telling retries from first attempts by the
 // owner token (see retryTable).
 func (h *Hook) lockAttempt(key, token string, hasToken bool, result int) {
-	group := h.groups.Classify(key)
+	kh := h.byGroup.keyHash(key)
+	g := h.byGroup.forKey(key, kh)
 	attempt := 0
 	if hasToken {
-		sum := h.retries.hash(key, token)
+		sum := h.retries.hash(kh, token)
 		if h.retries.isRetry(sum) {
 			attempt = 1
 		}
@@ -201,9 +201,9 @@ func (h *Hook) lockAttempt(key, token string, hasToken bool, result int) {
 			h.retries.done(sum)
 		}
 	}
-	h.byGroup.get(group).attempts[result][attempt].Inc()
+	g.attempts[result][attempt].Inc()
 	if h.hot != nil && result == attemptBusy {
-		h.hot.contended(group, key)
+		h.hot.contended(g.name, key)
 	}
 }
 
@@ -261,6 +261,6 @@ func (h *Hook) lockReply(role Role, key string, n int64) {
 		reason = lostRenewFailed
 	}
 	if reason >= 0 {
-		h.byGroup.get(h.groups.Classify(key)).lost[reason].Inc()
+		h.byGroup.forKey(key, h.byGroup.keyHash(key)).lost[reason].Inc()
 	}
 }
