@@ -269,14 +269,16 @@ func TestLockRenewalKeepsLeaseAndReportsLoss(t *testing.T) {
 	c := lockClient(t, rdb, reg, nil)
 	rival := lockClient(t, srv.Client(t), prometheus.NewRegistry(), nil)
 	ctx := context.Background()
-	const key, ttl = "lock:{long-job}", 150 * time.Millisecond
+	// A lease long enough that a heartbeat delayed by a loaded CI machine
+	// still lands in time: renewals come every TTL/3.
+	const key, ttl = "lock:{long-job}", 600 * time.Millisecond
 
 	l, err := c.Lock(ctx, key, instrument.LockOptions{TTL: ttl, Renew: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Work for several TTLs: the rival never gets in and the lease holds.
-	for range 8 {
+	// Work for three TTLs: the rival never gets in and the lease holds.
+	for range 6 {
 		time.Sleep(ttl / 2)
 		if _, err := rival.Lock(ctx, key, instrument.LockOptions{Backoff: instrument.Backoff{Retries: -1}}); !errors.Is(err, instrument.ErrLockBusy) {
 			t.Fatalf("rival Lock during renewed work = %v, want ErrLockBusy", err)
@@ -286,7 +288,7 @@ func TestLockRenewalKeepsLeaseAndReportsLoss(t *testing.T) {
 		}
 	}
 	if got := lockMetric(t, reg, "cachewatch_lock_renewals_total", "result", "renewed"); got < 3 {
-		t.Fatalf("renewals = %v over 4 TTLs, want ≥ 3", got)
+		t.Fatalf("renewals = %v over 3 TTLs, want ≥ 3", got)
 	}
 	// Someone deletes the key behind the holder's back.
 	if err := rdb.Del(ctx, key).Err(); err != nil {
