@@ -235,22 +235,29 @@ func (h *Hook) script(ctx context.Context, c *command, cmd redis.Cmder, err erro
 	if !ok {
 		return
 	}
+	token, hasToken := argString(args, 3+nkeys)
 	switch s.role {
 	case RoleAcquire:
-		token, hasToken := argString(args, 3+nkeys)
 		h.lockAttempt(key, token, hasToken, attemptResult(err))
 	case RoleRelease, RoleExtend:
 		if err != nil {
 			return
 		}
 		if n, ok := intReply(cmd); ok {
-			h.lockReply(s.role, key, n)
+			h.lockReply(s.role, key, token, hasToken, n)
 		}
 	}
 }
 
 // lockReply counts a lost lock from an owner-checked release or extension.
-func (h *Hook) lockReply(role Role, key string, n int64) {
+// A release by a token whose last attempt was answered busy is the cleanup
+// after a failed acquisition (redsync releases on every pool then), not a
+// lost lock.
+func (h *Hook) lockReply(role Role, key, token string, hasToken bool, n int64) {
+	kh := h.byGroup.keyHash(key)
+	if role == RoleRelease && hasToken && h.retries.isRetry(h.retries.hash(kh, token)) {
+		return
+	}
 	reason := -1
 	switch {
 	case n == 0 && role == RoleRelease:
@@ -261,6 +268,6 @@ func (h *Hook) lockReply(role Role, key string, n int64) {
 		reason = lostRenewFailed
 	}
 	if reason >= 0 {
-		h.byGroup.forKey(key, h.byGroup.keyHash(key)).lost[reason].Inc()
+		h.byGroup.forKey(key, kh).lost[reason].Inc()
 	}
 }
