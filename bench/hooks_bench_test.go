@@ -1,0 +1,95 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/extra/redisotel/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/cachewatch/cachewatch/hooks"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// BenchmarkHookLoopback runs the same commands against a real redis-server
+// over loopback with bare go-redis, with cachewatch's hook (metrics, and
+// metrics + spans), and with go-redis's own redisotel (metrics, and metrics
+// + traces). Throughput ratios are bare ns/op divided by each variant's.
+// Spans and metrics are recorded in memory and never exported.
+//
+//	cd bench && go test -run '^$' -bench HookLoopback -benchmem -count 5
+func BenchmarkHookLoopback(b *testing.B) {
+	addr := redistest.Start(b).Addr
+	seed := redistest.NewClient(b, &redis.Options{Addr: addr})
+	must(b, seed.Set(context.Background(), "user:1234", "a cached value", 0).Err()) // GET is a hit
+	variants := []struct {
+		name  string
+		setup func(b *testing.B, rdb *redis.Client)
+	}{
+		{"bare", func(*testing.B, *redis.Client) {}},
+		{"cachewatch", func(b *testing.B, rdb *redis.Client) {
+			h, err := hooks.New(hooks.Options{Registerer: prometheus.NewRegistry()})
+			must(b, err)
+			rdb.AddHook(h)
+		}},
+		{"cachewatch_traces", func(b *testing.B, rdb *redis.Client) {
+			h, err := hooks.New(hooks.Options{Registerer: prometheus.NewRegistry(), TracerProvider: sdktrace.NewTracerProvider()})
+			must(b, err)
+			rdb.AddHook(h)
+		}},
+		{"redisotel_metrics", func(b *testing.B, rdb *redis.Client) {
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			must(b, redisotel.InstrumentMetrics(rdb, redisotel.WithMeterProvider(mp)))
+		}},
+		{"redisotel_metrics_traces", func(b *testing.B, rdb *redis.Client) {
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			must(b, redisotel.InstrumentMetrics(rdb, redisotel.WithMeterProvider(mp)))
+			must(b, redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(sdktrace.NewTracerProvider())))
+		}},
+	}
+	cases := []struct {
+		name string
+		run  func(ctx context.Context, rdb *redis.Client, i int) error
+	}{
+		{"GET", func(ctx context.Context, rdb *redis.Client, i int) error {
+			return rdb.Get(ctx, "user:1234").Err()
+		}},
+		{"SET_NX", func(ctx context.Context, rdb *redis.Client, i int) error {
+			return rdb.SetNX(ctx, "lock:order:1234", "tok-8f3a9c0e", 10*time.Second).Err()
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			for _, v := range variants {
+				b.Run(v.name, func(b *testing.B) {
+					rdb := redistest.NewClient(b, &redis.Options{Addr: addr, DisableIdentity: true, PoolSize: 1,
+						MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+					v.setup(b, rdb)
+					ctx := context.Background()
+					for i := 0; i < 100; i++ {
+						must(b, c.run(ctx, rdb, i))
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						if err := c.run(ctx, rdb, i); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+func must(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
