@@ -219,7 +219,8 @@ func (c *Client) lockFailed(ctx context.Context, span trace.Span, group, key, to
 
 // held builds the Lock after a successful attempt sent at sent.
 func (c *Client) held(ctx context.Context, span trace.Span, key, group, token string, fence int64, ttl time.Duration, sent time.Time, renew bool) *Lock {
-	lctx, cancel := context.WithCancelCause(ctx)
+	// The lease, not the acquire deadline, bounds the holder's context.
+	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	l := &Lock{c: c, key: key, group: group, token: token, fence: fence, ttl: ttl, renew: renew,
 		taken: c.now(), span: span, ctx: lctx, cancel: cancel}
 	span.AddEvent("lease acquired", trace.WithAttributes(attribute.Int64("cachewatch.lock.fence", fence)))
@@ -246,11 +247,12 @@ func (l *Lock) Token() string { return l.token }
 // Fence returns the fencing token (LockOptions.Fencing), or 0.
 func (l *Lock) Fence() int64 { return l.fence }
 
-// Context returns a context derived from the one given to Lock. It is done
-// when the lock is released or its lease can no longer be trusted: it ran
-// out without renewal, renewal failed until it ran out, or Redis reported
-// another owner. context.Cause then wraps ErrLockLost. Do the guarded work
-// under this context.
+// Context returns a context with the values (trace span included) of the
+// one given to Lock but not its deadline: it is done only when the lock is
+// released or its lease can no longer be trusted (it ran out without
+// renewal, renewal failed until it ran out, or Redis reported another
+// owner; context.Cause then wraps ErrLockLost). Do the guarded work under
+// this context, combined with the caller's own if need be.
 func (l *Lock) Context() context.Context { return l.ctx }
 
 // Extend resets the lease to ttl (zero: the lock's TTL) if the caller still

@@ -549,3 +549,33 @@ func TestLockClusterHashTaggedFencing(t *testing.T) {
 		t.Fatalf("attempts with errors on the cluster = %v, want 0", got)
 	}
 }
+
+func TestLockContextOutlivesAcquireDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, srv.Client(t), reg, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	l, err := c.Lock(ctx, "lock:{ctx}", instrument.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the acquire deadline no longer matters once the lock is held
+	if err := l.Context().Err(); err != nil {
+		t.Fatalf("holder's context ended with the acquire context: %v", err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if l.Context().Err() == nil {
+		t.Fatal("holder's context still live after Release")
+	}
+	if cause := context.Cause(l.Context()); errors.Is(cause, instrument.ErrLockLost) {
+		t.Fatalf("a released lock reports %v", cause)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 0 {
+		t.Fatalf("locks_lost_total = %v after a clean release", got)
+	}
+	if err := l.Release(context.Background()); !errors.Is(err, instrument.ErrNotOwner) {
+		t.Fatalf("second release = %v, want ErrNotOwner", err)
+	}
+}
