@@ -1,9 +1,11 @@
 package instrument_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/redistest"
@@ -578,4 +582,74 @@ func TestLockContextOutlivesAcquireDeadline(t *testing.T) {
 	if err := l.Release(context.Background()); !errors.Is(err, instrument.ErrNotOwner) {
 		t.Fatalf("second release = %v, want ErrNotOwner", err)
 	}
+}
+
+func TestLockSpanEventsAndDebugLog(t *testing.T) {
+	srv := redistest.Start(t)
+	spans := tracetest.NewSpanRecorder()
+	var logs syncBuffer
+	c, err := instrument.New(srv.Client(t), instrument.Options{
+		Registerer:     prometheus.NewRegistry(),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
+		Logger:         slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := c.Lock(ctx, "lock:{span}", instrument.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	short, err := c.Lock(ctx, "lock:{span}", instrument.LockOptions{TTL: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, short.Context(), "short lease")
+	_ = short.Release(ctx)
+
+	var events []string
+	for _, s := range spans.Ended() {
+		if s.Name() != "cachewatch.lock" {
+			continue
+		}
+		for _, e := range s.Events() {
+			events = append(events, e.Name)
+		}
+	}
+	want := []string{"lease acquired", "lease released", "lease acquired", "lease lost"}
+	if fmt.Sprint(events) != fmt.Sprint(want) {
+		t.Fatalf("span events = %q, want %q", events, want)
+	}
+	out := logs.String()
+	for _, s := range []string{"outcome=acquired", "outcome=released", "outcome=lost_expired", "key=lock:{span}",
+		"token=" + l.Token()[:8], "key_group="} {
+		if !strings.Contains(out, s) {
+			t.Fatalf("debug log lacks %q:\n%s", s, out)
+		}
+	}
+	if strings.Contains(out, l.Token()) || strings.Contains(out, short.Token()) {
+		t.Fatalf("debug log carries a full owner token:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the lock's timer goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
