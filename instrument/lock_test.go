@@ -653,3 +653,42 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// With the client's clock past the lease, a missing key is an expiry, not
+// another owner: the reason is decided on the injected clock, no sleeping.
+func TestLockLostReasonFollowsClientClock(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	reg := prometheus.NewRegistry()
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c := lockClient(t, rdb, reg, clock)
+	ctx := context.Background()
+	l, err := c.Lock(ctx, "lock:{clock}", instrument.LockOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(90 * time.Second) // the work took longer than the lease
+	mu.Unlock()
+	rdb.Del(ctx, "lock:{clock}") // as Redis would have expired it
+	if err := l.Release(ctx); !errors.Is(err, instrument.ErrNotOwner) {
+		t.Fatalf("release = %v, want ErrNotOwner", err)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "expired"); got != 1 {
+		t.Fatalf("locks_lost_total{reason=expired} = %v, want 1", got)
+	}
+	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 0 {
+		t.Fatalf("locks_lost_total{reason=not_owner} = %v, want 0", got)
+	}
+	// The hold time is measured on the same clock.
+	families, _ := reg.Gather()
+	for _, f := range families {
+		if f.GetName() == "cachewatch_lock_hold_duration_seconds" {
+			if sum := f.GetMetric()[0].GetHistogram().GetSampleSum(); sum != 90 {
+				t.Fatalf("hold duration = %vs, want 90s by the injected clock", sum)
+			}
+		}
+	}
+}
