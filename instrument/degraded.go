@@ -141,6 +141,12 @@ func (d *degraded) open() bool { return d.breaker.State() == gobreaker.StateOpen
 // acquire takes one of the fallback's source slots, waiting at most until
 // ctx ends. release must follow a successful acquire.
 func (d *degraded) acquire(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if expired(ctx) {
+		return context.DeadlineExceeded
+	}
 	select {
 	case d.slots <- struct{}{}:
 		d.inFlight.Inc()
@@ -149,11 +155,23 @@ func (d *degraded) acquire(ctx context.Context) error {
 	}
 	select {
 	case d.slots <- struct{}{}:
+		if expired(ctx) { // both were ready: the deadline wins
+			<-d.slots
+			return context.DeadlineExceeded
+		}
 		d.inFlight.Inc()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// expired reports whether ctx's deadline has passed, even if its timer has
+// not fired yet (a slot freed in that instant must not go to a caller that
+// has already left).
+func expired(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 func (d *degraded) release() {

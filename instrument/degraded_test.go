@@ -132,8 +132,14 @@ func TestFetchFallbackConcurrencyBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := sourceCalls(ca, ca.c.group("k:late"), "rejected"); got != 1 {
-		t.Fatalf("source_calls_total{rejected} = %v, want 1", got)
+	// The late caller's flight gives up its wait for a slot at the caller's
+	// deadline, on its own goroutine: wait (bounded) until it has counted.
+	rejected := func() float64 { return sourceCalls(ca, ca.c.group("k:late"), "rejected") }
+	for deadline := time.Now().Add(10 * time.Second); rejected() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := rejected(); got != 1 {
+		t.Fatalf("source_calls_total{rejected} = %v, want 1 (late fetch: %v; success %v error %v)", got, err, sourceCalls(ca, ca.c.group("k:late"), "success"), sourceCalls(ca, ca.c.group("k:late"), "error"))
 	}
 	if peak.Load() != 2 {
 		t.Fatalf("peak concurrent fallback loads = %d, want the limit 2", peak.Load())

@@ -142,7 +142,10 @@ type Cache[T any] struct {
 	deg    *degraded
 	bursts *burst.Detector
 	fails  failureRuns
-	bg     sync.WaitGroup // background refreshes, awaited by Close
+	// groupM caches per-group metric handles; bounded like the groups.
+	groupsMu sync.RWMutex
+	groupM   map[string]*groupMetrics
+	bg       sync.WaitGroup // background refreshes, awaited by Close
 }
 
 // NewCache returns a Cache over c's Redis client.
@@ -152,6 +155,7 @@ func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.now,
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]int64{}
+	ca.groupM = map[string]*groupMetrics{}
 	return ca
 }
 
@@ -194,9 +198,11 @@ type outcome[T any] struct {
 // NegativeTTL is set.
 func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Context) (T, error)) (T, error) {
 	group := ca.c.group(key)
-	ctx, span := ca.c.tracer.Start(ctx, "cachewatch.Fetch", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("cachewatch.key_group", group)))
+	ctx, span := ca.c.tracer.Start(ctx, "cachewatch.Fetch", fetchSpanKind)
 	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("cachewatch.key_group", group))
+	}
 
 	me := new(int)
 	ch := ca.sf.DoChan(key, func() (any, error) {
@@ -229,7 +235,7 @@ func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Con
 		}
 		ca.record(ctx, span, group, key, result)
 		if result == resultStale {
-			ca.c.m.staleAge.WithLabelValues(group).Observe(o.staleAge.Seconds())
+			ca.metricsFor(group).staleAge.Observe(o.staleAge.Seconds())
 		}
 		if r.Err != nil {
 			span.RecordError(r.Err)
@@ -242,8 +248,10 @@ func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Con
 
 // record counts one caller's lookup and logs the decision.
 func (ca *Cache[T]) record(ctx context.Context, span trace.Span, group, key, result string) {
-	ca.c.m.lookups.WithLabelValues(group, result).Inc()
-	span.SetAttributes(attribute.String("cachewatch.result", result))
+	ca.metricsFor(group).lookups[result].Inc()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("cachewatch.result", result))
+	}
 	if result == resultMiss || result == resultCoalesced {
 		ca.bursts.Miss(group)
 	}
@@ -255,6 +263,37 @@ func (ca *Cache[T]) record(ctx context.Context, span trace.Span, group, key, res
 		ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch",
 			slog.String("key_group", group), slog.String("key", key), slog.String("outcome", outcome))
 	}
+}
+
+// fetchSpanKind is the Fetch span's kind, built once.
+var fetchSpanKind = trace.WithSpanKind(trace.SpanKindClient)
+
+// groupMetrics are the per-caller metrics of one key group, resolved once:
+// every caller of a stampede records one lookup, so the label lookup is
+// kept off that path.
+type groupMetrics struct {
+	lookups  map[string]prometheus.Counter // by result
+	staleAge prometheus.Observer
+}
+
+func (ca *Cache[T]) metricsFor(group string) *groupMetrics {
+	ca.groupsMu.RLock()
+	gm := ca.groupM[group]
+	ca.groupsMu.RUnlock()
+	if gm != nil {
+		return gm
+	}
+	ca.groupsMu.Lock()
+	defer ca.groupsMu.Unlock()
+	if gm = ca.groupM[group]; gm != nil {
+		return gm
+	}
+	gm = &groupMetrics{lookups: map[string]prometheus.Counter{}, staleAge: ca.c.m.staleAge.WithLabelValues(group)}
+	for _, r := range []string{resultHit, resultStale, resultMiss, resultCoalesced, resultFallback, resultError} {
+		gm.lookups[r] = ca.c.m.lookups.WithLabelValues(group, r)
+	}
+	ca.groupM[group] = gm
+	return gm
 }
 
 // keys are the Redis names of one cached key.

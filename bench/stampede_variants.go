@@ -1,0 +1,204 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	rediscache "github.com/go-redis/cache/v9"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/viccon/sturdyc"
+
+	"github.com/cachewatch/cachewatch/instrument"
+)
+
+// stampedeFresh is how long every variant treats a value as fresh in the
+// stampede benchmark. After it the key is "expired": kept and served stale
+// by the variants that can (cachewatch, sturdyc, lock-then-poll), gone for
+// the others (naive cache-aside, go-redis/cache, whose TTL is all they have).
+const stampedeFresh = time.Second
+
+// loader is the slow source behind every cache.
+type loader func(ctx context.Context) (string, error)
+
+// fetcher is one process's way of reading a key through its cache.
+type fetcher func(ctx context.Context, key string) (string, error)
+
+// stampedeVariant builds one process's fetcher for a library; close releases
+// what it holds.
+type stampedeVariant struct {
+	Name  string
+	Build func(rdb *redis.Client, load loader) (fetch fetcher, close func())
+}
+
+// stampedeVariants are the contenders of BenchmarkStampede, side by side.
+var stampedeVariants = []stampedeVariant{
+	{"cachewatch", buildCachewatch},
+	{"naive", buildNaive},
+	{"go-redis-cache", buildGoRedisCache},
+	{"sturdyc", buildSturdyc},
+	{"lock-then-poll", buildLockThenPoll},
+}
+
+// variantByName returns the variant called name.
+func variantByName(name string) (stampedeVariant, error) {
+	for _, v := range stampedeVariants {
+		if v.Name == name {
+			return v, nil
+		}
+	}
+	return stampedeVariant{}, fmt.Errorf("bench: no stampede variant %q", name)
+}
+
+// cachewatch: lease granted by the read script, pub/sub wake-up, stale
+// served while one refresh runs across all processes.
+func buildCachewatch(rdb *redis.Client, load loader) (fetcher, func()) {
+	c, err := instrument.New(rdb, instrument.Options{
+		Registerer: prometheus.NewRegistry(),
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	cache := instrument.NewCache[string](c, instrument.CacheOptions{FreshTTL: stampedeFresh, HardTTL: time.Hour, Jitter: -1})
+	return func(ctx context.Context, key string) (string, error) {
+		return cache.Fetch(ctx, key, load)
+	}, func() { _ = cache.Close() }
+}
+
+// naive: cache-aside, GET then load and SET on a miss, no coalescing.
+func buildNaive(rdb *redis.Client, load loader) (fetcher, func()) {
+	return func(ctx context.Context, key string) (string, error) {
+		v, err := rdb.Get(ctx, key).Result()
+		if err == nil {
+			return v, nil
+		}
+		if !errors.Is(err, redis.Nil) {
+			return "", err
+		}
+		if v, err = load(ctx); err != nil {
+			return "", err
+		}
+		return v, rdb.Set(ctx, key, v, stampedeFresh).Err()
+	}, func() {}
+}
+
+// go-redis/cache: Once coalesces callers within one process
+// (singleflight), not across processes; no stale serving.
+func buildGoRedisCache(rdb *redis.Client, load loader) (fetcher, func()) {
+	cache := rediscache.New(&rediscache.Options{Redis: rdb})
+	return func(ctx context.Context, key string) (string, error) {
+		var v string
+		err := cache.Once(&rediscache.Item{Ctx: ctx, Key: key, Value: &v, TTL: stampedeFresh,
+			Do: func(*rediscache.Item) (any, error) { return load(ctx) }})
+		return v, err
+	}, func() {}
+}
+
+// sturdyc: in-memory cache per process with in-flight deduplication, early
+// (background) refreshes and Redis as its distributed storage.
+func buildSturdyc(rdb *redis.Client, load loader) (fetcher, func()) {
+	cache := sturdyc.New[string](10000, 10, time.Hour, 10,
+		sturdyc.WithEarlyRefreshes(stampedeFresh, stampedeFresh, time.Hour, 10*time.Millisecond),
+		sturdyc.WithDistributedStorageEarlyRefreshes(sturdyStorage{rdb}, stampedeFresh))
+	return func(ctx context.Context, key string) (string, error) {
+		return cache.GetOrFetch(ctx, key, sturdyc.FetchFn[string](load))
+	}, func() {}
+}
+
+// sturdyStorage is sturdyc's distributed storage over Redis.
+type sturdyStorage struct{ rdb *redis.Client }
+
+func (s sturdyStorage) Get(ctx context.Context, key string) ([]byte, bool) {
+	b, err := s.rdb.Get(ctx, key).Bytes()
+	return b, err == nil
+}
+
+func (s sturdyStorage) Set(ctx context.Context, key string, value []byte) {
+	s.rdb.Set(ctx, key, value, time.Hour)
+}
+
+func (s sturdyStorage) GetBatch(ctx context.Context, keys []string) map[string][]byte {
+	out := map[string][]byte{}
+	for _, k := range keys {
+		if b, ok := s.Get(ctx, k); ok {
+			out[k] = b
+		}
+	}
+	return out
+}
+
+func (s sturdyStorage) SetBatch(ctx context.Context, records map[string][]byte) {
+	for k, v := range records {
+		s.Set(ctx, k, v)
+	}
+}
+
+func (s sturdyStorage) Delete(ctx context.Context, key string) { s.rdb.Del(ctx, key) }
+
+func (s sturdyStorage) DeleteBatch(ctx context.Context, keys []string) { s.rdb.Del(ctx, keys...) }
+
+// lock-then-poll: the seeds' pattern (seed 003). Fresh → return; otherwise
+// SET lock NX PX 3000; the winner loads and writes; losers return the stale
+// value if there is one, else poll every 100 ms, 10 times.
+func buildLockThenPoll(rdb *redis.Client, load loader) (fetcher, func()) {
+	type payload struct {
+		Data      string `json:"data"`
+		UpdatedAt int64  `json:"updatedAt"`
+	}
+	read := func(ctx context.Context, key string) (*payload, error) {
+		raw, err := rdb.Get(ctx, key).Bytes()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var p payload
+		return &p, json.Unmarshal(raw, &p)
+	}
+	release := redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+	return func(ctx context.Context, key string) (string, error) {
+		cached, err := read(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		if cached != nil && time.Since(time.UnixMilli(cached.UpdatedAt)) < stampedeFresh {
+			return cached.Data, nil
+		}
+		lockKey, token := "lock:"+key, strconv.FormatUint(rand.Uint64(), 36)
+		ok, err := rdb.SetNX(ctx, lockKey, token, 3*time.Second).Result()
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			if cached != nil {
+				return cached.Data, nil
+			}
+			for i := 0; i < 10; i++ {
+				time.Sleep(100 * time.Millisecond)
+				if p, err := read(ctx, key); err == nil && p != nil {
+					return p.Data, nil
+				}
+			}
+			return "", errors.New("lock-then-poll: cache generation timeout")
+		}
+		defer release.Run(context.WithoutCancel(ctx), rdb, []string{lockKey}, token)
+		v, err := load(ctx)
+		if err != nil {
+			if cached != nil {
+				return cached.Data, nil
+			}
+			return "", err
+		}
+		raw, _ := json.Marshal(payload{Data: v, UpdatedAt: time.Now().UnixMilli()})
+		return v, rdb.Set(ctx, key, raw, time.Hour).Err()
+	}, func() {}
+}
