@@ -244,3 +244,19 @@ func TestPoolCollector(t *testing.T) {
 	expect(t, reg, "cachewatch_redis_pool_misses_total", map[string]float64{"client=sessions": float64(st.Misses)})
 	expect(t, reg, "cachewatch_redis_pool_stale_connections_total", map[string]float64{"client=sessions": float64(st.StaleConns)})
 }
+
+func TestRingCountsEachCommandOnce(t *testing.T) {
+	ctx := context.Background()
+	ring := redis.NewRing(&redis.RingOptions{DisableIdentity: true, Addrs: map[string]string{
+		"a": redistest.Start(t).Addr, "b": redistest.Start(t).Addr,
+	}})
+	t.Cleanup(func() { _ = ring.Close() })
+	reg := hookOn(t, ring, hooks.Options{Name: "ring"})
+	for i := 0; i < 40; i++ {
+		ring.SetNX(ctx, fmt.Sprintf("lock:ring:%d", i), "a", time.Minute)
+		ring.Get(ctx, fmt.Sprintf("ring:%d", i))
+	}
+	expect(t, reg, attempts, map[string]float64{"key_group=lock:ring:*,result=acquired,attempt=first": 40, "": 40})
+	expect(t, reg, lookups, map[string]float64{"key_group=ring:*,result=miss": 40, "": 40})
+	expect(t, reg, cmdDur, map[string]float64{"client=ring,command=get": 40})
+}
