@@ -212,3 +212,25 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		t.Fatal("bad address accepted")
 	}
 }
+
+// The minimal read-only ACL user documented in docs/exporter.md can run
+// every stage: no error, every series present.
+func TestMinimalACLUser(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	seed(t, admin)
+	ctx := context.Background()
+	must(t, admin.Do(ctx, "ACL", "SETUSER", "sampler", "on", ">sampler-pw", "~*", "+ping", "+info", "+scan", "+pttl", "+get",
+		"+type", "+llen", "+xlen", "+xrange", "+xinfo", "+xpending", "+zcard", "+zrange", "+object", "+cluster|nodes").Err())
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, Username: "sampler", Password: "sampler-pw"},
+		Queues: queues, HotKeys: 3})
+	s := e.Sample(ctx)[0]
+	if !s.Up || len(s.Errors) > 0 {
+		t.Fatalf("minimal user: up=%v errors=%v", s.Up, s.Errors)
+	}
+	_, got := scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_locks_long_held{key_group="lock:stuck:*"}`:            0,
+		`cachewatch_exporter_stream_group_pending{group="workers",queue="orders"}`: pendingMsgs,
+	})
+}

@@ -118,7 +118,9 @@ func (t Target) clientOptions(addr string) *redis.Options {
 	}
 	return &redis.Options{
 		Addr: addr, Username: t.Username, Password: t.Password, DB: t.DB, TLSConfig: t.TLS,
-		ClientName: "cachewatch-exporter", DisableIdentity: true, Protocol: 2,
+		// No client name and RESP2: connecting then needs no command beyond
+		// AUTH, so a minimal read-only ACL user works.
+		DisableIdentity: true, Protocol: 2,
 		DialTimeout: dial, ReadTimeout: read, WriteTimeout: read,
 		MaxRetries: -1, PoolSize: 2, ContextTimeoutEnabled: true,
 	}
