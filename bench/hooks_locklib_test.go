@@ -87,10 +87,11 @@ func check(t *testing.T, reg prometheus.Gatherer, wants []want) {
 }
 
 const (
-	attemptsTotal = "cachewatch_lock_attempts_total"
-	lostTotal     = "cachewatch_locks_lost_total"
-	scriptSeconds = "cachewatch_redis_script_duration_seconds"
-	noscriptTotal = "cachewatch_redis_script_noscript_total"
+	attemptsTotal  = "cachewatch_lock_attempts_total"
+	lostTotal      = "cachewatch_locks_lost_total"
+	scriptSeconds  = "cachewatch_redis_script_duration_seconds"
+	noscriptTotal  = "cachewatch_redis_script_noscript_total"
+	acquireSeconds = "cachewatch_lock_acquire_duration_seconds"
 )
 
 func attemptsOf(group, result, attempt string) map[string]string {
@@ -147,6 +148,7 @@ func TestHookSeesRedislock(t *testing.T) {
 		{attemptsTotal, attemptsOf("lock:report:*", "busy", "first"), contended + retrying},
 		{attemptsTotal, attemptsOf("lock:report:*", "busy", "retry"), retrying * retries},
 		{attemptsTotal, map[string]string{"result": "error"}, 0},
+		{acquireSeconds, map[string]string{"key_group": "lock:report:*", "outcome": "acquired"}, held},
 		{lostTotal, map[string]string{"key_group": "lock:report:*", "reason": "not_owner"}, lost},
 		{lostTotal, map[string]string{"key_group": "lock:report:*", "reason": "renew_failed"}, lost},
 		{lostTotal, map[string]string{"reason": "expired"}, 0},
@@ -216,6 +218,7 @@ func TestHookSeesRedsync(t *testing.T) {
 		{attemptsTotal, attemptsOf("lock:payment:*", "acquired", "first"), held},
 		{attemptsTotal, attemptsOf("lock:payment:*", "busy", "first"), contended + retrying},
 		{attemptsTotal, attemptsOf("lock:payment:*", "busy", "retry"), retrying * (tries - 1)},
+		{acquireSeconds, map[string]string{"key_group": "lock:payment:*", "outcome": "acquired"}, held},
 		{lostTotal, map[string]string{"key_group": "lock:payment:*", "reason": "not_owner"}, takenOver},
 		{lostTotal, map[string]string{"key_group": "lock:payment:*", "reason": "renew_failed"}, takenOver},
 		{lostTotal, map[string]string{"key_group": "lock:payment:*", "reason": "expired"}, expired},

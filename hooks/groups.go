@@ -43,6 +43,7 @@ type groupMetrics struct {
 	attempts [numAttemptResults][2]lazyCounter // [result][first, retry]
 	lost     [numLostReasons]lazyCounter
 	bursts   lazyCounter
+	acquired [numAttemptResults]lazyObserver // by attempt result; busy unused
 }
 
 // keyCacheSlots is the size of groupSet's key → group cache.
@@ -124,14 +125,19 @@ const (
 	retryWays  = 8
 )
 
-// retryTable recognises retries on the wire. Lock libraries (redsync,
-// bsm/redislock, cachewatch's own client) retry with the same owner token, so
-// an attempt whose (key, token) was answered busy a moment ago is a retry.
-// The table is set-associative and lossy: when more than retryWays busy
-// contenders share a bucket, one is evicted and its retry then counts as a
-// first attempt, never the other way round (a 64-bit hash collision aside).
-// Libraries that draw a new token per attempt are counted as first attempts
-// throughout.
+// retryTable recognises retries on the wire and times whole acquisitions.
+// Lock libraries (redsync, bsm/redislock, cachewatch's own client) retry with
+// the same owner token, so an attempt whose (key, token) was answered busy a
+// moment ago is a retry, and its success ends an acquisition that began at
+// the first busy attempt.
+//
+// A slot packs a 32-bit tag of the (key, token) hash with the time of the
+// first busy attempt in microseconds (mod 2^32, about 71 minutes), so one
+// atomic word holds an entry. The table is set-associative and lossy: when
+// more than retryWays contenders share a bucket one is evicted, and its
+// retry then counts as a first attempt; a false match needs the same bucket
+// and tag (odds about 2^-32 per lookup). Libraries that draw a new token
+// per attempt are counted as first attempts throughout.
 type retryTable struct {
 	seed  maphash.Seed
 	slots [retrySlots]atomic.Uint64
@@ -141,8 +147,7 @@ func newRetryTable() *retryTable { return &retryTable{seed: maphash.MakeSeed()} 
 
 // hash combines a key's hash (groupSet.keyHash) with its owner token.
 func (t *retryTable) hash(keyHash uint64, token string) uint64 {
-	h := keyHash*0x9e3779b97f4a7c15 ^ maphash.String(t.seed, token)
-	return h | 1 // 0 marks an empty slot
+	return keyHash*0x9e3779b97f4a7c15 ^ maphash.String(t.seed, token)
 }
 
 func (t *retryTable) bucket(h uint64) []atomic.Uint64 {
@@ -150,35 +155,44 @@ func (t *retryTable) bucket(h uint64) []atomic.Uint64 {
 	return t.slots[b : b+retryWays]
 }
 
-// isRetry reports whether the attempt h follows a busy one.
-func (t *retryTable) isRetry(h uint64) bool {
-	b := t.bucket(h)
-	for i := range b {
-		if b[i].Load() == h {
-			return true
+// tag is the upper half of a slot; never 0, which marks an empty slot.
+func tag(h uint64) uint64 { return (h>>32 | 1) << 32 }
+
+const lowHalf = 1<<32 - 1
+
+// busySince returns when the acquisition h's first attempt was answered busy
+// (in monotonic microseconds mod 2^32), if it was.
+func (t *retryTable) busySince(h uint64) (uint32, bool) {
+	tg := tag(h)
+	for i, b := 0, t.bucket(h); i < len(b); i++ {
+		if v := b[i].Load(); v&^lowHalf == tg {
+			return uint32(v), true
 		}
 	}
-	return false
+	return 0, false
 }
 
-// busy remembers h as answered busy, in a free slot of its bucket or, when
-// the bucket is full, in place of an entry picked by h's high bits.
-func (t *retryTable) busy(h uint64) {
+// busy remembers h as answered busy at nowUs, unless it is already (a retry
+// keeps its first attempt's time). A full bucket loses an entry picked by
+// h's low bits.
+func (t *retryTable) busy(h uint64, nowUs uint32) {
+	tg := tag(h)
 	b := t.bucket(h)
 	for i := range b {
-		if v := b[i].Load(); v == h || v == 0 && b[i].CompareAndSwap(0, h) {
+		v := b[i].Load()
+		if v&^lowHalf == tg || v == 0 && b[i].CompareAndSwap(0, tg|uint64(nowUs)) {
 			return
 		}
 	}
-	b[(h>>56)%retryWays].Store(h)
+	b[(h>>8)%retryWays].Store(tg | uint64(nowUs))
 }
 
 // done forgets h once the attempt succeeded.
 func (t *retryTable) done(h uint64) {
-	b := t.bucket(h)
-	for i := range b {
-		if b[i].Load() == h { // a failing CAS still costs a locked instruction
-			b[i].CompareAndSwap(h, 0)
+	tg := tag(h)
+	for i, b := 0, t.bucket(h); i < len(b); i++ {
+		if v := b[i].Load(); v&^lowHalf == tg { // a failing CAS still costs a locked instruction
+			b[i].CompareAndSwap(v, 0)
 		}
 	}
 }

@@ -8,7 +8,10 @@
 // on the wire:
 //
 //   - lock attempts: SET key token NX [PX|EX] (and the lock libraries'
-//     acquire scripts) answered OK (acquired) or nil (busy), per key group;
+//     acquire scripts) answered OK (acquired) or nil (busy), per key group.
+//     A retry is an attempt with the same key and owner token as one just
+//     answered busy (lock libraries keep their token across retries); an
+//     acquisition is timed from its first attempt to its success;
 //   - lost locks: an owner-checked release answered 0 (someone else owns the
 //     lock) or -1 (it had expired), an extension answered 0;
 //   - cache lookups: GET, GETEX, HGET, MGET and HMGET replies, nil being a
@@ -119,7 +122,7 @@ var _ redis.Hook = (*Hook)(nil)
 
 // vecs holds the collectors a hook registers.
 type vecs struct {
-	cmdDur, pipeDur, scriptDur                          *prometheus.HistogramVec
+	cmdDur, pipeDur, scriptDur, acquire                 *prometheus.HistogramVec
 	cmdErrs, noscript, lookups, attempts, lost, bursted *prometheus.CounterVec
 }
 
@@ -189,7 +192,7 @@ func (h *Hook) register(reg prometheus.Registerer) (*vecs, error) {
 		scriptDur: signals.ScriptDuration.NewHistogramVec(), cmdErrs: signals.CommandErrors.NewCounterVec(),
 		noscript: signals.ScriptNoscript.NewCounterVec(), lookups: signals.CacheLookups.NewCounterVec(),
 		attempts: signals.LockAttempts.NewCounterVec(), lost: signals.LocksLost.NewCounterVec(),
-		bursted: signals.MissBursts.NewCounterVec(),
+		bursted: signals.MissBursts.NewCounterVec(), acquire: signals.LockAcquireDuration.NewHistogramVec(),
 	}
 	var err error
 	reg1 := func(on Signals, c **prometheus.CounterVec) {
@@ -211,6 +214,7 @@ func (h *Hook) register(reg prometheus.Registerer) (*vecs, error) {
 	reg1(Cache, &v.bursted)
 	reg1(Locks, &v.attempts)
 	reg1(Locks, &v.lost)
+	regH(Locks, &v.acquire)
 	if err != nil {
 		return nil, fmt.Errorf("hooks: %w", err)
 	}
@@ -250,6 +254,8 @@ func newGroupMetrics(v *vecs, group string) *groupMetrics {
 	for i := range g.lost {
 		g.lost[i] = newLazyCounter(v.lost, group, lostReasonNames[i])
 	}
+	g.acquired[attemptAcquired] = newLazyObserver(v.acquire, group, "acquired")
+	g.acquired[attemptError] = newLazyObserver(v.acquire, group, "error")
 	return g
 }
 
@@ -383,7 +389,7 @@ func (h *Hook) observe(ctx context.Context, c *command, cmd redis.Cmder, err err
 		}
 	case kindSet, kindSetNX:
 		if h.on(Locks) && !isInstrumented(ctx) {
-			h.setNX(c.kind, cmd, err)
+			h.setNX(c.kind, cmd, err, d)
 		}
 	}
 	return class, failed

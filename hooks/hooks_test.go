@@ -101,6 +101,10 @@ func TestLockAttemptsContentionAndRetries(t *testing.T) {
 		"key_group=lock:job:*":                                 3,
 		"result=error":                                         0,
 	})
+	// Each acquisition is timed once: from its first attempt to success.
+	expect(t, reg, "cachewatch_lock_acquire_duration_seconds", map[string]float64{
+		"key_group=lock:order:*,outcome=acquired": 750, "key_group=lock:job:*,outcome=acquired": 2, "outcome=error": 0,
+	})
 }
 
 func TestCacheLookupsAndMissBursts(t *testing.T) {

@@ -38,20 +38,24 @@ func TestNewRejectsBadScripts(t *testing.T) {
 func TestRetryTable(t *testing.T) {
 	rt := newRetryTable()
 	a, b := rt.hash(1, "tok-a"), rt.hash(1, "tok-b")
-	if rt.isRetry(a) {
+	if _, ok := rt.busySince(a); ok {
 		t.Fatal("fresh attempt is a retry")
 	}
-	rt.busy(a)
-	if !rt.isRetry(a) || rt.isRetry(b) {
-		t.Fatal("busy attempt not remembered, or remembered for another token")
+	rt.busy(a, 1000)
+	rt.busy(a, 2000) // a retry keeps the first attempt's time
+	if since, ok := rt.busySince(a); !ok || since != 1000 {
+		t.Fatalf("busySince = %d, %v; want 1000, true", since, ok)
+	}
+	if _, ok := rt.busySince(b); ok {
+		t.Fatal("busy attempt remembered for another token")
 	}
 	rt.done(a)
-	if rt.isRetry(a) {
+	if _, ok := rt.busySince(a); ok {
 		t.Fatal("acquired attempt still remembered")
 	}
 	// A full bucket evicts: memory stays bounded.
 	for i := 0; i < 3*retrySlots; i++ {
-		rt.busy(rt.hash(uint64(i), "tok"))
+		rt.busy(rt.hash(uint64(i), "tok"), 1)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
@@ -133,7 +134,7 @@ func (h *Hook) lookupResult(key string, result int) {
 }
 
 // setNX counts SET ... NX (and legacy SETNX) as a lock attempt.
-func (h *Hook) setNX(kind cmdKind, cmd redis.Cmder, err error) {
+func (h *Hook) setNX(kind cmdKind, cmd redis.Cmder, err error, d float64) {
 	args := cmd.Args()
 	if kind == kindSet && !isLockSet(args) {
 		return
@@ -151,7 +152,7 @@ func (h *Hook) setNX(kind cmdKind, cmd redis.Cmder, err error) {
 			result = attemptBusy
 		}
 	}
-	h.lockAttempt(key, token, hasToken, result)
+	h.lockAttempt(key, token, hasToken, result, d)
 }
 
 // isLockSet reports a SET with NX and without GET (SET NX GET reads the old
@@ -185,23 +186,34 @@ func attemptResult(err error) int {
 
 // lockAttempt counts one attempt, telling retries from first attempts by the
 // owner token (see retryTable).
-func (h *Hook) lockAttempt(key, token string, hasToken bool, result int) {
+//
+// An acquisition that succeeds (or fails with an error) ends there: its
+// duration is the attempt's own latency d on the first try, or the time since
+// the first busy attempt. Giving up leaves no trace on the wire, so the hook
+// never reports outcome="gave_up".
+func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, d float64) {
 	kh := h.byGroup.keyHash(key)
 	g := h.byGroup.forKey(key, kh)
 	attempt := 0
+	waited := d
 	if hasToken {
 		sum := h.retries.hash(kh, token)
-		if h.retries.isRetry(sum) {
+		nowUs := uint32(monotonic() / time.Microsecond)
+		if since, ok := h.retries.busySince(sum); ok {
 			attempt = 1
+			waited = (time.Duration(nowUs-since) * time.Microsecond).Seconds()
 		}
 		switch result {
 		case attemptBusy:
-			h.retries.busy(sum)
-		case attemptAcquired:
+			h.retries.busy(sum, nowUs)
+		case attemptAcquired, attemptError:
 			h.retries.done(sum)
 		}
 	}
 	g.attempts[result][attempt].Inc()
+	if result != attemptBusy {
+		g.acquired[result].Observe(waited)
+	}
 	if h.hot != nil && result == attemptBusy {
 		h.hot.contended(g.name, key)
 	}
@@ -238,7 +250,7 @@ func (h *Hook) script(ctx context.Context, c *command, cmd redis.Cmder, err erro
 	token, hasToken := argString(args, 3+nkeys)
 	switch s.role {
 	case RoleAcquire:
-		h.lockAttempt(key, token, hasToken, attemptResult(err))
+		h.lockAttempt(key, token, hasToken, attemptResult(err), d)
 	case RoleRelease, RoleExtend:
 		if err != nil {
 			return
@@ -255,8 +267,10 @@ func (h *Hook) script(ctx context.Context, c *command, cmd redis.Cmder, err erro
 // lost lock.
 func (h *Hook) lockReply(role Role, key, token string, hasToken bool, n int64) {
 	kh := h.byGroup.keyHash(key)
-	if role == RoleRelease && hasToken && h.retries.isRetry(h.retries.hash(kh, token)) {
-		return
+	if role == RoleRelease && hasToken {
+		if _, busy := h.retries.busySince(h.retries.hash(kh, token)); busy {
+			return
+		}
 	}
 	reason := -1
 	switch {
