@@ -38,7 +38,8 @@ var (
 		Help: "Single lock acquire attempts (one SET NX each) by result; busy on the first try is contention.",
 		Labels: []Label{keyGroup,
 			{Name: "result", Values: []string{"acquired", "busy", "error"}},
-			{Name: "attempt", Values: []string{"first", "retry"}}},
+			{Name: "attempt", Values: []string{"first", "retry"},
+				Doc: "retry: a later attempt of the same acquisition; the hook tells it by key and owner token, as lock libraries keep their token across retries"}},
 		Sources: []Source{Instrument, Hooks},
 	}
 	LockHoldDuration = &Metric{
