@@ -94,16 +94,18 @@ var ErrNoAddrs = errors.New("exporter: no Redis address")
 // Exporter samples Redis nodes and serves their last sample as metrics.
 // It is safe for concurrent use.
 type Exporter struct {
-	opts    Options
-	groups  *keygroup.Classifier
-	seed    maphash.Seed
-	sampleM sync.Mutex // one Sample at a time
+	opts   Options
+	groups *keygroup.Classifier
+	seed   maphash.Seed
+	// sampleM makes samples (and Close) one at a time; it guards nodes,
+	// mode and closed.
+	sampleM sync.Mutex
+	nodes   map[string]*node
+	mode    Mode
+	closed  bool
 
-	mu     sync.RWMutex
-	nodes  map[string]*node
-	snaps  map[string]*NodeSnapshot
-	mode   Mode
-	closed bool
+	mu    sync.RWMutex // guards snaps, read by scrapes
+	snaps map[string]*NodeSnapshot
 }
 
 // New returns an Exporter for opts. It does not connect: the first Sample does.
@@ -204,10 +206,11 @@ func (e *Exporter) Snapshots() []*NodeSnapshot {
 	return out
 }
 
-// Close closes every connection. Snapshots stay readable.
+// Close waits for a running sample to end and closes every connection.
+// Snapshots stay readable.
 func (e *Exporter) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.sampleM.Lock()
+	defer e.sampleM.Unlock()
 	var errs []error
 	for _, n := range e.nodes {
 		errs = append(errs, n.rdb.Close())
@@ -220,9 +223,11 @@ func (e *Exporter) Close() error {
 // refreshNodes returns the nodes to sample: the configured addresses, or
 // every master of the Cluster. A Cluster whose topology cannot be read keeps
 // its last known masters (they then fail their samples and report up 0).
+//
+// It runs under sampleM, which guards nodes, mode and closed; e.mu is held
+// only to drop the snapshots of masters that left, so scrapes never wait
+// for the network.
 func (e *Exporter) refreshNodes(ctx context.Context) []*node {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
 		return nil
 	}
@@ -260,7 +265,9 @@ func (e *Exporter) refreshNodes(ctx context.Context) []*node {
 		if !want[a] {
 			_ = n.rdb.Close()
 			delete(e.nodes, a)
+			e.mu.Lock()
 			delete(e.snaps, a)
+			e.mu.Unlock()
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })

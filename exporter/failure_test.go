@@ -234,3 +234,31 @@ func TestMinimalACLUser(t *testing.T) {
 		`cachewatch_exporter_stream_group_pending{group="workers",queue="orders"}`: pendingMsgs,
 	})
 }
+
+// A scrape never reaches Redis: while a sample is stuck on a paused
+// (SIGSTOPped) server, scrapes still answer at once with the last sample.
+func TestScrapeDuringStuckSample(t *testing.T) {
+	srv := redistest.Start(t)
+	seed(t, srv.Client(t))
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, ReadTimeout: time.Minute}})
+	if s := e.Sample(context.Background())[0]; !s.Up {
+		t.Fatal(s.Err)
+	}
+	srv.Pause()
+	done := make(chan *exporter.NodeSnapshot, 1)
+	go func() { done <- e.Sample(context.Background())[0] }()
+	_, got := scrape(t, reg)
+	select {
+	case s := <-done:
+		t.Fatalf("the sample of a paused server ended: %+v", s)
+	default:
+	}
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_up`:                                   1,
+		`cachewatch_exporter_locks_held{key_group="lock:stuck:*"}`: stuckLocks,
+	})
+	srv.Resume()
+	if s := <-done; !s.Up {
+		t.Fatalf("after resume: %v", s.Err)
+	}
+}
