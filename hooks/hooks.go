@@ -23,13 +23,19 @@
 //
 // Add the hook once per client. On a ClusterClient add it to the cluster
 // client itself, not to the node clients in OnNewNode as well: each command
-// would be counted twice.
+// would be counted twice. The cluster client follows MOVED and ASK
+// redirections below its hooks, so they appear as errors only when the
+// redirections are exhausted (or on a plain client of a cluster node).
+//
+// go-redis sends its connection handshake (HELLO, CLIENT SETINFO, CLIENT
+// MAINT_NOTIFICATIONS) through hooks too. Servers that do not know those
+// subcommands answer with errors that go-redis ignores; the hook counts
+// them, under command="client", once per new connection.
 package hooks
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -291,12 +297,8 @@ func (h *Hook) command(args []any) *command {
 }
 
 // DialHook implements redis.Hook; dialing is not measured (the pool
-// collector reports connection churn).
-func (h *Hook) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return next(ctx, network, addr)
-	}
-}
+// collector reports connection churn), so it returns next unchanged.
+func (h *Hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 // ProcessHook implements redis.Hook.
 func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
