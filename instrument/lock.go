@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -104,10 +105,9 @@ type Lock struct {
 // holds it, for at most opts.Backoff.Retries retries and never past ctx.
 //
 // It returns an error wrapping ErrLockBusy when the retries are spent,
-// ctx.Err() when ctx ended first, and ErrRedis when Redis failed. Redis calls
-// honour ctx deadlines only when the go-redis client sets
-// ContextTimeoutEnabled; otherwise each call is bounded by its
-// ReadTimeout/WriteTimeout.
+// ctx.Err() when ctx ended first, and ErrRedis when Redis failed. It returns
+// by ctx's end even when the go-redis client does not set
+// ContextTimeoutEnabled (that setting saves a goroutine per call).
 func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock, error) {
 	ttl, err := lockTTL(opts.TTL)
 	if err != nil {
@@ -153,14 +153,86 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 }
 
 // tryLock makes one acquire attempt: ok false with a nil error means busy.
+// An attempt abandoned at ctx's end that still lands is released at once.
 func (c *Client) tryLock(ctx context.Context, key, fenceKey, token string, ttl time.Duration) (fence int64, ok bool, err error) {
-	if fenceKey == "" {
-		ok, err = c.rdb.SetNX(c.ctx(ctx), key, token, ttl).Result()
-		return 0, ok, err
+	fence, err = bounded(ctx, c.rdb, func() (int64, error) {
+		if fenceKey == "" {
+			ok, err := c.rdb.SetNX(c.ctx(ctx), key, token, ttl).Result()
+			if ok {
+				return 1, err
+			}
+			return 0, err
+		}
+		return luascript.LockAcquireFenced.Run(c.ctx(ctx), c.rdb, []string{key, fenceKey},
+			token, ttl.Milliseconds(), fenceCounterTTL.Milliseconds()).Int64()
+	}, func(late int64, err error) {
+		if err == nil && late > 0 {
+			c.releaseAbandoned(ctx, key, token, ttl)
+		}
+	})
+	if err != nil && ctx.Err() != nil && honoursContext(c.rdb) {
+		// Cut off mid-call: the SET may still reach Redis after we left.
+		go c.releaseAbandoned(ctx, key, token, ttl)
 	}
-	fence, err = luascript.LockAcquireFenced.Run(c.ctx(ctx), c.rdb, []string{key, fenceKey},
-		token, ttl.Milliseconds(), fenceCounterTTL.Milliseconds()).Int64()
-	return fence, err == nil && fence > 0, err
+	ok = err == nil && fence > 0
+	if fenceKey == "" {
+		fence = 0
+	}
+	return fence, ok, err
+}
+
+// releaseAbandoned deletes a lock taken by an attempt its caller gave up on
+// (owner-checked, so a lock that never landed is left alone), bounded by the
+// lease, after which the lock expires anyway.
+func (c *Client) releaseAbandoned(ctx context.Context, key, token string, ttl time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+	defer cancel()
+	_ = luascript.LockRelease.Run(c.ctx(ctx), c.rdb, []string{key}, token).Err()
+}
+
+// bounded returns call's result, or ctx's error as soon as ctx ends. go-redis
+// honours ctx during network I/O only with ContextTimeoutEnabled; without it
+// a stalled server holds a call for its ReadTimeout whatever the caller's
+// deadline, so the call then runs in a goroutine and, if abandoned, hands
+// its late result to abandoned (nil: dropped).
+func bounded[T any](ctx context.Context, rdb redis.UniversalClient, call func() (T, error), abandoned func(T, error)) (T, error) {
+	if ctx.Done() == nil || honoursContext(rdb) {
+		return call()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := call()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; abandoned != nil {
+				abandoned(r.v, r.err)
+			}
+		}()
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// honoursContext reports whether rdb bounds network I/O by ctx deadlines.
+func honoursContext(rdb redis.UniversalClient) bool {
+	switch r := rdb.(type) {
+	case *redis.Client:
+		return r.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return r.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return r.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // lockErr tells a caller whose context ended apart from a Redis failure.
@@ -273,7 +345,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // result; a failure after the caller's ctx ended is not a Redis failure.
 func (l *Lock) extend(ctx, callCtx context.Context, ttl time.Duration) error {
 	sent := l.c.now()
-	n, err := luascript.LockExtend.Run(l.c.ctx(callCtx), l.c.rdb, []string{l.key}, l.token, ttl.Milliseconds()).Int()
+	n, err := bounded(callCtx, l.c.rdb, func() (int, error) {
+		return luascript.LockExtend.Run(l.c.ctx(callCtx), l.c.rdb, []string{l.key}, l.token, ttl.Milliseconds()).Int()
+	}, nil)
 	renewals := l.c.m.lockRenewals
 	switch {
 	case err != nil:
@@ -345,7 +419,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	if twice {
 		return fmt.Errorf("%w: %q: released twice", ErrNotOwner, l.key)
 	}
-	n, err := luascript.LockRelease.Run(l.c.ctx(ctx), l.c.rdb, []string{l.key}, l.token).Int()
+	n, err := bounded(ctx, l.c.rdb, func() (int, error) {
+		return luascript.LockRelease.Run(l.c.ctx(ctx), l.c.rdb, []string{l.key}, l.token).Int()
+	}, nil)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	defer l.span.End()

@@ -356,29 +356,42 @@ func TestLockRenewalFailsWhileRedisPaused(t *testing.T) {
 }
 
 func TestLockRedisPausedMidAcquire(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
-	reg := prometheus.NewRegistry()
-	c := lockClient(t, rdb, reg, nil)
-	if err := rdb.Ping(context.Background()).Err(); err != nil { // warm the pool
-		t.Fatal(err)
-	}
-	srv.Pause()
-	defer srv.Resume()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	_, err := c.Lock(ctx, "lock:{stalled}", instrument.LockOptions{})
-	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, instrument.ErrRedis) {
-		t.Fatalf("Lock on a paused Redis = %v, want a deadline or ErrRedis", err)
-	}
-	if errors.Is(err, instrument.ErrLockBusy) {
-		t.Fatalf("a paused Redis reported as busy: %v", err)
-	}
-	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "error"); got != 1 {
-		t.Fatalf("attempts{result=error} = %v, want 1", got)
-	}
-	if got := lockMetric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "error"); got != 1 {
-		t.Fatalf("acquire{outcome=error} = %v, want 1", got)
+	for _, honours := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", honours), func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: honours})
+			reg := prometheus.NewRegistry()
+			c := lockClient(t, rdb, reg, nil)
+			if err := rdb.Ping(context.Background()).Err(); err != nil { // warm the pool
+				t.Fatal(err)
+			}
+			srv.Pause()
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			_, err := c.Lock(ctx, "lock:{stalled}", instrument.LockOptions{TTL: time.Minute})
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, instrument.ErrRedis) {
+				t.Fatalf("Lock on a paused Redis = %v, want a deadline or ErrRedis", err)
+			}
+			if errors.Is(err, instrument.ErrLockBusy) {
+				t.Fatalf("a paused Redis reported as busy: %v", err)
+			}
+			if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "error"); got != 1 {
+				t.Fatalf("attempts{result=error} = %v, want 1", got)
+			}
+			if got := lockMetric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "error"); got != 1 {
+				t.Fatalf("acquire{outcome=error} = %v, want 1", got)
+			}
+			srv.Resume()
+			// An abandoned SET NX that lands after the caller gave up must
+			// not leave an orphan lock behind for its whole TTL (a minute).
+			check := redistest.NewClient(t, &redis.Options{Addr: srv.Addr})
+			for deadline := time.Now().Add(10 * time.Second); check.Exists(context.Background(), "lock:{stalled}").Val() != 0; {
+				if time.Now().After(deadline) {
+					t.Fatal("an abandoned acquisition left the lock held")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }
 
@@ -609,7 +622,17 @@ func TestLockSpanEventsAndDebugLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDone(t, short.Context(), "short lease")
-	_ = short.Release(ctx)
+	// Redis's expiry trails the client's lease end by the request's travel.
+	check := srv.Client(t)
+	for deadline := time.Now().Add(10 * time.Second); check.Exists(ctx, "lock:{span}").Val() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("lock key outlived its TTL")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := short.Release(ctx); !errors.Is(err, instrument.ErrNotOwner) {
+		t.Fatalf("release after expiry = %v, want ErrNotOwner", err)
+	}
 
 	var events []string
 	for _, s := range spans.Ended() {
