@@ -32,7 +32,9 @@ import (
 // Reported per variant: loader-calls/refresh (mean over both phases;
 // 1.00 means one source call per refresh across all processes),
 // cold-loader-calls and stale-loader-calls (per phase), and the callers'
-// cold-p99-ms and stale-p99-ms.
+// cold-p99-ms and stale-p99-ms (p50 too). Every variant sees the same
+// callers, Redis, key, 1 s freshness and loader; ns/op is reported as 0
+// because the wall time is mostly the deliberate waits between phases.
 func BenchmarkStampede(b *testing.B) {
 	const (
 		callers = 1000
@@ -267,7 +269,9 @@ func (ws stampedeWorkers) calls(b *testing.B) int64 {
 // the number of loader calls they promise on a cold key.
 func TestStampedeVariantsServe(t *testing.T) {
 	srv := redistest.Start(t)
-	want := map[string]int64{"cachewatch": 1, "lock-then-poll": 1, "go-redis-cache": 2, "sturdyc": 2}
+	// lock-then-poll has no bound: without a double check after the lock, a
+	// caller that read the key before the value landed refreshes again.
+	want := map[string]int64{"cachewatch": 1, "go-redis-cache": 2, "sturdyc": 2}
 	for _, v := range stampedeVariants {
 		t.Run(v.Name, func(t *testing.T) {
 			var calls atomic.Int64
