@@ -40,6 +40,10 @@ const (
 	DefaultScanCount   = 100
 	DefaultBatch       = 100
 	DefaultLongHeld    = time.Minute
+	// DefaultKeysPerSecond paces key reads per node: at this rate a 2-core
+	// server's other clients kept their GET p99 within 1.25× of idle in
+	// BenchmarkSample (docs/benchmarks.md).
+	DefaultKeysPerSecond = 10000
 	// DefaultLockPattern is the lock pattern used when Options.LockPatterns is empty.
 	DefaultLockPattern = "lock:*"
 	// maxTrackedLocks bounds the owner-token memory per node.
@@ -68,8 +72,9 @@ type Options struct {
 	// ScanCount is SCAN's COUNT hint and Batch the keys read per pipeline;
 	// both default to 100.
 	ScanCount, Batch int
-	// KeysPerSecond paces the per-key reads (0: no pacing), so the sampler
-	// takes a bounded share of a single-threaded server.
+	// KeysPerSecond paces the per-key reads of each node, so the sampler
+	// takes a bounded share of a single-threaded server. 0 means
+	// DefaultKeysPerSecond; a negative value turns pacing off.
 	KeysPerSecond float64
 	// LongHeld is how long an owner token must be seen unchanged for its
 	// lock to count as long-held; default 1m.
@@ -127,6 +132,9 @@ func New(opts Options) (*Exporter, error) {
 	setDefault(&opts.ScanCount, DefaultScanCount)
 	setDefault(&opts.Batch, DefaultBatch)
 	setDefault(&opts.LongHeld, DefaultLongHeld)
+	if opts.KeysPerSecond == 0 {
+		opts.KeysPerSecond = DefaultKeysPerSecond
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

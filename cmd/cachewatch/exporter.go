@@ -78,7 +78,7 @@ func (f *redisFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.maxDuration, "sample.max-duration", exporter.DefaultMaxDuration, "time spent scanning per node per sample")
 	fs.IntVar(&f.scanCount, "sample.scan-count", exporter.DefaultScanCount, "SCAN COUNT hint")
 	fs.IntVar(&f.batch, "sample.batch", exporter.DefaultBatch, "keys read per pipeline")
-	fs.Float64Var(&f.keysPerSecond, "sample.keys-per-second", 0, "pace key reads to at most this rate per node (0: unpaced)")
+	fs.Float64Var(&f.keysPerSecond, "sample.keys-per-second", exporter.DefaultKeysPerSecond, "pace key reads to at most this rate per node (0: unpaced)")
 }
 
 // options builds exporter options from the flags, reading the password from
@@ -133,9 +133,13 @@ func (f *redisFlags) options() (exporter.Options, error) {
 	if f.maxDuration <= 0 || f.keysPerSecond < 0 {
 		return exporter.Options{}, errors.New("--sample.max-duration must be positive and --sample.keys-per-second not negative")
 	}
+	kps := f.keysPerSecond
+	if kps == 0 {
+		kps = -1 // unpaced
+	}
 	return exporter.Options{
 		Target: t, LockPatterns: f.lockPatterns, Queues: f.queues, KeyGroups: groups,
-		MaxKeys: f.maxKeys, MaxDuration: f.maxDuration, ScanCount: f.scanCount, Batch: f.batch, KeysPerSecond: f.keysPerSecond,
+		MaxKeys: f.maxKeys, MaxDuration: f.maxDuration, ScanCount: f.scanCount, Batch: f.batch, KeysPerSecond: kps,
 	}, nil
 }
 
