@@ -151,7 +151,7 @@ type Cache[T any] struct {
 // NewCache returns a Cache over c's Redis client.
 func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 	o := opts.withDefaults(c.name)
-	ca := &Cache[T]{c: c, o: o, notify: newNotifier(c.rdb), deg: newDegraded(c.rdb, o.Name, o, c.m)}
+	ca := &Cache[T]{c: c, o: o, notify: newNotifier(c.rdb, c.ctx), deg: newDegraded(c.rdb, o.Name, o, c.m)}
 	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.now,
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]int64{}

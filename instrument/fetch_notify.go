@@ -14,7 +14,8 @@ import (
 // dropped when the last waiter in this process leaves. A lost message (a
 // reconnect, a failover) only costs the waiter a poll interval.
 type notifier struct {
-	rdb redis.UniversalClient
+	rdb  redis.UniversalClient
+	mark func(context.Context) context.Context // origin marker for the hook
 
 	mu     sync.Mutex
 	ps     *redis.PubSub
@@ -29,8 +30,8 @@ type topic struct {
 	wake  chan struct{} // closed and replaced on every message
 }
 
-func newNotifier(rdb redis.UniversalClient) *notifier {
-	return &notifier{rdb: rdb, topics: map[string]*topic{}}
+func newNotifier(rdb redis.UniversalClient, mark func(context.Context) context.Context) *notifier {
+	return &notifier{rdb: rdb, mark: mark, topics: map[string]*topic{}}
 }
 
 // subscription is one waiter's interest in a channel.
@@ -57,7 +58,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string, bound time.Dur
 	t.refs++
 	first := n.ps == nil
 	if first {
-		n.ps = n.rdb.Subscribe(context.WithoutCancel(ctx))
+		n.ps = n.rdb.Subscribe(n.mark(context.WithoutCancel(ctx)))
 	}
 	ps := n.ps
 	n.mu.Unlock()
@@ -68,7 +69,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string, bound time.Dur
 	if !ok {
 		// Subscribe may wait on the pub/sub connection's lock while it
 		// reconnects: never on the caller's time.
-		go func() { _ = ps.Subscribe(context.WithoutCancel(ctx), channel) }()
+		go func() { _ = ps.Subscribe(n.mark(context.WithoutCancel(ctx)), channel) }()
 	}
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
@@ -102,7 +103,7 @@ func (s *subscription) close() {
 	}
 	delete(n.topics, s.channel)
 	if ps := n.ps; ps != nil && !n.closed {
-		go func() { _ = ps.Unsubscribe(context.Background(), s.channel) }()
+		go func() { _ = ps.Unsubscribe(n.mark(context.Background()), s.channel) }()
 	}
 }
 
