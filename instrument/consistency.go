@@ -60,8 +60,10 @@ func (c *Client) SetVersioned(ctx context.Context, key string, value []byte, ver
 	ctx, span := c.tracer.Start(ctx, "cachewatch.set_versioned", trace.WithAttributes(
 		attribute.String("cachewatch.key_group", group), attribute.Int64("cachewatch.version", version)))
 	defer span.End()
-	res, err := luascript.VersionedSet.Run(c.ctx(ctx), c.rdb, []string{key},
-		strconv.FormatInt(version, 10), value, ttl.Milliseconds()).Slice()
+	res, err := bounded(ctx, c.rdb, func() ([]any, error) {
+		return luascript.VersionedSet.Run(c.ctx(ctx), c.rdb, []string{key},
+			strconv.FormatInt(version, 10), value, ttl.Milliseconds()).Slice()
+	}, nil)
 	if err != nil {
 		span.RecordError(err)
 		return 0, redisErr("set versioned "+strconv.Quote(key), err)
@@ -120,13 +122,22 @@ func (c *Client) GetVersioned(ctx context.Context, key string) (value []byte, ve
 // reports whether this is its first use: true means do the work, false means
 // another caller already did (or is doing) it. If the work then fails and may
 // be retried, Invalidate the key. ttl must be positive: an idempotency key
-// without expiry would live forever.
+// without expiry would live forever. After an error the key may or may not
+// be recorded (a command cut off by ctx can still land); a check abandoned
+// at ctx's end whose SET lands later is undone when the client can see it
+// land (clients without ContextTimeoutEnabled).
 func (c *Client) FirstSeen(ctx context.Context, key string, ttl time.Duration) (bool, error) {
 	if ttl < time.Millisecond {
 		return false, fmt.Errorf("cachewatch: FirstSeen %q: ttl %v: want at least 1ms", key, ttl)
 	}
 	group := c.group(key)
-	first, err := c.rdb.SetNX(c.ctx(ctx), key, "1", ttl).Result()
+	first, err := bounded(ctx, c.rdb, func() (bool, error) {
+		return c.rdb.SetNX(c.ctx(ctx), key, "1", ttl).Result()
+	}, func(late bool, err error) {
+		if err == nil && late { // the caller saw an error: let its retry be first
+			_ = c.rdb.Unlink(c.ctx(context.WithoutCancel(ctx)), key).Err()
+		}
+	})
 	result := "duplicate"
 	switch {
 	case err != nil:
@@ -174,7 +185,9 @@ func (c *Client) SlideTTL(ctx context.Context, key string, ttl time.Duration, th
 		return 0, fmt.Errorf("cachewatch: SlideTTL %q: ttl %v (want ≥ 1ms), threshold %v (want in (0, 1])", key, ttl, threshold)
 	}
 	dueAt := time.Duration(float64(ttl) * (1 - threshold))
-	n, err := luascript.SlideTTL.Run(c.ctx(ctx), c.rdb, []string{key}, ttl.Milliseconds(), dueAt.Milliseconds()).Int()
+	n, err := bounded(ctx, c.rdb, func() (int, error) {
+		return luascript.SlideTTL.Run(c.ctx(ctx), c.rdb, []string{key}, ttl.Milliseconds(), dueAt.Milliseconds()).Int()
+	}, nil)
 	if err != nil {
 		return 0, redisErr("slide ttl "+strconv.Quote(key), err)
 	}

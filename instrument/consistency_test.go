@@ -270,3 +270,41 @@ func fill(t *testing.T, rdb redis.UniversalClient, prefix string, n int) []strin
 	}
 	return keys
 }
+
+// A check cut off by the caller's deadline while Redis is paused returns by
+// the deadline, and its SET landing later is undone so that a retry of the
+// work is not mistaken for a duplicate.
+func TestFirstSeenPausedRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t) // default options: no ContextTimeoutEnabled
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, rdb, reg, nil)
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	first, err := c.FirstSeen(ctx, "idem:{paused}", time.Hour)
+	srv.Resume()
+	if first || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("FirstSeen on a paused Redis = %v, %v; want a deadline error", first, err)
+	}
+	if got := lockMetric(t, reg, "cachewatch_idempotency_checks_total", "result", "error"); got != 1 {
+		t.Fatalf("idempotency{error} = %v, want 1", got)
+	}
+	check := srv.Client(t)
+	for deadline := time.Now().Add(10 * time.Second); check.Exists(context.Background(), "idem:{paused}").Val() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned idempotency mark stayed: a retry would be skipped as a duplicate")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // let a late SET that raced the first look land and be undone
+	if check.Exists(context.Background(), "idem:{paused}").Val() != 0 {
+		t.Fatal("the abandoned idempotency mark came back")
+	}
+	if first, err := c.FirstSeen(context.Background(), "idem:{paused}", time.Hour); err != nil || !first {
+		t.Fatalf("retry after the failed check = %v, %v; want first", first, err)
+	}
+}
