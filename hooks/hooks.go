@@ -310,11 +310,13 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		start := monotonic()
 		err := next(ctx, cmd)
+		end := monotonic()
 		// The hook sees the reply's error as next's result: go-redis sets
 		// cmd.Err() only after the hook chain returns.
-		class, failed := h.observe(ctx, c, cmd, err, (monotonic() - start).Seconds(), span)
+		f := finished{cmd: cmd, err: err, d: (end - start).Seconds(), end: end, span: span}
+		h.observe(ctx, c, &f)
 		if span != nil {
-			endSpan(span, class, failed)
+			endSpan(span, f.class, f.failed)
 		}
 		return err
 	}
@@ -333,7 +335,8 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		}
 		start := monotonic()
 		err := next(ctx, cmds)
-		d := (monotonic() - start).Seconds()
+		end := monotonic()
+		d := (end - start).Seconds()
 		if h.on(Commands) {
 			h.pipe[pipelineKind(cmds)].Observe(d)
 		}
@@ -341,9 +344,10 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		var firstClass errClass
 		anyFailed := false
 		for _, cmd := range cmds {
-			class, failed := h.observe(ctx, h.command(cmd.Args()), cmd, cmd.Err(), share, nil)
-			if failed && !anyFailed {
-				firstClass, anyFailed = class, true
+			f := finished{cmd: cmd, err: cmd.Err(), d: share, end: end}
+			h.observe(ctx, h.command(cmd.Args()), &f)
+			if f.failed && !anyFailed {
+				firstClass, anyFailed = f.class, true
 			}
 		}
 		if span != nil {
@@ -365,34 +369,42 @@ func pipelineKind(cmds []redis.Cmder) int {
 	return 0
 }
 
-// observe records one finished command and returns its error class and
-// whether it failed (a nil reply is not a failure).
-func (h *Hook) observe(ctx context.Context, c *command, cmd redis.Cmder, err error, d float64, span trace.Span) (errClass, bool) {
-	failed := err != nil && err != redis.Nil
-	var class errClass
-	if failed {
-		class = classifyErr(err)
+// finished is what the hook knows of a command once it returned.
+type finished struct {
+	cmd    redis.Cmder
+	err    error         // the reply's error; redis.Nil for a nil reply
+	class  errClass      // set by observe when failed
+	failed bool          // err is an error (a nil reply is not)
+	d      float64       // latency in seconds (a share of it, in a pipeline)
+	end    time.Duration // monotonic time at the end
+	span   trace.Span    // nil without tracing, and inside pipelines
+}
+
+// observe records one finished command and fills in f.class and f.failed.
+func (h *Hook) observe(ctx context.Context, c *command, f *finished) {
+	f.failed = f.err != nil && f.err != redis.Nil
+	if f.failed {
+		f.class = classifyErr(f.err)
 	}
 	if h.on(Commands) {
-		c.dur.Observe(d)
-		if failed {
-			c.errs[class].Inc()
+		c.dur.Observe(f.d)
+		if f.failed {
+			c.errs[f.class].Inc()
 		}
 	}
 	switch c.kind {
 	case kindPlain:
 	case kindScript:
 		if h.on(Scripts | Locks) {
-			h.script(ctx, c, cmd, err, d, class, failed, span)
+			h.script(ctx, c, f)
 		}
 	case kindGet, kindHGet, kindMGet, kindHMGet:
 		if h.on(Cache) && !isInstrumented(ctx) {
-			h.lookup(c.kind, cmd, err)
+			h.lookup(c.kind, f.cmd, f.err)
 		}
 	case kindSet, kindSetNX:
 		if h.on(Locks) && !isInstrumented(ctx) {
-			h.setNX(c.kind, cmd, err, d)
+			h.setNX(c.kind, f)
 		}
 	}
-	return class, failed
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cachewatch/cachewatch/internal/origin"
 )
@@ -134,7 +133,8 @@ func (h *Hook) lookupResult(key string, result int) {
 }
 
 // setNX counts SET ... NX (and legacy SETNX) as a lock attempt.
-func (h *Hook) setNX(kind cmdKind, cmd redis.Cmder, err error, d float64) {
+func (h *Hook) setNX(kind cmdKind, f *finished) {
+	cmd := f.cmd
 	args := cmd.Args()
 	if kind == kindSet && !isLockSet(args) {
 		return
@@ -144,7 +144,7 @@ func (h *Hook) setNX(kind cmdKind, cmd redis.Cmder, err error, d float64) {
 		return
 	}
 	token, hasToken := argString(args, 2)
-	result := attemptResult(err)
+	result := attemptResult(f.err)
 	if result == attemptAcquired {
 		// go-redis's SetNX turns SET NX's nil reply into false, and legacy
 		// SETNX answers 0 when the key exists.
@@ -152,7 +152,7 @@ func (h *Hook) setNX(kind cmdKind, cmd redis.Cmder, err error, d float64) {
 			result = attemptBusy
 		}
 	}
-	h.lockAttempt(key, token, hasToken, result, d)
+	h.lockAttempt(key, token, hasToken, result, f)
 }
 
 // isLockSet reports a SET with NX and without GET (SET NX GET reads the old
@@ -188,17 +188,17 @@ func attemptResult(err error) int {
 // owner token (see retryTable).
 //
 // An acquisition that succeeds (or fails with an error) ends there: its
-// duration is the attempt's own latency d on the first try, or the time since
+// duration is the attempt's own latency on the first try, or the time since
 // the first busy attempt. Giving up leaves no trace on the wire, so the hook
 // never reports outcome="gave_up".
-func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, d float64) {
+func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, f *finished) {
 	kh := h.byGroup.keyHash(key)
 	g := h.byGroup.forKey(key, kh)
 	attempt := 0
-	waited := d
+	waited := f.d
 	if hasToken {
 		sum := h.retries.hash(kh, token)
-		nowUs := uint32(monotonic() / time.Microsecond)
+		nowUs := uint32(f.end / time.Microsecond)
 		if since, ok := h.retries.busySince(sum); ok {
 			attempt = 1
 			waited = (time.Duration(nowUs-since) * time.Microsecond).Seconds()
@@ -221,19 +221,20 @@ func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, d float
 
 // script times a script command under the script's name and reads lock
 // outcomes from the replies of known lock scripts.
-func (h *Hook) script(ctx context.Context, c *command, cmd redis.Cmder, err error, d float64, class errClass, failed bool, span trace.Span) {
+func (h *Hook) script(ctx context.Context, c *command, f *finished) {
+	cmd, err := f.cmd, f.err
 	args := cmd.Args()
 	id, _ := argString(args, 1)
 	s := h.scripts.lookup(c.script, id)
-	noscript := failed && class == errNoscript
+	noscript := f.failed && f.class == errNoscript
 	if h.on(Scripts) {
-		s.dur[c.script].Observe(d)
+		s.dur[c.script].Observe(f.d)
 		if noscript {
 			s.noscript.Inc()
 		}
 	}
-	if span != nil {
-		span.SetAttributes(attrStoredProcedure.String(s.name))
+	if f.span != nil {
+		f.span.SetAttributes(attrStoredProcedure.String(s.name))
 	}
 	// A NOSCRIPT is followed by the EVAL fallback, which carries the outcome.
 	if s.role == RoleNone || noscript || !h.on(Locks) || isInstrumented(ctx) {
@@ -250,7 +251,7 @@ func (h *Hook) script(ctx context.Context, c *command, cmd redis.Cmder, err erro
 	token, hasToken := argString(args, 3+nkeys)
 	switch s.role {
 	case RoleAcquire:
-		h.lockAttempt(key, token, hasToken, attemptResult(err), d)
+		h.lockAttempt(key, token, hasToken, attemptResult(err), f)
 	case RoleRelease, RoleExtend:
 		if err != nil {
 			return
