@@ -182,6 +182,7 @@ type outcome[T any] struct {
 	val      T
 	result   string
 	staleAge time.Duration // how far past its fresh TTL a stale value was
+	group    string        // the key's group, classified once per flight
 	leader   *int          // the caller whose lookup ran
 }
 
@@ -197,13 +198,11 @@ type outcome[T any] struct {
 // returned wrapped; an error wrapping ErrNotFound is cached when
 // NegativeTTL is set.
 func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Context) (T, error)) (T, error) {
-	group := ca.c.group(key)
 	ctx, span := ca.c.tracer.Start(ctx, "cachewatch.Fetch", fetchSpanKind)
 	defer span.End()
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("cachewatch.key_group", group))
-	}
 
+	// The key group is classified once per flight, not per caller: in a
+	// stampede most callers only join a flight.
 	me := new(int)
 	ch := ca.sf.DoChan(key, func() (any, error) {
 		// The flight serves every caller that joins it, so the leader's
@@ -212,18 +211,19 @@ func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Con
 		dl, _ := ctx.Deadline()
 		fctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), dl), ca.o.LeaseTTL)
 		defer cancel()
+		group := ca.c.group(key)
 		o, err := ca.lookup(fctx, key, group, load)
-		o.leader = me
+		o.group, o.leader = group, me
 		return o, err
 	})
 	var zero T
 	select {
 	case <-ctx.Done():
-		ca.record(ctx, span, group, key, resultError)
+		ca.record(ctx, span, ca.c.group(key), key, resultError)
 		return zero, fmt.Errorf("cachewatch: fetch %q: %w", key, ctx.Err())
 	case r := <-ch:
 		o, _ := r.Val.(outcome[T])
-		result := o.result
+		result, group := o.result, o.group
 		if o.leader != me {
 			span.AddEvent("coalesced")
 			if result == resultMiss {
@@ -250,7 +250,7 @@ func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Con
 func (ca *Cache[T]) record(ctx context.Context, span trace.Span, group, key, result string) {
 	ca.metricsFor(group).lookups[result].Inc()
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("cachewatch.result", result))
+		span.SetAttributes(attribute.String("cachewatch.key_group", group), attribute.String("cachewatch.result", result))
 	}
 	if result == resultMiss || result == resultCoalesced {
 		ca.bursts.Miss(group)
