@@ -270,3 +270,23 @@ func TestSignalsOff(t *testing.T) {
 		}
 	}
 }
+
+func TestFunctionsByName(t *testing.T) {
+	rdb, reg, _ := hooked(t, hooks.Options{Scripts: []hooks.Script{{Name: "greeter", Function: "hello"}}})
+	ctx := context.Background()
+	lib := "#!lua name=greetings\n" +
+		"redis.register_function('hello', function(keys, args) return 1 end)\n" +
+		"redis.register_function{function_name='hello_ro', callback=function(keys, args) return 2 end, flags={'no-writes'}}"
+	if err := rdb.FunctionLoad(ctx, lib).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := rdb.FCall(ctx, "hello", nil).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.FCallRO(ctx, "hello_ro", nil).Err(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, reg, scrDur, map[string]float64{"script=greeter,command=fcall": 3, "script=unknown,command=fcall_ro": 1})
+}
