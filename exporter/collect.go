@@ -1,8 +1,6 @@
 package exporter
 
 import (
-	"sort"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachewatch/cachewatch/signals"
@@ -145,14 +143,4 @@ func collectQueues(m emitter, qs []QueueStats) {
 			m.gauge(signals.StreamGroupOldestPending, g.OldestPending.Seconds(), q.Queue, g.Name)
 		}
 	}
-}
-
-// sortedGroups returns the pass's group names in order (for doctor output).
-func sortedGroups(p *Pass) []string {
-	out := make([]string, 0, len(p.Groups))
-	for g := range p.Groups {
-		out = append(out, g)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -19,7 +19,6 @@ const (
 	stageKeys    = "keys"
 	stageLocks   = "locks"
 	stageQueues  = "queues"
-	stageLatency = "latency"
 )
 
 // Error classes; each is the "class" label of sample_errors_total.

@@ -73,6 +73,9 @@ func TestWrongPassword(t *testing.T) {
 	if strings.Contains(s.Err.Error(), wrong) || strings.Contains(logs.String(), wrong) {
 		t.Fatalf("the password leaked: %v / %s", s.Err, logs.String())
 	}
+	if opts := fmt.Sprintf("%+v %v", exporter.Options{Target: exporter.Target{Password: wrong}}, exporter.Target{Password: wrong}); strings.Contains(opts, wrong) {
+		t.Fatalf("printing options shows the password: %s", opts)
+	}
 	if !strings.Contains(logs.String(), "redis sample failed") {
 		t.Fatalf("failure not logged: %q", logs.String())
 	}

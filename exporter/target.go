@@ -49,6 +49,16 @@ type Target struct {
 	DialTimeout, ReadTimeout time.Duration
 }
 
+// String describes the target without its password, so that printing a
+// Target or Options (%v, %+v) cannot leak it.
+func (t Target) String() string {
+	pw := ""
+	if t.Password != "" {
+		pw = " password=<redacted>"
+	}
+	return fmt.Sprintf("{addrs=%v user=%q db=%d tls=%t mode=%d%s}", t.Addrs, t.Username, t.DB, t.TLS != nil, t.Mode, pw)
+}
+
 // ParseURL parses redis://[user@]host:port[/db] or rediss://… (TLS) into a
 // Target. A URL with a password is refused with ErrPasswordInURL, and errors
 // never repeat the URL's user information.
