@@ -163,13 +163,23 @@ const lowHalf = 1<<32 - 1
 // busySince returns when the acquisition h's first attempt was answered busy
 // (in monotonic microseconds mod 2^32), if it was.
 func (t *retryTable) busySince(h uint64) (uint32, bool) {
+	i := t.find(h)
+	if i < 0 {
+		return 0, false
+	}
+	return uint32(t.slots[i].Load()), true
+}
+
+// find returns the index of h's slot, or -1.
+func (t *retryTable) find(h uint64) int {
 	tg := tag(h)
-	for i, b := 0, t.bucket(h); i < len(b); i++ {
-		if v := b[i].Load(); v&^lowHalf == tg {
-			return uint32(v), true
+	first := int(h % (retrySlots / retryWays) * retryWays)
+	for i := first; i < first+retryWays; i++ {
+		if t.slots[i].Load()&^lowHalf == tg {
+			return i
 		}
 	}
-	return 0, false
+	return -1
 }
 
 // busy remembers h as answered busy at nowUs, unless it is already (a retry
@@ -187,12 +197,9 @@ func (t *retryTable) busy(h uint64, nowUs uint32) {
 	b[(h>>8)%retryWays].Store(tg | uint64(nowUs))
 }
 
-// done forgets h once the attempt succeeded.
-func (t *retryTable) done(h uint64) {
-	tg := tag(h)
-	for i, b := 0, t.bucket(h); i < len(b); i++ {
-		if v := b[i].Load(); v&^lowHalf == tg { // a failing CAS still costs a locked instruction
-			b[i].CompareAndSwap(v, 0)
-		}
+// forget empties slot i (from find) if it still holds h.
+func (t *retryTable) forget(i int, h uint64) {
+	if v := t.slots[i].Load(); v&^lowHalf == tag(h) {
+		t.slots[i].CompareAndSwap(v, 0)
 	}
 }

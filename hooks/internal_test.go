@@ -49,7 +49,7 @@ func TestRetryTable(t *testing.T) {
 	if _, ok := rt.busySince(b); ok {
 		t.Fatal("busy attempt remembered for another token")
 	}
-	rt.done(a)
+	rt.forget(rt.find(a), a)
 	if _, ok := rt.busySince(a); ok {
 		t.Fatal("acquired attempt still remembered")
 	}

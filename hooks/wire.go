@@ -199,15 +199,17 @@ func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, f *fini
 	if hasToken {
 		sum := h.retries.hash(kh, token)
 		nowUs := uint32(f.end / time.Microsecond)
-		if since, ok := h.retries.busySince(sum); ok {
+		slot := h.retries.find(sum)
+		if slot >= 0 {
 			attempt = 1
+			since := uint32(h.retries.slots[slot].Load())
 			waited = (time.Duration(nowUs-since) * time.Microsecond).Seconds()
 		}
-		switch result {
-		case attemptBusy:
+		switch {
+		case result == attemptBusy:
 			h.retries.busy(sum, nowUs)
-		case attemptAcquired, attemptError:
-			h.retries.done(sum)
+		case slot >= 0: // acquired or failed: the acquisition is over
+			h.retries.forget(slot, sum)
 		}
 	}
 	g.attempts[result][attempt].Inc()
@@ -267,12 +269,6 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 // after a failed acquisition (redsync releases on every pool then), not a
 // lost lock.
 func (h *Hook) lockReply(role Role, key, token string, hasToken bool, n int64) {
-	kh := h.byGroup.keyHash(key)
-	if role == RoleRelease && hasToken {
-		if _, busy := h.retries.busySince(h.retries.hash(kh, token)); busy {
-			return
-		}
-	}
 	reason := -1
 	switch {
 	case n == 0 && role == RoleRelease:
@@ -282,7 +278,14 @@ func (h *Hook) lockReply(role Role, key, token string, hasToken bool, n int64) {
 	case n == 0 && role == RoleExtend:
 		reason = lostRenewFailed
 	}
-	if reason >= 0 {
-		h.byGroup.forKey(key, kh).lost[reason].Inc()
+	if reason < 0 {
+		return
 	}
+	kh := h.byGroup.keyHash(key)
+	if role == RoleRelease && hasToken {
+		if _, busy := h.retries.busySince(h.retries.hash(kh, token)); busy {
+			return
+		}
+	}
+	h.byGroup.forKey(key, kh).lost[reason].Inc()
 }
