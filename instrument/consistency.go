@@ -66,7 +66,7 @@ func (c *Client) SetVersioned(ctx context.Context, key string, value []byte, ver
 	}, nil)
 	if err != nil {
 		span.RecordError(err)
-		return 0, redisErr("set versioned "+strconv.Quote(key), err)
+		return 0, callErr(ctx, "set versioned "+strconv.Quote(key), err)
 	}
 	code, stored, err := versionReply(res)
 	if err != nil {
@@ -105,7 +105,7 @@ func versionReply(res []any) (code int64, stored string, err error) {
 func (c *Client) GetVersioned(ctx context.Context, key string) (value []byte, version int64, found bool, err error) {
 	res, err := c.rdb.HMGet(c.ctx(ctx), key, "v", "d").Result()
 	if err != nil {
-		return nil, 0, false, redisErr("get versioned "+strconv.Quote(key), err)
+		return nil, 0, false, callErr(ctx, "get versioned "+strconv.Quote(key), err)
 	}
 	v, ok1 := res[0].(string)
 	d, ok2 := res[1].(string)
@@ -148,7 +148,7 @@ func (c *Client) FirstSeen(ctx context.Context, key string, ttl time.Duration) (
 	c.m.idempotency.WithLabelValues(group, result).Inc()
 	c.logDecision(ctx, "idempotency key", result, group, key, slog.String("idempotency_key", key))
 	if err != nil {
-		return false, redisErr("idempotency key "+strconv.Quote(key), err)
+		return false, callErr(ctx, "idempotency key "+strconv.Quote(key), err)
 	}
 	return first, nil
 }
@@ -189,7 +189,7 @@ func (c *Client) SlideTTL(ctx context.Context, key string, ttl time.Duration, th
 		return luascript.SlideTTL.Run(c.ctx(ctx), c.rdb, []string{key}, ttl.Milliseconds(), dueAt.Milliseconds()).Int()
 	}, nil)
 	if err != nil {
-		return 0, redisErr("slide ttl "+strconv.Quote(key), err)
+		return 0, callErr(ctx, "slide ttl "+strconv.Quote(key), err)
 	}
 	result, outcome := Missing, "missing"
 	switch n {
@@ -263,7 +263,7 @@ func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient,
 		}
 	}
 	if err := iter.Err(); err != nil {
-		return redisErr("scan "+strconv.Quote(pattern), err)
+		return callErr(ctx, "scan "+strconv.Quote(pattern), err)
 	}
 	return flush()
 }
@@ -285,7 +285,7 @@ func (c *Client) unlink(ctx context.Context, rdb redis.UniversalClient, keys []s
 		n += cmd.Val()
 	}
 	if err != nil {
-		return n, redisErr("unlink", err)
+		return n, callErr(ctx, "unlink", err)
 	}
 	return n, nil
 }

@@ -308,3 +308,42 @@ func TestFirstSeenPausedRedis(t *testing.T) {
 		t.Fatalf("retry after the failed check = %v, %v; want first", first, err)
 	}
 }
+
+func TestConsistencyRedisFailures(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	// No command retries: each failure below is reported at once.
+	c := lockClient(t, redistest.NewClient(t, &redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1}), reg, nil)
+	if _, err := c.SetVersioned(context.Background(), "doc:{1}", []byte("x"), 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, err := c.SetVersioned(ctx, "doc:{1}", []byte("y"), 2, time.Minute)
+	cancel()
+	srv.Resume()
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, instrument.ErrRedis) {
+		t.Fatalf("SetVersioned on a paused Redis = %v, want only the deadline", err)
+	}
+	srv.Kill()
+	for name, call := range map[string]func() error{
+		"SetVersioned": func() error {
+			_, err := c.SetVersioned(context.Background(), "doc:{1}", []byte("z"), 3, time.Minute)
+			return err
+		},
+		"GetVersioned": func() error { _, _, _, err := c.GetVersioned(context.Background(), "doc:{1}"); return err },
+		"SlideTTL":     func() error { _, err := c.SlideTTL(context.Background(), "doc:{1}", time.Minute, 0); return err },
+		"Invalidate":   func() error { _, err := c.Invalidate(context.Background(), "doc:{1}"); return err },
+		"InvalidateMatch": func() error {
+			_, err := c.InvalidateMatch(context.Background(), "doc:*")
+			return err
+		},
+	} {
+		if err := call(); !errors.Is(err, instrument.ErrRedis) {
+			t.Fatalf("%s on a killed Redis = %v, want ErrRedis", name, err)
+		}
+	}
+	if got := lockMetric(t, reg, "cachewatch_write_skew_total") + lockMetric(t, reg, "cachewatch_duplicate_recompute_total"); got != 0 {
+		t.Fatalf("failed writes counted as skew or duplicates: %v", got)
+	}
+}

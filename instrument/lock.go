@@ -237,10 +237,16 @@ func honoursContext(rdb redis.UniversalClient) bool {
 
 // lockErr tells a caller whose context ended apart from a Redis failure.
 func (c *Client) lockErr(ctx context.Context, key string, err error) error {
+	return callErr(ctx, "lock "+strconv.Quote(key), err)
+}
+
+// callErr wraps the failure of a Redis call: the context's error when ctx
+// ended (the call was cut off, not refused), ErrRedis otherwise.
+func callErr(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("cachewatch: lock %q: %w (redis: %v)", key, ctxErr, err)
+		return fmt.Errorf("cachewatch: %s: %w (redis: %v)", op, ctxErr, err)
 	}
-	return redisErr("lock "+strconv.Quote(key), err)
+	return redisErr(op, err)
 }
 
 func (c *Client) countAttempt(ctx context.Context, group, key, token string, attempt int, ok bool, err error) {
