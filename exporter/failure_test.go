@@ -1,12 +1,15 @@
 package exporter_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -264,4 +267,87 @@ func TestScrapeDuringStuckSample(t *testing.T) {
 	if s := <-done; !s.Up {
 		t.Fatalf("after resume: %v", s.Err)
 	}
+}
+
+// A server whose INFO reply does not parse (here a RESP endpoint that is not
+// Redis) is down for the exporter: up 0, an info/malformed error, nothing else.
+func TestMalformedInfo(t *testing.T) {
+	addr := fakeRESP(t, "# Stats\r\nkeyspace_hits:lots\r\n")
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{addr}, Mode: exporter.Standalone}})
+	s := e.Sample(context.Background())[0]
+	if s.Up || !errors.Is(s.Err, exporter.ErrMalformed) {
+		t.Fatalf("malformed INFO: up=%v err=%v", s.Up, s.Err)
+	}
+	_, got := scrape(t, reg)
+	onlySelfMetrics(t, got, addr)
+	expect(t, got, addr, map[string]float64{`cachewatch_exporter_sample_errors_total{stage="info",class="malformed"}`: 1})
+}
+
+// fakeRESP serves a minimal RESP2 endpoint: +PONG to PING, info as the INFO
+// reply, an error to anything else.
+func fakeRESP(t *testing.T, info string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go serveRESP(c, info)
+		}
+	}()
+	return l.Addr().String()
+}
+
+func serveRESP(c net.Conn, info string) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for {
+		args, err := readCommand(r)
+		if err != nil {
+			return
+		}
+		switch strings.ToUpper(args[0]) {
+		case "PING":
+			_, err = io.WriteString(c, "+PONG\r\n")
+		case "INFO":
+			_, err = fmt.Fprintf(c, "$%d\r\n%s\r\n", len(info), info)
+		default:
+			_, err = io.WriteString(c, "-ERR unknown command\r\n")
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readCommand reads one RESP array of bulk strings.
+func readCommand(r *bufio.Reader) ([]string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil || len(line) < 3 || line[0] != '*' {
+		return nil, fmt.Errorf("bad command %q: %v", line, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf("bad array %q", line)
+	}
+	args := make([]string, n)
+	for i := range args {
+		if line, err = r.ReadString('\n'); err != nil || line[0] != '$' {
+			return nil, fmt.Errorf("bad bulk %q: %v", line, err)
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+		if err != nil || size < 0 {
+			return nil, fmt.Errorf("bad size %q", line)
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		args[i] = string(buf[:size])
+	}
+	return args, nil
 }

@@ -123,8 +123,11 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 			record(se)
 		}
 	}
+	// A reply that does not parse means a server (or proxy) the sampler does
+	// not understand: nothing it says is trusted. A refused INFO (NOPERM) is
+	// the operator's choice, and the other stages still run.
 	st, se := e.readInfo(ctx, n)
-	if se != nil && se.fatal() {
+	if se != nil && (se.fatal() || se.Class == classMalformed) {
 		return finish(se)
 	} else if se != nil {
 		record(se)
