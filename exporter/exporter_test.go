@@ -409,4 +409,19 @@ func TestExporterSeededCluster(t *testing.T) {
 			t.Errorf("master %s not sampled", a)
 		}
 	}
+
+	// A killed master reports up 0 and nothing else; the others go on.
+	dead := cl.Nodes[2]
+	dead.Kill()
+	snaps = e.Sample(context.Background())
+	if len(snaps) != 3 {
+		t.Fatalf("after a kill: %d nodes sampled", len(snaps))
+	}
+	_, got = scrape(t, reg)
+	onlySelfMetrics(t, got, dead.Addr)
+	for _, s := range snaps {
+		if s.Up != (s.Node != dead.Addr) {
+			t.Errorf("node %s: up=%v err=%v", s.Node, s.Up, s.Err)
+		}
+	}
 }
