@@ -275,7 +275,7 @@ func TestLockRenewalKeepsLeaseAndReportsLoss(t *testing.T) {
 	ctx := context.Background()
 	// A lease long enough that a heartbeat delayed by a loaded CI machine
 	// still lands in time: renewals come every TTL/3.
-	const key, ttl = "lock:{long-job}", 600 * time.Millisecond
+	const key, ttl = "lock:{long-job}", 2 * time.Second
 
 	l, err := c.Lock(ctx, key, instrument.LockOptions{TTL: ttl, Renew: true})
 	if err != nil {
