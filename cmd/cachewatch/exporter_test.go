@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -116,6 +117,7 @@ func TestExporterCommand(t *testing.T) {
 	if !strings.Contains(body, "go_goroutines") {
 		t.Error("no Go runtime metrics")
 	}
+	promtoolCheck(t, body)
 	if code := get(t, "http://"+listen+"/metrics", "", ""); code != http.StatusUnauthorized {
 		t.Errorf("scrape without credentials: %d, want 401", code)
 	}
@@ -166,4 +168,22 @@ func waitFor(t *testing.T, url, user, pw, want string) string {
 	}
 	t.Fatalf("%s never contained %q; last:\n%s", url, want, last)
 	return ""
+}
+
+// promtoolCheck runs promtool check metrics on a /metrics body: it must
+// report nothing.
+func promtoolCheck(t *testing.T, body string) {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv(redistest.RequireEnv) == "1" {
+			t.Fatal("promtool not found")
+		}
+		t.Skip("promtool not found (apt-get install prometheus)")
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
 }
