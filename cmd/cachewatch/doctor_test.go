@@ -45,7 +45,7 @@ func TestDoctorCommandExitStatus(t *testing.T) {
 	}
 
 	// Nothing to sample: exit 3 with a clear error.
-	addr := freeAddr(t)
+	addr := freeListenAddr(t)
 	errOut.Reset()
 	if code := run(ctx, []string{"doctor", "--redis.addr", addr}, &out, &errOut); code != 3 ||
 		!strings.Contains(errOut.String(), "no Redis node could be sampled") {

@@ -19,20 +19,20 @@ import (
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
-// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
-type syncBuffer struct {
+// lockedBuffer is a bytes.Buffer safe for a command writing while the test reads.
+type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *lockedBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *lockedBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func freeAddr(t *testing.T) string {
+func freeListenAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -105,23 +105,23 @@ func TestExporterCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	listen := freeAddr(t)
+	listen := freeListenAddr(t)
 	ctx, cancel := context.WithCancel(ctx)
-	var stderr syncBuffer
+	var stderr lockedBuffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"exporter", "--redis.url", "redis://" + srv.Addr, "--redis.password-file", pwFile,
 			"--web.listen-address", listen, "--web.config.file", webCfg, "--sample.interval", "100ms"}, io.Discard, &stderr)
 	}()
-	body := waitFor(t, "http://"+listen+"/metrics", "prom", "scrape-pw", `cachewatch_exporter_up{node="`+srv.Addr+`"} 1`)
+	body := waitForBody(t, "http://"+listen+"/metrics", "prom", "scrape-pw", `cachewatch_exporter_up{node="`+srv.Addr+`"} 1`)
 	if !strings.Contains(body, "go_goroutines") {
 		t.Error("no Go runtime metrics")
 	}
-	promtoolCheck(t, body)
-	if code := get(t, "http://"+listen+"/metrics", "", ""); code != http.StatusUnauthorized {
+	promtoolCheckMetrics(t, body)
+	if code := httpStatus(t, "http://"+listen+"/metrics", "", ""); code != http.StatusUnauthorized {
 		t.Errorf("scrape without credentials: %d, want 401", code)
 	}
-	landing := waitFor(t, "http://"+listen+"/", "prom", "scrape-pw", `href="/metrics"`)
+	landing := waitForBody(t, "http://"+listen+"/", "prom", "scrape-pw", `href="/metrics"`)
 	if !strings.Contains(landing, "cachewatch exporter") {
 		t.Errorf("landing page: %s", landing)
 	}
@@ -134,7 +134,7 @@ func TestExporterCommand(t *testing.T) {
 	}
 }
 
-func get(t *testing.T, url, user, pw string) int {
+func httpStatus(t *testing.T, url, user, pw string) int {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	if user != "" {
@@ -148,8 +148,8 @@ func get(t *testing.T, url, user, pw string) int {
 	return resp.StatusCode
 }
 
-// waitFor fetches url until the body contains want.
-func waitFor(t *testing.T, url, user, pw, want string) string {
+// waitForBody fetches url until the body contains want.
+func waitForBody(t *testing.T, url, user, pw, want string) string {
 	t.Helper()
 	var last string
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
@@ -170,9 +170,9 @@ func waitFor(t *testing.T, url, user, pw, want string) string {
 	return ""
 }
 
-// promtoolCheck runs promtool check metrics on a /metrics body: it must
+// promtoolCheckMetrics runs promtool check metrics on a /metrics body: it must
 // report nothing.
-func promtoolCheck(t *testing.T, body string) {
+func promtoolCheckMetrics(t *testing.T, body string) {
 	t.Helper()
 	path, err := exec.LookPath("promtool")
 	if err != nil {
