@@ -219,7 +219,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 // SCAN pass, or max passes. It fails only when no node is up.
 func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration) ([]*exporter.NodeSnapshot, error) {
 	deadline := time.Now().Add(max)
-	start := map[string]uint64{}
+	before := map[string]uint64{} // passes completed before this call; 0 for new nodes
+	for _, s := range e.Snapshots() {
+		before[s.Node] = s.ScanCycles
+	}
 	for {
 		snaps := e.Sample(ctx)
 		if err := ctx.Err(); err != nil {
@@ -227,17 +230,9 @@ func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration)
 		}
 		done, anyUp := true, false
 		for _, s := range snaps {
-			if !s.Up {
-				continue
-			}
-			anyUp = true
-			first, seen := start[s.Node]
-			if !seen {
-				start[s.Node] = s.ScanCycles - 1 // a pass may have completed in this very sample
-				first = s.ScanCycles - 1
-			}
-			if s.ScanCycles <= first {
-				done = false
+			if s.Up {
+				anyUp = true
+				done = done && s.ScanCycles > before[s.Node]
 			}
 		}
 		if !anyUp {

@@ -165,3 +165,26 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A keyspace larger than one sample's budget is covered over several
+// samples before doctor analyses it.
+func TestDoctorCoversLargeKeyspace(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	pipe := rdb.Pipeline()
+	for i := 0; i < 1000; i++ {
+		pipe.Set(ctx, fmt.Sprintf("lock:big:%d", i), "tok", 0)
+	}
+	_, err := pipe.Exec(ctx)
+	must(t, err)
+	r, err := doctor.Run(ctx, doctor.Options{
+		Exporter: exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, MaxKeys: 100, ScanCount: 50},
+		Interval: 10 * time.Millisecond, MaxDuration: time.Hour,
+	})
+	must(t, err)
+	if len(r.Nodes) != 1 || !r.Nodes[0].Complete || r.Nodes[0].Keys != 1000 {
+		t.Fatalf("nodes %+v", r.Nodes)
+	}
+	equal(t, briefs(t, r), []brief{{doctor.CheckLocksWithoutTTL, "critical", "lock:big:*", 1000, 1000}})
+}
