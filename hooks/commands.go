@@ -30,6 +30,10 @@ var knownCommands = []string{
 	"zrevrangebylex", "zrevrangebyscore", "zrevrank", "zscan", "zscore", "zunion", "zunionstore",
 }
 
+// hotCommands are looked up by a switch before the map (Hook.command); the
+// order matches that switch.
+var hotCommands = [...]string{"get", "set", "evalsha", "mget", "hget"}
+
 // cmdKind says what, beyond timing, the hook reads from a command.
 type cmdKind uint8
 

@@ -113,6 +113,7 @@ type Hook struct {
 	groups  *keygroup.Classifier
 
 	cmds  map[string]*command
+	fast  [len(hotCommands)]*command // cmds' entries for hotCommands
 	other *command
 	pipe  [2]lazyObserver // pipeline, tx
 
@@ -233,6 +234,9 @@ func (h *Hook) buildCommands(v *vecs, client string) {
 		h.cmds[n] = h.newCommand(v, client, n)
 	}
 	h.other = h.newCommand(v, client, otherCommand)
+	for i, n := range hotCommands {
+		h.fast[i] = h.cmds[n]
+	}
 }
 
 func (h *Hook) newCommand(v *vecs, client, name string) *command {
@@ -283,6 +287,18 @@ func (h *Hook) command(args []any) *command {
 	name, ok := args[0].(string)
 	if !ok {
 		return h.other
+	}
+	switch name { // the commands go-redis sends most, without hashing
+	case "get":
+		return h.fast[0]
+	case "set":
+		return h.fast[1]
+	case "evalsha":
+		return h.fast[2]
+	case "mget":
+		return h.fast[3]
+	case "hget":
+		return h.fast[4]
 	}
 	if c, ok := h.cmds[name]; ok {
 		return c

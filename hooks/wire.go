@@ -164,10 +164,10 @@ func isLockSet(args []any) bool {
 		if !ok {
 			continue
 		}
-		switch {
-		case strings.EqualFold(s, "nx"):
+		switch { // option names are ASCII: |0x20 lowers a letter
+		case len(s) == 2 && s[0]|0x20 == 'n' && s[1]|0x20 == 'x':
 			nx = true
-		case strings.EqualFold(s, "get"):
+		case len(s) == 3 && strings.EqualFold(s, "get"):
 			return false
 		}
 	}
