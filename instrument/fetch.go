@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -84,6 +85,16 @@ type CacheOptions struct {
 	// shared registry its own.
 	Name string
 
+	// LocalCopies, when positive, keeps the last value of up to that many
+	// keys in process memory, only to serve them once they are stale:
+	// past FreshTTL (and before HardTTL) a caller gets the process's copy at
+	// once, without waiting for Redis — even while Redis is unreachable —
+	// and one background read per process revalidates it (refreshing it
+	// under the lease as usual: still one refresh across all processes).
+	// Fresh values are always read from Redis, so invalidations are seen.
+	// 0 (the default) disables it.
+	LocalCopies int
+
 	// BurstWindow and BurstThreshold configure the miss-burst detector:
 	// a key group with BurstThreshold misses within BurstWindow counts one
 	// burst (defaults 1s and 50).
@@ -142,6 +153,7 @@ type Cache[T any] struct {
 	deg    *degraded
 	bursts *burst.Detector
 	fails  failureRuns
+	local  *localCopies[T] // nil unless LocalCopies > 0
 	// groupM caches per-group metric handles; bounded like the groups.
 	groupsMu sync.RWMutex
 	groupM   map[string]*groupMetrics
@@ -156,6 +168,9 @@ func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]int64{}
 	ca.groupM = map[string]*groupMetrics{}
+	if o.LocalCopies > 0 {
+		ca.local = &localCopies[T]{max: o.LocalCopies, m: map[string]*localCopy[T]{}}
+	}
 	return ca
 }
 
@@ -200,6 +215,9 @@ type outcome[T any] struct {
 func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Context) (T, error)) (T, error) {
 	ctx, span := ca.c.tracer.Start(ctx, "cachewatch.Fetch", fetchSpanKind)
 	defer span.End()
+	if v, err, ok := ca.staleFromMemory(ctx, span, key, load); ok {
+		return v, err
+	}
 
 	// The key group is classified once per flight, not per caller: in a
 	// stampede most callers only join a flight.
@@ -325,6 +343,7 @@ type stored struct {
 	granted    bool  // the caller holds the refresh lease
 	raw        string
 	freshUntil int64 // unix ms
+	hardUntil  int64 // unix ms
 	negative   bool
 }
 
@@ -364,6 +383,7 @@ func (ca *Cache[T]) serve(ctx context.Context, key, group string, load func(cont
 			ca.refreshInBackground(ctx, key, group, k, token, load)
 		}
 		v, result, err := ca.decode(key, s, resultHit)
+		ca.keepCopy(key, v, err, s)
 		return v, result, 0, err
 	case stateStale:
 		span.AddEvent("cache stale")
@@ -372,6 +392,7 @@ func (ca *Cache[T]) serve(ctx context.Context, key, group string, load func(cont
 		}
 		age := time.Duration(ca.c.now().UnixMilli()-s.freshUntil) * time.Millisecond
 		v, result, err := ca.decode(key, s, resultStale)
+		ca.keepCopy(key, v, err, s)
 		return v, result, age, err
 	case stateExpired:
 		ca.c.m.hardTTLExpired.WithLabelValues(group).Inc()
@@ -379,6 +400,7 @@ func (ca *Cache[T]) serve(ctx context.Context, key, group string, load func(cont
 	default:
 		span.AddEvent("cache miss")
 	}
+	ca.local.drop(key)
 	if s.granted {
 		v, result, err := ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
 		return v, result, 0, err
@@ -400,9 +422,28 @@ func (ca *Cache[T]) read(ctx context.Context, k keys, token string) (stored, err
 			now, xf, ca.o.LeaseTTL.Milliseconds(), token).Slice()
 	})
 	if err != nil {
+		if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) {
+			ca.releaseOrphan(k, token)
+		}
 		return stored{}, err
 	}
 	return parseStored(res)
+}
+
+// releaseOrphan releases the lease that an abandoned read (Redis stalled or
+// the call timed out) may yet grant when Redis runs it: otherwise nobody
+// could refresh the key until LeaseTTL passed. Redis may run the read only
+// once it recovers, so the release is tried a few times, off every caller's
+// path.
+func (ca *Cache[T]) releaseOrphan(k keys, token string) {
+	go func() {
+		for _, wait := range []time.Duration{ca.o.RedisTimeout, time.Second, 4 * time.Second} {
+			time.Sleep(wait)
+			ctx, cancel := context.WithTimeout(context.Background(), ca.o.RedisTimeout)
+			_ = luascript.FetchRelease.Run(ca.c.ctx(ctx), ca.c.rdb, []string{k.lease}, token).Err()
+			cancel()
+		}
+	}()
 }
 
 func parseStored(res []any) (stored, error) {
@@ -424,6 +465,10 @@ func parseStored(res []any) (stored, error) {
 	s.freshUntil, _ = strconv.ParseInt(f, 10, 64)
 	n, _ := res[4].(string)
 	s.negative = n == "1"
+	if len(res) > 6 {
+		h, _ := res[6].(string)
+		s.hardUntil, _ = strconv.ParseInt(h, 10, 64)
+	}
 	return s, nil
 }
 
@@ -542,6 +587,7 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	}
 	span.AddEvent("written")
 	ca.fails.reset(ca.c.m.refreshConsecutive, group, key)
+	ca.local.put(key, v, loadErr != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
 }
 
 // failed gives the lease a hold-off after a failed load and tracks the
@@ -584,6 +630,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 				ca.refreshInBackground(ctx, key, group, k, token, load)
 			}
 			v, _, err := ca.decode(key, s, resultCoalesced)
+			ca.keepCopy(key, v, err, s)
 			return v, resultCoalesced, err
 		case s.granted:
 			return ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
@@ -607,6 +654,9 @@ var testHookWaiting func(key string)
 // bounded concurrency, bounded by ctx, nothing written.
 func (ca *Cache[T]) fallback(ctx context.Context, key, group string, load func(context.Context) (T, error), cause error) (T, string, error) {
 	var zero T
+	if revalidating(ctx) { // a background revalidation does not load past a failed Redis
+		return zero, resultError, cause
+	}
 	span := trace.SpanFromContext(ctx)
 	span.AddEvent("fallback", trace.WithAttributes(attribute.String("cause", cause.Error())))
 	actx, cancel := callerBound(ctx)

@@ -18,9 +18,9 @@ package luascript
 // miss a value written in between).
 //
 // ARGV: now_ms, xfetch factor (β·−ln(rand); 0 disables early refresh),
-// lease_ttl_ms, token. Reply: {state, granted, v, f, n, e} where state is
-// 0 missing, 1 fresh, 2 stale, 3 past its hard TTL; v, f, n and e only for
-// states 1 and 2. A fresh value is refreshed early (XFetch, Vattani et al.)
+// lease_ttl_ms, token. Reply: {state, granted, v, f, n, e, h} where state
+// is 0 missing, 1 fresh, 2 stale, 3 past its hard TTL; v, f, n, e and h
+// only for states 1 and 2. A fresh value is refreshed early (XFetch, Vattani et al.)
 // when now + d·factor reaches f; then the lease is offered too.
 var FetchRead = define("cachewatch_fetch_read", `
 local now = tonumber(ARGV[1])
@@ -36,7 +36,7 @@ if h[2] then
     state = 1
     local xf = tonumber(ARGV[2])
     if xf <= 0 or now + tonumber(h[4]) * xf < fresh then
-      return {1, 0, h[1], h[2], h[5], h[6]}
+      return {1, 0, h[1], h[2], h[5], h[6], h[3]}
     end
   end
 end
@@ -47,7 +47,7 @@ end
 if state == 0 or state == 3 then
   return {state, granted}
 end
-return {state, granted, h[1], h[2], h[5], h[6]}
+return {state, granted, h[1], h[2], h[5], h[6], h[3]}
 `)
 
 // FetchWrite stores a freshly loaded value, releases the lease if the caller
@@ -85,4 +85,16 @@ if redis.call('GET', KEYS[2]) == ARGV[1] then
   end
 end
 return n
+`)
+
+// FetchRelease releases a refresh lease if the caller still owns it: used
+// for leases granted to a read the caller had already abandoned (Redis was
+// stalled and ran the read only later).
+//
+// ARGV: token. Reply: 1 if released, else 0.
+var FetchRelease = define("cachewatch_fetch_release", `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
 `)

@@ -1,0 +1,107 @@
+package instrument
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// TestFetchLocalCopies: with LocalCopies, a stale value is served from the
+// process's copy — even while Redis is stopped, and then without the loader
+// — and the crowd still causes exactly one refresh across processes.
+func TestFetchLocalCopies(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	// LeaseTTL far above the 10s bound below: only an explicit release frees
+	// a lease granted to an abandoned read in time.
+	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: 100, RedisTimeout: 200 * time.Millisecond, LeaseTTL: time.Minute}
+	var caches []*Cache[string]
+	for p := 0; p < 3; p++ {
+		caches = append(caches, newFetchCache(t, srv.Client(t), reg, clk, opts))
+	}
+	ctx := context.Background()
+	key := "menu:3"
+	for _, ca := range caches { // one load, two hits: every process has a copy
+		if v, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { return "v1", nil }); err != nil || v != "v1" {
+			t.Fatal(v, err)
+		}
+	}
+	g := caches[0].c.group(key)
+	clk.add(2 * time.Minute) // stale
+
+	var calls atomic.Int64
+	release := make(chan struct{})
+	load := func(context.Context) (string, error) {
+		calls.Add(1)
+		<-release
+		return "v2", nil
+	}
+
+	srv.Pause()
+	for i, ca := range caches {
+		// Far shorter than RedisTimeout would allow a fallback load: only
+		// the process copy can answer.
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		v, err := ca.Fetch(short, key, load)
+		cancel()
+		if err != nil || v != "v1" {
+			t.Fatalf("process %d with Redis stopped: %q, %v; want the stale copy", i, v, err)
+		}
+	}
+	for _, ca := range caches {
+		ca.bg.Wait() // the revalidations failed against the stopped Redis
+	}
+	srv.Resume()
+	// Redis ran the abandoned revalidation reads on resuming, and one of
+	// them took the refresh lease for a caller long gone: cachewatch
+	// releases such leases itself rather than leaving the key unrefreshable
+	// for LeaseTTL.
+	lease := keysFor(key).lease
+	admin := srv.Client(t)
+	for deadline := time.Now().Add(10 * time.Second); admin.Exists(ctx, lease).Val() == 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("lease granted to an abandoned read still held 10s after Redis resumed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if calls.Load() != 0 || lookups(caches[0], g, resultStale) != 3 {
+		t.Fatalf("Redis stopped: %d loader calls, %v stale lookups; want 0 and 3", calls.Load(), lookups(caches[0], g, resultStale))
+	}
+
+	for _, v := range stampede(t, caches, 100, key, load) {
+		if v != "v1" {
+			t.Fatalf("served %q during the refresh, want the stale v1", v)
+		}
+	}
+	close(release)
+	for _, ca := range caches {
+		ca.bg.Wait()
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("%d refreshes, want 1 across 3 processes", calls.Load())
+	}
+	if got := lookups(caches[0], g, resultStale); got != 3+300 {
+		t.Fatalf("stale lookups = %v, want 303", got)
+	}
+	for i, ca := range caches {
+		// A process whose copy is still the stale one serves it once more
+		// while revalidating; after that it reads the new value.
+		if _, err := ca.Fetch(ctx, key, load); err != nil {
+			t.Fatal(err)
+		}
+		ca.bg.Wait()
+		if v, err := ca.Fetch(ctx, key, load); err != nil || v != "v2" {
+			t.Fatalf("process %d after the refresh: %q, %v; want v2", i, v, err)
+		}
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("%d loader calls in all, want 1", calls.Load())
+	}
+	lintRegistry(t, reg)
+}
