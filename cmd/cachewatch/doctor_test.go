@@ -3,7 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,4 +61,59 @@ func TestDoctorCommandExitStatus(t *testing.T) {
 		!strings.Contains(errOut.String(), "no Redis node could be sampled") {
 		t.Fatalf("unreachable: exit %d, %s", code, errOut.String())
 	}
+}
+
+// rediss:// with --redis.tls-ca-file reaches a TLS-only port of a real
+// redis-server and verifies its certificate; without the CA it fails.
+func TestDoctorOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := writeSelfSigned(t, dir)
+	tlsAddr := freeListenAddr(t)
+	_, tlsPort, _ := net.SplitHostPort(tlsAddr)
+	redistest.Start(t, "--tls-port", tlsPort, "--tls-cert-file", certFile, "--tls-key-file", keyFile,
+		"--tls-ca-cert-file", certFile, "--tls-auth-clients", "no")
+	var out, errOut bytes.Buffer
+	args := []string{"doctor", "--redis", "rediss://" + tlsAddr, "--redis.tls-ca-file", certFile, "--interval", "10ms", "--format", "json"}
+	if code := run(context.Background(), args, &out, &errOut); code != 0 {
+		t.Fatalf("over TLS: exit %d: %s", code, errOut.String())
+	}
+	var r doctor.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || len(r.Nodes) != 1 || !r.Nodes[0].Up {
+		t.Fatalf("report %s (%v)", out.String(), err)
+	}
+	errOut.Reset()
+	if code := run(context.Background(), args[:3], &out, &errOut); code != 3 || !strings.Contains(errOut.String(), "certificate") {
+		t.Fatalf("unknown CA: exit %d: %s", code, errOut.String())
+	}
+}
+
+// writeSelfSigned writes a self-signed certificate for 127.0.0.1 and its key.
+func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cachewatch test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	for path, block := range map[string]*pem.Block{certFile: {Type: "CERTIFICATE", Bytes: der}, keyFile: {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return certFile, keyFile
 }
