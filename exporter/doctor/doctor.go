@@ -436,11 +436,11 @@ func explain(f *Finding) (evidence, fix string) {
 			"keep scripts to a few key operations (owner-checked release/extend); move loops and large reads out of Lua"
 	case CheckQueueBacklog:
 		if f.ConsumerGroup != "" {
-			return fmt.Sprintf("stream %s, group %s: %d pending, %d not yet delivered, oldest pending %.0fs old %s",
-					f.Queue, f.ConsumerGroup, f.Count, f.Total-f.Count, f.Value, on),
+			return fmt.Sprintf("stream %s, group %s: %d pending, %d not yet delivered, oldest pending %s old %s",
+					f.Queue, f.ConsumerGroup, f.Count, f.Total-f.Count, seconds(f.Value), on),
 				"add consumers or find the ones that stopped acknowledging; reclaim stuck messages with XAUTOCLAIM"
 		}
-		return fmt.Sprintf("queue %s: %d entries, oldest overdue %.0fs %s", f.Queue, f.Count, f.Value, on),
+		return fmt.Sprintf("queue %s: %d entries, oldest overdue by %s %s", f.Queue, f.Count, seconds(f.Value), on),
 			"add workers or find why they stopped; check for workers blocked on locks"
 	case CheckHighMissRatio:
 		return fmt.Sprintf("%d of %d keyspace lookups missed (%.0f%%) since the server started %s (the sampler's own lookups excluded)",
@@ -454,4 +454,9 @@ func explain(f *Finding) (evidence, fix string) {
 			"grant the user +info +scan +pttl +get +type +llen +xlen +xrange +xinfo +xpending +zcard +zrange +object, read-only on the key patterns"
 	}
 	return "", ""
+}
+
+// seconds formats an age for people: "10m0s", "26h5m3s".
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
 }

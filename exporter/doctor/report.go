@@ -11,6 +11,7 @@ import (
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	if r.Findings == nil {
 		r.Findings = []Finding{} // "findings": [] rather than null
 	}
