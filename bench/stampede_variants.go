@@ -41,6 +41,7 @@ type stampedeVariant struct {
 // stampedeVariants are the contenders of BenchmarkStampede, side by side.
 var stampedeVariants = []stampedeVariant{
 	{"cachewatch", buildCachewatch},
+	{"cachewatch-local", buildCachewatchLocal},
 	{"naive", buildNaive},
 	{"go-redis-cache", buildGoRedisCache},
 	{"sturdyc", buildSturdyc},
@@ -60,6 +61,16 @@ func variantByName(name string) (stampedeVariant, error) {
 // cachewatch: lease granted by the read script, pub/sub wake-up, stale
 // served while one refresh runs across all processes.
 func buildCachewatch(rdb *redis.Client, load loader) (fetcher, func()) {
+	return cachewatchWith(rdb, load, instrument.CacheOptions{FreshTTL: stampedeFresh, HardTTL: time.Hour, Jitter: -1})
+}
+
+// cachewatch-local: the same, with process-local copies (LocalCopies), so
+// a stale value is served from memory while one process refreshes it.
+func buildCachewatchLocal(rdb *redis.Client, load loader) (fetcher, func()) {
+	return cachewatchWith(rdb, load, instrument.CacheOptions{FreshTTL: stampedeFresh, HardTTL: time.Hour, Jitter: -1, LocalCopies: 10000})
+}
+
+func cachewatchWith(rdb *redis.Client, load loader, o instrument.CacheOptions) (fetcher, func()) {
 	c, err := instrument.New(rdb, instrument.Options{
 		Registerer: prometheus.NewRegistry(),
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -67,7 +78,7 @@ func buildCachewatch(rdb *redis.Client, load loader) (fetcher, func()) {
 	if err != nil {
 		panic(err)
 	}
-	cache := instrument.NewCache[string](c, instrument.CacheOptions{FreshTTL: stampedeFresh, HardTTL: time.Hour, Jitter: -1})
+	cache := instrument.NewCache[string](c, o)
 	return func(ctx context.Context, key string) (string, error) {
 		return cache.Fetch(ctx, key, load)
 	}, func() { _ = cache.Close() }
