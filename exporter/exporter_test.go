@@ -259,6 +259,7 @@ func TestSelfAccounting(t *testing.T) {
 	_, got := scrape(t, reg)
 	hits0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_hits_total{node=%q}", srv.Addr)]
 	misses0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_misses_total{node=%q}", srv.Addr)]
+	gets0 := got[fmt.Sprintf(`cachewatch_exporter_server_command_calls_total{command="get",node=%q}`, srv.Addr)]
 	time.Sleep(100 * time.Millisecond)
 	for i := 0; i < 4; i++ {
 		e.Sample(ctx)
@@ -272,6 +273,8 @@ func TestSelfAccounting(t *testing.T) {
 	expect(t, got, srv.Addr, map[string]float64{
 		"cachewatch_exporter_server_keyspace_hits_total":   hits0,
 		"cachewatch_exporter_server_keyspace_misses_total": misses0,
+		// The sampler's own GETs of lock keys are not other clients' calls.
+		`cachewatch_exporter_server_command_calls_total{command="get"}`: gets0,
 	})
 	if s := e.Snapshots()[0]; s.OwnHits == 0 {
 		t.Fatalf("the sampler counted no own lookups: %+v", s)
@@ -288,8 +291,9 @@ func TestSelfAccounting(t *testing.T) {
 	e.Sample(ctx)
 	_, got = scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{
-		"cachewatch_exporter_server_keyspace_hits_total":   hits0 + 7,
-		"cachewatch_exporter_server_keyspace_misses_total": misses0 + 2,
+		"cachewatch_exporter_server_keyspace_hits_total":                hits0 + 7,
+		"cachewatch_exporter_server_keyspace_misses_total":              misses0 + 2,
+		`cachewatch_exporter_server_command_calls_total{command="get"}`: gets0 + 9,
 	})
 }
 

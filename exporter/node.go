@@ -67,6 +67,7 @@ type node struct {
 
 	runID              string
 	ownHits, ownMisses uint64
+	ownGets            uint64 // GETs of lock keys, in commandstats' get calls
 	prevMisses         uint64
 	havePrev           bool
 	lastSuccess        time.Time
@@ -135,6 +136,10 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 	if st != nil {
 		s.Server = st
 		s.Hits, s.Misses = sub(st.KeyspaceHits, n.ownHits), sub(st.KeyspaceMisses, n.ownMisses)
+		if get, ok := st.Commands["get"]; ok {
+			get.Calls = sub(get.Calls, n.ownGets)
+			st.Commands["get"] = get
+		}
 		if e.opts.MissBurst > 0 && n.havePrev && s.Misses >= n.prevMisses+e.opts.MissBurst {
 			n.missBursts++
 		}
@@ -188,7 +193,7 @@ func (e *Exporter) readInfo(ctx context.Context, n *node) (*ServerStats, *StageE
 			n.resetKeyspace()
 			n.havePrev = false
 		}
-		n.runID, n.ownHits, n.ownMisses = st.RunID, 0, 0
+		n.runID, n.ownHits, n.ownMisses, n.ownGets = st.RunID, 0, 0, 0
 	}
 	return st, nil
 }
@@ -292,6 +297,11 @@ func (e *Exporter) readKeys(ctx context.Context, n *node, keys []string, hot boo
 		}
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
+	for _, g := range gets {
+		if g != nil && (g.Err() == nil || errors.Is(g.Err(), redis.Nil) || classify(g.Err()) == classOther) {
+			n.ownGets++ // the server ran it (NOPERM and lost connections do not count)
+		}
+	}
 	now := e.opts.Now()
 	var lockErr *StageError
 	for i, k := range keys {
