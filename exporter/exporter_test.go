@@ -429,3 +429,26 @@ func TestExporterSeededCluster(t *testing.T) {
 		}
 	}
 }
+
+// A sample in which other clients' misses grew by at least MissBurst counts
+// one miss burst; the sampler's own misses never do.
+func TestMissBursts(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, MissBurst: 5})
+	miss := func(n int) {
+		for i := 0; i < n; i++ {
+			if err := rdb.Get(ctx, "absent").Err(); err != redis.Nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.Sample(ctx)
+	miss(6)
+	e.Sample(ctx)
+	miss(2)
+	e.Sample(ctx)
+	_, got := scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{"cachewatch_exporter_server_miss_bursts_total": 1})
+}
