@@ -38,6 +38,7 @@ type StageError struct {
 	Err   error
 }
 
+// Error names the stage and class, then the cause.
 func (e *StageError) Error() string {
 	return "exporter: " + e.Stage + " (" + e.Class + "): " + e.Err.Error()
 }
