@@ -65,7 +65,11 @@ func (t Target) String() string {
 func ParseURL(raw string) (Target, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Target{}, fmt.Errorf("exporter: bad Redis URL %q: %s", redactRaw(raw), stripURL(err))
+		reason := stripURL(err)
+		if strings.Contains(raw, "@") { // the reason may quote part of the user information
+			reason = "cannot be parsed"
+		}
+		return Target{}, fmt.Errorf("exporter: bad Redis URL %q: %s", redactRaw(raw), reason)
 	}
 	if _, has := u.User.Password(); has {
 		return Target{}, ErrPasswordInURL
@@ -76,10 +80,10 @@ func ParseURL(raw string) (Target, error) {
 	case "rediss":
 		t.TLS = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
 	default:
-		return Target{}, fmt.Errorf("exporter: bad Redis URL %q: scheme must be redis or rediss", u.Redacted())
+		return Target{}, fmt.Errorf("exporter: bad Redis URL %q: scheme must be redis or rediss", redactRaw(raw))
 	}
 	if u.Host == "" {
-		return Target{}, fmt.Errorf("exporter: bad Redis URL %q: no host", u.Redacted())
+		return Target{}, fmt.Errorf("exporter: bad Redis URL %q: no host", redactRaw(raw))
 	}
 	host, port := u.Hostname(), u.Port()
 	if port == "" {
@@ -90,21 +94,24 @@ func ParseURL(raw string) (Target, error) {
 	if db := strings.Trim(u.Path, "/"); db != "" {
 		n, err := strconv.Atoi(db)
 		if err != nil || n < 0 {
-			return Target{}, fmt.Errorf("exporter: bad Redis URL %q: database %q is not a number", u.Redacted(), db)
+			return Target{}, fmt.Errorf("exporter: bad Redis URL %q: database %q is not a number", redactRaw(raw), db)
 		}
 		t.DB = n
 	}
 	return t, nil
 }
 
-// redactRaw hides anything between "://" and "@" in a URL that did not parse.
+// redactRaw hides everything between the scheme and the last "@" of a URL:
+// whatever the URL's shape, user information never reaches an error.
 func redactRaw(raw string) string {
 	at := strings.LastIndexByte(raw, '@')
-	scheme := strings.Index(raw, "://")
-	if at < 0 || scheme < 0 || at < scheme {
+	if at < 0 {
 		return raw
 	}
-	return raw[:scheme+3] + "xxxxx" + raw[at:]
+	if scheme := strings.Index(raw, "://"); scheme >= 0 && scheme < at {
+		return raw[:scheme+3] + "xxxxx" + raw[at:]
+	}
+	return "xxxxx" + raw[at:]
 }
 
 // stripURL returns the reason of a url.Error without the URL it quotes.
