@@ -367,14 +367,12 @@ func (ca *Cache[T]) serve(ctx context.Context, key, group string, load func(cont
 	k := keysFor(key)
 	span := trace.SpanFromContext(ctx)
 	if ca.deg.open() {
-		v, result, err := ca.fallback(ctx, key, group, load, errors.New("circuit breaker open"))
-		return v, result, 0, err
+		return ca.unavailable(ctx, key, group, load, errors.New("circuit breaker open"))
 	}
 	token := leaseToken()
 	s, err := ca.read(ctx, k, token)
 	if err != nil {
-		v, result, err := ca.fallback(ctx, key, group, load, err)
-		return v, result, 0, err
+		return ca.unavailable(ctx, key, group, load, err)
 	}
 	switch s.state {
 	case stateFresh:
@@ -406,6 +404,25 @@ func (ca *Cache[T]) serve(ctx context.Context, key, group string, load func(cont
 		return v, result, 0, err
 	}
 	v, result, err := ca.waitForValue(ctx, key, group, k, load)
+	return v, result, 0, err
+}
+
+// unavailable answers a flight while Redis is not: from the process's copy
+// if there is one within its hard TTL (LocalCopies), else from the source.
+func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load func(context.Context) (T, error), cause error) (T, string, time.Duration, error) {
+	now := ca.c.now().UnixMilli()
+	if c, ok := ca.local.usable(key, now); ok {
+		trace.SpanFromContext(ctx).AddEvent("cache copy served, Redis unavailable")
+		result, age := resultHit, time.Duration(0)
+		if now >= c.freshUntil {
+			result, age = resultStale, time.Duration(now-c.freshUntil)*time.Millisecond
+		}
+		if c.negative {
+			return c.val, result, age, fmt.Errorf("cachewatch: fetch %q: %w (cached)", key, ErrNotFound)
+		}
+		return c.val, result, age, nil
+	}
+	v, result, err := ca.fallback(ctx, key, group, load, cause)
 	return v, result, 0, err
 }
 

@@ -70,6 +70,20 @@ func (l *localCopies[T]) stale(key string, now int64) (c localCopy[T], revalidat
 	return *p, revalidate, true
 }
 
+// usable returns key's copy if it is within its hard TTL at now.
+func (l *localCopies[T]) usable(key string, now int64) (c localCopy[T], ok bool) {
+	if l == nil {
+		return c, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.m[key]
+	if p == nil || now >= p.hardUntil {
+		return c, false
+	}
+	return *p, true
+}
+
 // revalidated lets the next stale hit start another revalidation (when the
 // last one left the copy stale: the refresh runs elsewhere, or Redis failed).
 func (l *localCopies[T]) revalidated(key string) {

@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,6 +34,22 @@ func TestFetchLocalCopies(t *testing.T) {
 		}
 	}
 	g := caches[0].c.group(key)
+
+	// Redis stopped, value fresh: each process answers from its copy (a
+	// hit), not from the source.
+	srv.Pause()
+	for i, ca := range caches {
+		short, cancel := context.WithTimeout(ctx, 2*time.Second)
+		v, err := ca.Fetch(short, key, func(context.Context) (string, error) { return "", errors.New("source must not be called") })
+		cancel()
+		if err != nil || v != "v1" {
+			t.Fatalf("process %d, fresh copy, Redis stopped: %q, %v", i, v, err)
+		}
+	}
+	srv.Resume()
+	if got := lookups(caches[0], g, resultHit); got != 2+3 {
+		t.Fatalf("hits = %v, want 5 (2 before, 3 from copies)", got)
+	}
 	clk.add(2 * time.Minute) // stale
 
 	var calls atomic.Int64
