@@ -22,7 +22,7 @@ type degraded struct {
 	breaker  *gobreaker.CircuitBreaker[[]any]
 	slots    chan struct{}
 	timeout  time.Duration
-	ctxAware bool // the go-redis client itself honours context deadlines
+	rdb      redis.UniversalClient
 	inFlight prometheus.Gauge
 }
 
@@ -40,22 +40,9 @@ func newDegraded(rdb redis.UniversalClient, name string, o CacheOptions, m *metr
 		}),
 		slots:    make(chan struct{}, o.FallbackConcurrency),
 		timeout:  o.RedisTimeout,
-		ctxAware: contextTimeoutEnabled(rdb),
+		rdb:      rdb,
 		inFlight: m.sourceInFlight.WithLabelValues(name),
 	}
-}
-
-// contextTimeoutEnabled reports whether rdb applies context deadlines to its
-// socket reads. Without it (go-redis's default) a call to a stalled server
-// blocks for ReadTimeout whatever the context says, so calls are guarded.
-func contextTimeoutEnabled(rdb redis.UniversalClient) bool {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return false
 }
 
 // call runs one Redis round trip through the breaker, bounded by the
@@ -76,29 +63,10 @@ func (d *degraded) call(ctx context.Context, op string, fn func(context.Context)
 	return res, nil
 }
 
-// bounded returns when fn does or ctx ends, whichever is first. A go-redis
-// client without ContextTimeoutEnabled ignores ctx while waiting for a
-// reply; then fn runs on its own goroutine, which ends at the client's
-// ReadTimeout at the latest.
+// bounded runs fn, returning by the time ctx ends even if the go-redis
+// client ignores deadlines (lock.go's bounded does the work).
 func (d *degraded) bounded(ctx context.Context, fn func(context.Context) ([]any, error)) ([]any, error) {
-	if d.ctxAware {
-		return fn(ctx)
-	}
-	type result struct {
-		v   []any
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := fn(ctx)
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return bounded(ctx, d.rdb, func() ([]any, error) { return fn(ctx) }, nil)
 }
 
 // callerDeadlineKey carries the deadline of the caller that started a
