@@ -35,6 +35,9 @@ func ExampleCache_Fetch() {
 		FreshTTL: time.Minute,
 		HardTTL:  time.Hour,
 		Beta:     1, // XFetch: refresh hot keys a little before they go stale
+		// Serve stale values from process memory while one process
+		// refreshes them (and while Redis is unreachable).
+		LocalCopies: 10000,
 	})
 	defer products.Close()
 
