@@ -143,8 +143,10 @@ func (o CacheOptions) withDefaults(clientName string) CacheOptions {
 // subscription and the circuit breaker.
 //
 // Each key is stored as a hash with its fresh and hard deadlines, next to a
-// refresh lease in the same hash slot: a key with a hash tag ("user:{42}")
-// is used as is, any other key is wrapped in one ("{user:42}").
+// refresh lease in the same Redis Cluster hash slot: a key with a hash tag
+// ("user:{42}") is used as is; in any other key what follows the first
+// colon becomes the tag ("user:42" is stored as "user:{42}", its lease as
+// "user:{42}:lease"; a key without a colon is wrapped whole).
 type Cache[T any] struct {
 	c      *Client
 	o      CacheOptions
@@ -322,7 +324,16 @@ type keys struct {
 func keysFor(key string) keys {
 	v := key
 	if !hashTagged(key) {
-		v = "{" + key + "}"
+		// Tag what follows the first colon (the whole key if there is
+		// none): value and lease share a slot, keys spread over slots by
+		// their IDs, and the prefix stays visible to key-group
+		// classification in hooks and the exporter ("product:{42}" is
+		// "product:*", where "{product:42}" would be "*").
+		if i := strings.IndexByte(key, ':'); i >= 0 && i < len(key)-1 {
+			v = key[:i+1] + "{" + key[i+1:] + "}"
+		} else {
+			v = "{" + key + "}"
+		}
 	}
 	return keys{value: v, lease: v + ":lease", channel: "cachewatch:fetch:" + v}
 }

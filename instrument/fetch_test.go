@@ -394,7 +394,10 @@ func TestFetchCluster(t *testing.T) {
 }
 
 func TestKeysForSameSlot(t *testing.T) {
-	for key, want := range map[string]string{"plain:key": "{plain:key}", "order:{31}": "order:{31}", "odd:{}": "{odd:{}}"} {
+	for key, want := range map[string]string{
+		"plain:key": "plain:{key}", "user:42:profile": "user:{42:profile}", "order:{31}": "order:{31}",
+		"odd:{}": "odd:{{}}", "nocolon": "{nocolon}", "trailing:": "{trailing:}",
+	} {
 		k := keysFor(key)
 		if k.value != want || k.lease != want+":lease" {
 			t.Fatalf("keysFor(%q) = %+v", key, k)
