@@ -163,7 +163,7 @@ var (
 var (
 	CommandDuration = &Metric{
 		Name: "cachewatch_redis_command_duration_seconds", Kind: Histogram, Unit: "seconds",
-		Help:    "Redis command latency seen by the client, per command (pipelined commands included).",
+		Help:    "Redis command latency seen by the client, per command; a pipelined command gets an equal share of its pipeline's duration.",
 		Labels:  []Label{client, command},
 		Buckets: CommandBuckets, Sources: []Source{Hooks},
 	}
