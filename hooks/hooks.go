@@ -17,6 +17,12 @@
 //   - cache lookups: GET, GETEX, HGET, MGET and HMGET replies, nil being a
 //     miss, per key group, with miss-burst detection.
 //
+// Options.Pool adds a collector of the client's connection pool (waits,
+// timeouts: connection starvation); Options.TracerProvider turns on one
+// OpenTelemetry span per command, with the database semantic conventions'
+// attributes and never a key or value; Options.HotKeys keeps a top-K view of
+// the most requested and most contended keys for a debug handler.
+//
 // Keys only ever appear as key groups (package keygroup). Commands sent by
 // cachewatch's own instrumented client are timed but their lock and cache
 // outcomes are left to that client, which knows more than the wire shows.
