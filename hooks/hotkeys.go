@@ -63,7 +63,8 @@ func (s *spaceSaving) add(key string) {
 		return
 	}
 	if len(s.items) < s.k {
-		s.items[strings.Clone(key)] = &HotKey{Key: strings.Clone(key), Count: 1}
+		k := strings.Clone(key) // key may alias a caller's buffer
+		s.items[k] = &HotKey{Key: k, Count: 1}
 		return
 	}
 	var min *HotKey
