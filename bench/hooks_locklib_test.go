@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"testing"
 	"time"
 
@@ -11,7 +12,6 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
@@ -40,35 +40,7 @@ func hookedClient(t *testing.T) (*redis.Client, *prometheus.Registry) {
 // labels is "k=v,k=v" and must all match. Missing series read 0.
 func hookValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.Metric {
-			if matches(m, labels) {
-				sum += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
-}
-
-func matches(m *dto.Metric, want map[string]string) bool {
-	n := 0
-	for _, lp := range m.Label {
-		if v, ok := want[lp.GetName()]; ok {
-			if v != lp.GetValue() {
-				return false
-			}
-			n++
-		}
-	}
-	return n == len(want)
+	return metrictest.Sum(t, reg, name, metrictest.Pairs(labels)...)
 }
 
 type want struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -53,7 +54,7 @@ func TestExpositionLints(t *testing.T) {
 	}
 	for _, name := range []string{cmdDur, cmdErrs, pipeDur, scrDur, noscript, lookups, attempts, bursts,
 		"cachewatch_redis_pool_timeouts_total", "cachewatch_redis_pool_connections"} {
-		if series(t, reg, name) == nil {
+		if metrictest.Series(t, reg, name) == nil {
 			t.Errorf("%s missing from the exposition", name)
 		}
 	}

@@ -1,12 +1,12 @@
 package hooks_test
 
 import (
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // metricValue returns the value of the series of name whose labels include
@@ -14,55 +14,14 @@ import (
 // that does not exist reads 0.
 func metricValue(t testing.TB, g prometheus.Gatherer, name string, want map[string]string) float64 {
 	t.Helper()
-	var sum float64
-	for _, m := range series(t, g, name) {
-		if !hasLabels(m, want) {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			sum += m.Counter.GetValue()
-		case m.Gauge != nil:
-			sum += m.Gauge.GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return sum
-}
-
-func series(t testing.TB, g prometheus.Gatherer, name string) []*dto.Metric {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.Metric
-		}
-	}
-	return nil
-}
-
-func hasLabels(m *dto.Metric, want map[string]string) bool {
-	got := map[string]string{}
-	for _, lp := range m.Label {
-		got[lp.GetName()] = lp.GetValue()
-	}
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
+	return metrictest.Sum(t, g, name, metrictest.Pairs(want)...)
 }
 
 // labelValues returns the distinct values of label on name's series.
 func labelValues(t testing.TB, g prometheus.Gatherer, name, label string) []string {
 	t.Helper()
 	set := map[string]bool{}
-	for _, m := range series(t, g, name) {
+	for _, m := range metrictest.Series(t, g, name) {
 		for _, lp := range m.Label {
 			if lp.GetName() == label {
 				set[lp.GetValue()] = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"strings"
 	"testing"
 	"time"
@@ -265,7 +266,7 @@ func TestSignalsOff(t *testing.T) {
 	rdb.SetNX(ctx, "lock:1", "t", time.Second)
 	expect(t, reg, cmdDur, map[string]float64{"command=get": 1})
 	for _, name := range []string{lookups, attempts, scrDur, noscript} {
-		if s := series(t, reg, name); s != nil {
+		if s := metrictest.Series(t, reg, name); s != nil {
 			t.Errorf("%s exported with the signal off", name)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -50,10 +51,10 @@ func TestSetVersionedOrderedOutcomes(t *testing.T) {
 	if err != nil || !found || version != math.MaxInt64 || string(value) != "v"+strconv.FormatInt(math.MaxInt64, 10) {
 		t.Fatalf("stored = %q v%d found=%v err=%v, want the newest", value, version, found, err)
 	}
-	if got := lockMetric(t, reg, "cachewatch_write_skew_total"); got != 5 {
+	if got := metrictest.Sum(t, reg, "cachewatch_write_skew_total"); got != 5 {
 		t.Fatalf("write_skew_total = %v, want 5", got)
 	}
-	if got := lockMetric(t, reg, "cachewatch_duplicate_recompute_total"); got != 2 {
+	if got := metrictest.Sum(t, reg, "cachewatch_duplicate_recompute_total"); got != 2 {
 		t.Fatalf("duplicate_recompute_total = %v, want 2", got)
 	}
 	if _, err := c.SetVersioned(ctx, "result:{job:9}", nil, -1, 0); err == nil {
@@ -104,10 +105,10 @@ func TestSetVersionedConcurrentRetries(t *testing.T) {
 	if written.Load()+skew.Load()+dup.Load() != 2*n {
 		t.Fatalf("outcomes %d+%d+%d, want %d", written.Load(), skew.Load(), dup.Load(), 2*n)
 	}
-	if got := lockMetric(t, reg, "cachewatch_write_skew_total"); got != float64(skew.Load()) {
+	if got := metrictest.Sum(t, reg, "cachewatch_write_skew_total"); got != float64(skew.Load()) {
 		t.Fatalf("write_skew_total = %v, older outcomes = %d", got, skew.Load())
 	}
-	if got := lockMetric(t, reg, "cachewatch_duplicate_recompute_total"); got != float64(dup.Load()) {
+	if got := metrictest.Sum(t, reg, "cachewatch_duplicate_recompute_total"); got != float64(dup.Load()) {
 		t.Fatalf("duplicate_recompute_total = %v, duplicate outcomes = %d", got, dup.Load())
 	}
 }
@@ -136,10 +137,10 @@ func TestFirstSeenOncePerKey(t *testing.T) {
 	if firsts.Load() != 1 {
 		t.Fatalf("%d callers saw the key first, want 1", firsts.Load())
 	}
-	if got := lockMetric(t, reg, "cachewatch_idempotency_checks_total", "result", "first"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_idempotency_checks_total", "result", "first"); got != 1 {
 		t.Fatalf("idempotency{first} = %v, want 1", got)
 	}
-	if got := lockMetric(t, reg, "cachewatch_idempotency_checks_total", "result", "duplicate"); got != 19 {
+	if got := metrictest.Sum(t, reg, "cachewatch_idempotency_checks_total", "result", "duplicate"); got != 19 {
 		t.Fatalf("idempotency{duplicate} = %v, want 19", got)
 	}
 	if ttl := rdb.PTTL(context.Background(), "idem:payment:77").Val(); ttl <= 0 {
@@ -152,7 +153,7 @@ func TestFirstSeenOncePerKey(t *testing.T) {
 	if _, err := c.FirstSeen(context.Background(), "idem:y", time.Minute); !errors.Is(err, instrument.ErrRedis) {
 		t.Fatalf("FirstSeen on a killed Redis = %v, want ErrRedis", err)
 	}
-	if got := lockMetric(t, reg, "cachewatch_idempotency_checks_total", "result", "error"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_idempotency_checks_total", "result", "error"); got != 1 {
 		t.Fatalf("idempotency{error} = %v, want 1", got)
 	}
 }
@@ -237,7 +238,7 @@ func TestConsistencyOnCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if skew, dup := lockMetric(t, reg, "cachewatch_write_skew_total"), lockMetric(t, reg, "cachewatch_duplicate_recompute_total"); skew != 1 || dup != 1 {
+	if skew, dup := metrictest.Sum(t, reg, "cachewatch_write_skew_total"), metrictest.Sum(t, reg, "cachewatch_duplicate_recompute_total"); skew != 1 || dup != 1 {
 		t.Fatalf("skew %v dup %v on the cluster, want 1 and 1", skew, dup)
 	}
 	keys := fill(t, rdb, "cart:", 900) // spread over every master
@@ -290,7 +291,7 @@ func TestFirstSeenPausedRedis(t *testing.T) {
 	if first || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("FirstSeen on a paused Redis = %v, %v; want a deadline error", first, err)
 	}
-	if got := lockMetric(t, reg, "cachewatch_idempotency_checks_total", "result", "error"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_idempotency_checks_total", "result", "error"); got != 1 {
 		t.Fatalf("idempotency{error} = %v, want 1", got)
 	}
 	check := srv.Client(t)
@@ -343,7 +344,7 @@ func TestConsistencyRedisFailures(t *testing.T) {
 			t.Fatalf("%s on a killed Redis = %v, want ErrRedis", name, err)
 		}
 	}
-	if got := lockMetric(t, reg, "cachewatch_write_skew_total") + lockMetric(t, reg, "cachewatch_duplicate_recompute_total"); got != 0 {
+	if got := metrictest.Sum(t, reg, "cachewatch_write_skew_total") + metrictest.Sum(t, reg, "cachewatch_duplicate_recompute_total"); got != 0 {
 		t.Fatalf("failed writes counted as skew or duplicates: %v", got)
 	}
 }

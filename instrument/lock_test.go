@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"log/slog"
 	"strings"
 	"sync"
@@ -30,43 +31,6 @@ func lockClient(t *testing.T, rdb redis.UniversalClient, reg prometheus.Register
 		t.Fatal(err)
 	}
 	return c
-}
-
-// lockMetric sums the samples (counters, gauges) or observation counts
-// (histograms) of metric name whose labels include want.
-func lockMetric(t *testing.T, reg prometheus.Gatherer, name string, want ...string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	samples:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(want); i += 2 {
-				if have[want[i]] != want[i+1] {
-					continue samples
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
 }
 
 // setNXCounter counts the SET … NX commands (acquire attempts) a client
@@ -148,30 +112,30 @@ func TestLockMutualExclusionAcrossClients(t *testing.T) {
 	for _, h := range counters {
 		sent += h.n.Load()
 	}
-	attempts := lockMetric(t, reg, "cachewatch_lock_attempts_total")
+	attempts := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total")
 	if attempts != float64(sent) {
 		t.Fatalf("lock_attempts_total = %v, SET NX sent = %d", attempts, sent)
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"); got != locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"); got != locks {
 		t.Fatalf("acquired attempts = %v, want %d", got, locks)
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "attempt", "first"); got != locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "attempt", "first"); got != locks {
 		t.Fatalf("first attempts = %v, want one per Lock call (%d)", got, locks)
 	}
-	retries := lockMetric(t, reg, "cachewatch_lock_attempts_total", "attempt", "retry")
-	if got := lockMetric(t, reg, "cachewatch_retries_total"); got != retries || retries != float64(sent)-locks {
+	retries := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "attempt", "retry")
+	if got := metrictest.Sum(t, reg, "cachewatch_retries_total"); got != retries || retries != float64(sent)-locks {
 		t.Fatalf("retries_total = %v, retry attempts = %v, want %d", got, retries, sent-locks)
 	}
-	if got := lockMetric(t, reg, "cachewatch_backoff_delay_seconds"); got != retries {
+	if got := metrictest.Sum(t, reg, "cachewatch_backoff_delay_seconds"); got != retries {
 		t.Fatalf("backoff delays observed = %v, want %v", got, retries)
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "acquired"); got != locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "acquired"); got != locks {
 		t.Fatalf("acquire durations observed = %v, want %d", got, locks)
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_hold_duration_seconds"); got != locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_hold_duration_seconds"); got != locks {
 		t.Fatalf("hold durations observed = %v, want %d", got, locks)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 0 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); got != 0 {
 		t.Fatalf("locks lost = %v, want 0", got)
 	}
 	if retries == 0 {
@@ -219,13 +183,13 @@ func TestLockExpiresMidWork(t *testing.T) {
 	if err := b.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); got != 1 {
 		t.Fatalf("locks_lost_total = %v, want 1", got)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "expired"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total", "reason", "expired"); got != 1 {
 		t.Fatalf("locks_lost_total{reason=expired} = %v, want 1", got)
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_hold_duration_seconds"); got != 2 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_hold_duration_seconds"); got != 2 {
 		t.Fatalf("hold durations observed = %v, want 2", got)
 	}
 }
@@ -252,7 +216,7 @@ func TestLockReleaseFindsAnotherOwner(t *testing.T) {
 	if got, _ := rdb.Get(ctx, "lock:invoice:9").Result(); got != "intruder" {
 		t.Fatalf("release deleted another owner's lock (value %q)", got)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 1 {
 		t.Fatalf("locks_lost_total{reason=not_owner} = %v, want 1", got)
 	}
 	if cause := context.Cause(l.Context()); !errors.Is(cause, instrument.ErrLockLost) {
@@ -261,7 +225,7 @@ func TestLockReleaseFindsAnotherOwner(t *testing.T) {
 	if err := l.Release(ctx); !errors.Is(err, instrument.ErrNotOwner) {
 		t.Fatalf("second release = %v, want ErrNotOwner", err)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); got != 1 {
 		t.Fatalf("locks_lost_total = %v after a second release, want 1", got)
 	}
 }
@@ -291,7 +255,7 @@ func TestLockRenewalKeepsLeaseAndReportsLoss(t *testing.T) {
 			t.Fatalf("holder's context ended during renewed work: %v", context.Cause(l.Context()))
 		}
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_renewals_total", "result", "renewed"); got < 3 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_renewals_total", "result", "renewed"); got < 3 {
 		t.Fatalf("renewals = %v over 3 TTLs, want ≥ 3", got)
 	}
 	// Someone deletes the key behind the holder's back.
@@ -302,16 +266,16 @@ func TestLockRenewalKeepsLeaseAndReportsLoss(t *testing.T) {
 	if cause := context.Cause(l.Context()); !errors.Is(cause, instrument.ErrLockLost) {
 		t.Fatalf("cause = %v, want ErrLockLost", cause)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 1 {
 		t.Fatalf("locks_lost_total{reason=not_owner} = %v, want 1", got)
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_renewals_total", "result", "lost"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_renewals_total", "result", "lost"); got != 1 {
 		t.Fatalf("renewals{result=lost} = %v, want 1", got)
 	}
 	if err := l.Release(ctx); !errors.Is(err, instrument.ErrNotOwner) {
 		t.Fatalf("release = %v, want ErrNotOwner", err)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); got != 1 {
 		t.Fatalf("locks_lost_total = %v, want 1 (counted once)", got)
 	}
 }
@@ -329,7 +293,7 @@ func TestLockRenewalFailsWhileRedisPaused(t *testing.T) {
 	waitDone(t, l.Context(), "holder while Redis is paused")
 	// The renewal in flight fails at the lease's end too; wait for it
 	// (Release would cancel it, and a cancelled renewal is no Redis error).
-	for deadline := time.Now().Add(10 * time.Second); lockMetric(t, reg, "cachewatch_lock_renewals_total", "result", "error") < 1; {
+	for deadline := time.Now().Add(10 * time.Second); metrictest.Sum(t, reg, "cachewatch_lock_renewals_total", "result", "error") < 1; {
 		if time.Now().After(deadline) {
 			t.Fatal("no failed renewal counted while Redis was paused")
 		}
@@ -344,13 +308,13 @@ func TestLockRenewalFailsWhileRedisPaused(t *testing.T) {
 	if cause := context.Cause(l.Context()); !errors.Is(cause, instrument.ErrLockLost) || !strings.Contains(cause.Error(), "renew_failed") {
 		t.Fatalf("cause = %v, want ErrLockLost (renew_failed)", cause)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "renew_failed"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total", "reason", "renew_failed"); got != 1 {
 		t.Fatalf("locks_lost_total{reason=renew_failed} = %v, want 1", got)
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_renewals_total", "result", "error"); got < 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_renewals_total", "result", "error"); got < 1 {
 		t.Fatalf("renewals{result=error} = %v, want ≥ 1", got)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); got != 1 {
 		t.Fatalf("locks_lost_total = %v, want 1", got)
 	}
 }
@@ -375,10 +339,10 @@ func TestLockRedisPausedMidAcquire(t *testing.T) {
 			if errors.Is(err, instrument.ErrLockBusy) {
 				t.Fatalf("a paused Redis reported as busy: %v", err)
 			}
-			if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "error"); got != 1 {
+			if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "error"); got != 1 {
 				t.Fatalf("attempts{result=error} = %v, want 1", got)
 			}
-			if got := lockMetric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "error"); got != 1 {
+			if got := metrictest.Sum(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "error"); got != 1 {
 				t.Fatalf("acquire{outcome=error} = %v, want 1", got)
 			}
 			srv.Resume()
@@ -407,7 +371,7 @@ func TestLockRedisKilled(t *testing.T) {
 	if errors.Is(err, instrument.ErrLockBusy) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a killed Redis reported as busy or deadline: %v", err)
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "error", "attempt", "first"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "error", "attempt", "first"); got != 1 {
 		t.Fatalf("attempts{error,first} = %v, want 1 (no retry on Redis failure)", got)
 	}
 }
@@ -427,10 +391,10 @@ func TestLockBusyAndDeadline(t *testing.T) {
 	if !errors.Is(err, instrument.ErrLockBusy) {
 		t.Fatalf("try-once on a held lock = %v, want ErrLockBusy", err)
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "busy", "attempt", "first"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "busy", "attempt", "first"); got != 1 {
 		t.Fatalf("attempts{busy,first} = %v, want 1", got)
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "gave_up"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "gave_up"); got != 1 {
 		t.Fatalf("acquire{gave_up} = %v, want 1", got)
 	}
 
@@ -559,10 +523,10 @@ func TestLockClusterHashTaggedFencing(t *testing.T) {
 			t.Fatalf("fence %d after %d: holders saw tokens out of order", fences[i], fences[i-1])
 		}
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"); got != 72 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"); got != 72 {
 		t.Fatalf("acquired attempts = %v, want 72", got)
 	}
-	if got := lockMetric(t, reg, "cachewatch_lock_attempts_total", "result", "error"); got != 0 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "error"); got != 0 {
 		t.Fatalf("attempts with errors on the cluster = %v, want 0", got)
 	}
 }
@@ -589,7 +553,7 @@ func TestLockContextOutlivesAcquireDeadline(t *testing.T) {
 	if cause := context.Cause(l.Context()); errors.Is(cause, instrument.ErrLockLost) {
 		t.Fatalf("a released lock reports %v", cause)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total"); got != 0 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); got != 0 {
 		t.Fatalf("locks_lost_total = %v after a clean release", got)
 	}
 	if err := l.Release(context.Background()); !errors.Is(err, instrument.ErrNotOwner) {
@@ -699,10 +663,10 @@ func TestLockLostReasonFollowsClientClock(t *testing.T) {
 	if err := l.Release(ctx); !errors.Is(err, instrument.ErrNotOwner) {
 		t.Fatalf("release = %v, want ErrNotOwner", err)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "expired"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total", "reason", "expired"); got != 1 {
 		t.Fatalf("locks_lost_total{reason=expired} = %v, want 1", got)
 	}
-	if got := lockMetric(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 0 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 0 {
 		t.Fatalf("locks_lost_total{reason=not_owner} = %v, want 0", got)
 	}
 	// The hold time is measured on the same clock.

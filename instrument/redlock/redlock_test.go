@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,22 +97,22 @@ func TestRedlockMutualExclusionOverThreeNodes(t *testing.T) {
 	for _, c := range sent {
 		attempts += c.n.Load()
 	}
-	if got := metric(t, reg, "cachewatch_lock_attempts_total"); got != float64(attempts) {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total"); got != float64(attempts) {
 		t.Fatalf("lock_attempts_total = %v, SET NX sent to node 0 = %d (one per attempt)", got, attempts)
 	}
-	if got := metric(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"); got != locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"); got != locks {
 		t.Fatalf("acquired = %v, want %d", got, locks)
 	}
-	if got, retries := metric(t, reg, "cachewatch_retries_total"), metric(t, reg, "cachewatch_lock_attempts_total", "attempt", "retry"); got != retries || got != float64(attempts-locks) {
+	if got, retries := metrictest.Sum(t, reg, "cachewatch_retries_total"), metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "attempt", "retry"); got != retries || got != float64(attempts-locks) {
 		t.Fatalf("retries_total = %v, retry attempts = %v, want %d", got, retries, attempts-locks)
 	}
-	if got := metric(t, reg, "cachewatch_lock_hold_duration_seconds"); got != locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_hold_duration_seconds"); got != locks {
 		t.Fatalf("holds observed = %v, want %d", got, locks)
 	}
-	if got := metric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "acquired"); got != locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "acquired"); got != locks {
 		t.Fatalf("acquire durations = %v, want %d", got, locks)
 	}
-	if got := metric(t, reg, "cachewatch_locks_lost_total"); got != 0 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); got != 0 {
 		t.Fatalf("lost = %v, want 0", got)
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
@@ -144,13 +145,13 @@ func TestRedlockQuorumAndNodeFailures(t *testing.T) {
 	if !errors.Is(err, instrument.ErrRedis) || errors.Is(err, instrument.ErrLockBusy) {
 		t.Fatalf("Lock with two nodes down = %v, want ErrRedis", err)
 	}
-	if got := metric(t, reg, "cachewatch_lock_attempts_total", "result", "error"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "error"); got != 1 {
 		t.Fatalf("attempts{error} = %v, want 1", got)
 	}
-	if got := metric(t, reg, "cachewatch_lock_attempts_total", "result", "busy"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "busy"); got != 1 {
 		t.Fatalf("attempts{busy} = %v, want 1", got)
 	}
-	if got := metric(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "gave_up"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "gave_up"); got != 1 {
 		t.Fatalf("acquire{gave_up} = %v, want 1", got)
 	}
 }
@@ -174,7 +175,7 @@ func TestRedlockExpiryAndExtend(t *testing.T) {
 	if err := a.Unlock(ctx); !errors.Is(err, instrument.ErrNotOwner) {
 		t.Fatalf("stale unlock = %v, want ErrNotOwner", err)
 	}
-	if got := metric(t, reg, "cachewatch_locks_lost_total", "reason", "expired"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total", "reason", "expired"); got != 1 {
 		t.Fatalf("lost{expired} = %v, want 1", got)
 	}
 	for i, rdb := range clients {
@@ -200,16 +201,16 @@ func TestRedlockExpiryAndExtend(t *testing.T) {
 	if err := c.Extend(ctx); !errors.Is(err, instrument.ErrNotOwner) {
 		t.Fatalf("Extend of a deleted lock = %v, want ErrNotOwner", err)
 	}
-	if got := metric(t, reg, "cachewatch_lock_renewals_total", "result", "renewed"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_renewals_total", "result", "renewed"); got != 1 {
 		t.Fatalf("renewals{renewed} = %v, want 1", got)
 	}
-	if got := metric(t, reg, "cachewatch_lock_renewals_total", "result", "lost"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_renewals_total", "result", "lost"); got != 1 {
 		t.Fatalf("renewals{lost} = %v, want 1", got)
 	}
-	if got := metric(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 1 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total", "reason", "not_owner"); got != 1 {
 		t.Fatalf("lost{not_owner} = %v, want 1", got)
 	}
-	if got := metric(t, reg, "cachewatch_locks_lost_total"); got != 2 {
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); got != 2 {
 		t.Fatalf("lost total = %v, want 2", got)
 	}
 }
@@ -244,37 +245,4 @@ func (h *setNXCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return next(ctx, cmd)
 	}
-}
-
-// metric sums samples (or histogram counts) of name whose labels include want.
-func metric(t *testing.T, reg prometheus.Gatherer, name string, want ...string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	samples:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(want); i += 2 {
-				if have[want[i]] != want[i+1] {
-					continue samples
-				}
-			}
-			if m.Counter != nil {
-				sum += m.GetCounter().GetValue()
-			} else if m.Histogram != nil {
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
 }

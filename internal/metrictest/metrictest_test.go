@@ -1,0 +1,44 @@
+package metrictest_test
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+func TestSum(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	lookups := signals.CacheLookups.NewCounterVec()
+	hold := signals.LockHoldDuration.NewHistogramVec()
+	reg.MustRegister(lookups, hold)
+	lookups.WithLabelValues("a:*", "hit").Add(3)
+	lookups.WithLabelValues("a:*", "miss").Add(2)
+	lookups.WithLabelValues("b:*", "hit").Add(5)
+	hold.WithLabelValues("a:*").Observe(1)
+	hold.WithLabelValues("a:*").Observe(2)
+
+	cases := []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{signals.CacheLookups.Name, nil, 10},
+		{signals.CacheLookups.Name, []string{"result", "hit"}, 8},
+		{signals.CacheLookups.Name, []string{"key_group", "a:*", "result", "hit"}, 3},
+		{signals.CacheLookups.Name, []string{"result", "stale"}, 0},
+		{signals.CacheLookups.Name, []string{"no_such_label", "x"}, 0},
+		{signals.LockHoldDuration.Name, []string{"key_group", "a:*"}, 2},
+		{"missing_metric", nil, 0},
+	}
+	for _, c := range cases {
+		if got := metrictest.Sum(t, reg, c.name, c.labels...); got != c.want {
+			t.Errorf("Sum(%s, %q) = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if got := metrictest.Sum(t, reg, signals.CacheLookups.Name, metrictest.Pairs(map[string]string{"key_group": "b:*"})...); got != 5 {
+		t.Errorf("Sum with Pairs = %v, want 5", got)
+	}
+}
