@@ -1,12 +1,13 @@
 package hooks_test
 
 import (
-	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 )
 
 // metricValue returns the value of the series of name whose labels include
