@@ -62,6 +62,7 @@ type Server struct {
 	bin  string
 	dir  string
 	args []string
+	argv []string // full command line of the last start, reused by Restart
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -91,12 +92,25 @@ func Start(t testing.TB, args ...string) *Server {
 }
 
 func (s *Server) start() error {
-	argv := append([]string{
+	if s.argv != nil { // a sentinel: its own argument order
+		return s.startWith(s.argv)
+	}
+	return s.startWith(append(s.baseArgs(), s.args...))
+}
+
+// baseArgs are the options every server gets: loopback only, no persistence,
+// a log file in the test's directory.
+func (s *Server) baseArgs() []string {
+	return []string{
 		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.Port)),
 		"--enable-debug-command", "local",
-	}, s.args...)
+	}
+}
+
+func (s *Server) startWith(argv []string) error {
+	s.argv = argv
 	cmd := exec.Command(s.bin, argv...)
 	if err := cmd.Start(); err != nil {
 		return err

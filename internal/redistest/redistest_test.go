@@ -74,3 +74,18 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("%d masters, want 3", n)
 	}
 }
+
+func TestSentinel(t *testing.T) {
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, master)
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: []string{sentinel.Addr}})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	if err := c.Set(ctx, "via-sentinel", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The write went to the monitored master.
+	if got, err := master.Client(t).Get(ctx, "via-sentinel").Result(); err != nil || got != "1" {
+		t.Fatalf("master has %q, %v", got, err)
+	}
+}
