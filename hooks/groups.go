@@ -123,6 +123,7 @@ func (s *groupSet) get(group string) *groupMetrics {
 const (
 	retrySlots = 4096
 	retryWays  = 8
+	waitSlots  = 4096 // of retryTable.waiting
 )
 
 // retryTable recognises retries on the wire and times whole acquisitions.
@@ -138,9 +139,17 @@ const (
 // retry then counts as a first attempt; a false match needs the same bucket
 // and tag (odds about 2^-32 per lookup). Libraries that draw a new token
 // per attempt are counted as first attempts throughout.
+//
+// Most attempts are first tries on keys nobody waits for. waiting lets them
+// skip hashing the token and searching a bucket: it counts, per slot of key
+// hashes, the entries added for keys of that slot, minus those forgotten.
+// Entries evicted from a full bucket or left by a caller that gave up stay
+// counted, so a count never falls below the slot's live entries; a stale
+// count only sends its keys down the full path.
 type retryTable struct {
-	seed  maphash.Seed
-	slots [retrySlots]atomic.Uint64
+	seed    maphash.Seed
+	slots   [retrySlots]atomic.Uint64
+	waiting [waitSlots]atomic.Uint32
 }
 
 func newRetryTable() *retryTable { return &retryTable{seed: maphash.MakeSeed()} }
@@ -183,23 +192,55 @@ func (t *retryTable) find(h uint64) int {
 }
 
 // busy remembers h as answered busy at nowUs, unless it is already (a retry
-// keeps its first attempt's time). A full bucket loses an entry picked by
-// h's low bits.
-func (t *retryTable) busy(h uint64, nowUs uint32) {
+// keeps its first attempt's time), and reports whether it added an entry.
+// A full bucket loses an entry picked by h's low bits.
+func (t *retryTable) busy(h uint64, nowUs uint32) bool {
 	tg := tag(h)
 	b := t.bucket(h)
 	for i := range b {
 		v := b[i].Load()
-		if v&^lowHalf == tg || v == 0 && b[i].CompareAndSwap(0, tg|uint64(nowUs)) {
-			return
+		if v&^lowHalf == tg {
+			return false
+		}
+		if v == 0 && b[i].CompareAndSwap(0, tg|uint64(nowUs)) {
+			return true
 		}
 	}
 	b[(h>>8)%retryWays].Store(tg | uint64(nowUs))
+	return true
 }
 
-// forget empties slot i (from find) if it still holds h.
-func (t *retryTable) forget(i int, h uint64) {
+// forget empties slot i (from find) if it still holds h, and reports whether
+// it did.
+func (t *retryTable) forget(i int, h uint64) bool {
 	if v := t.slots[i].Load(); v&^lowHalf == tag(h) {
-		t.slots[i].CompareAndSwap(v, 0)
+		return t.slots[i].CompareAndSwap(v, 0)
+	}
+	return false
+}
+
+func (t *retryTable) waitCount(keyHash uint64) *atomic.Uint32 {
+	return &t.waiting[keyHash>>32%waitSlots]
+}
+
+// mayWait reports whether an attempt on the key of keyHash may have been
+// answered busy and not yet ended; false is certain.
+func (t *retryTable) mayWait(keyHash uint64) bool { return t.waitCount(keyHash).Load() != 0 }
+
+// busyKey is busy for an attempt on the key of keyHash. The count goes up
+// before the entry appears, so that mayWait is true whenever find could
+// succeed.
+func (t *retryTable) busyKey(keyHash, h uint64, nowUs uint32) {
+	n := t.waitCount(keyHash)
+	n.Add(1)
+	if !t.busy(h, nowUs) {
+		n.Add(^uint32(0))
+	}
+}
+
+// forgetKey is forget for an attempt on the key of keyHash.
+func (t *retryTable) forgetKey(keyHash uint64, i int, h uint64) {
+	if t.forget(i, h) {
+		t.waitCount(keyHash).Add(^uint32(0))
 	}
 }

@@ -283,6 +283,10 @@ var epoch = time.Now()
 // halves the cost of timing a command.
 func monotonic() time.Duration { return time.Since(epoch) }
 
+// seconds is d.Seconds() with one floating-point division instead of two
+// integer ones.
+func seconds(d time.Duration) float64 { return float64(d) / 1e9 }
+
 func (h *Hook) on(s Signals) bool { return h.signals&s != 0 }
 
 // command returns the command entry for a command's first argument.
@@ -325,7 +329,8 @@ func (h *Hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 // ProcessHook implements redis.Hook.
 func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c := h.command(cmd.Args())
+		args := cmd.Args()
+		c := h.command(args)
 		var span trace.Span
 		if h.tracing != nil {
 			ctx, span = h.tracing.start(ctx, &c.span)
@@ -335,7 +340,7 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		end := monotonic()
 		// The hook sees the reply's error as next's result: go-redis sets
 		// cmd.Err() only after the hook chain returns.
-		f := finished{cmd: cmd, err: err, d: (end - start).Seconds(), end: end, span: span}
+		f := finished{cmd: cmd, args: args, err: err, d: seconds(end - start), end: end, span: span}
 		h.observe(ctx, c, &f)
 		if span != nil {
 			endSpan(span, f.class, f.failed)
@@ -358,7 +363,7 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		start := monotonic()
 		err := next(ctx, cmds)
 		end := monotonic()
-		d := (end - start).Seconds()
+		d := seconds(end - start)
 		if h.on(Commands) {
 			h.pipe[pipelineKind(cmds)].Observe(d)
 		}
@@ -366,8 +371,9 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		var firstClass errClass
 		anyFailed := false
 		for _, cmd := range cmds {
-			f := finished{cmd: cmd, err: cmd.Err(), d: share, end: end}
-			h.observe(ctx, h.command(cmd.Args()), &f)
+			args := cmd.Args()
+			f := finished{cmd: cmd, args: args, err: cmd.Err(), d: share, end: end}
+			h.observe(ctx, h.command(args), &f)
 			if f.failed && !anyFailed {
 				firstClass, anyFailed = f.class, true
 			}
@@ -394,6 +400,7 @@ func pipelineKind(cmds []redis.Cmder) int {
 // finished is what the hook knows of a command once it returned.
 type finished struct {
 	cmd    redis.Cmder
+	args   []any         // cmd.Args()
 	err    error         // the reply's error; redis.Nil for a nil reply
 	class  errClass      // set by observe when failed
 	failed bool          // err is an error (a nil reply is not)
@@ -422,7 +429,7 @@ func (h *Hook) observe(ctx context.Context, c *command, f *finished) {
 		}
 	case kindGet, kindHGet, kindMGet, kindHMGet:
 		if h.on(Cache) && !isInstrumented(ctx) {
-			h.lookup(c.kind, f.cmd, f.err)
+			h.lookup(c.kind, f)
 		}
 	case kindSet, kindSetNX:
 		if h.on(Locks) && !isInstrumented(ctx) {

@@ -6,13 +6,29 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// States of a lazy child.
+const (
+	childUnset uint32 = iota
+	childSetting
+	childReady
+)
+
 // lazyCounter is one label child of a CounterVec, created on first use so
-// that series appear only for what actually happened, and looked up without
-// allocating afterwards (WithLabelValues allocates its variadic slice).
+// that series appear only for what actually happened, and reached without
+// allocating or looking anything up afterwards (WithLabelValues hashes the
+// label values and allocates its variadic slice).
+//
+// The child is held inline, published by state: a reader that sees
+// childReady sees c. Only the creator that wins the CAS writes c; racing
+// creators use the child they got, which the vec returns to all of them.
+// Holding it inline rather than behind an atomic pointer saves the hot path
+// a dependent load, which misses the cache when the client has run in
+// between.
 type lazyCounter struct {
-	vec *prometheus.CounterVec
-	lvs []string
-	c   atomic.Pointer[prometheus.Counter]
+	state atomic.Uint32
+	c     prometheus.Counter
+	vec   *prometheus.CounterVec
+	lvs   []string
 }
 
 func newLazyCounter(vec *prometheus.CounterVec, lvs ...string) lazyCounter {
@@ -26,19 +42,23 @@ func (l *lazyCounter) Inc() { l.get().Inc() }
 func (l *lazyCounter) Add(v float64) { l.get().Add(v) }
 
 func (l *lazyCounter) get() prometheus.Counter {
-	if p := l.c.Load(); p != nil {
-		return *p
+	if l.state.Load() == childReady {
+		return l.c
 	}
 	c := l.vec.WithLabelValues(l.lvs...)
-	l.c.Store(&c) // racing creators store the same child
+	if l.state.CompareAndSwap(childUnset, childSetting) {
+		l.c = c
+		l.state.Store(childReady)
+	}
 	return c
 }
 
 // lazyObserver is lazyCounter for a HistogramVec.
 type lazyObserver struct {
-	vec *prometheus.HistogramVec
-	lvs []string
-	o   atomic.Pointer[prometheus.Observer]
+	state atomic.Uint32
+	o     prometheus.Observer
+	vec   *prometheus.HistogramVec
+	lvs   []string
 }
 
 func newLazyObserver(vec *prometheus.HistogramVec, lvs ...string) lazyObserver {
@@ -47,11 +67,14 @@ func newLazyObserver(vec *prometheus.HistogramVec, lvs ...string) lazyObserver {
 
 // Observe records v in the child, creating it on first use.
 func (l *lazyObserver) Observe(v float64) {
-	if p := l.o.Load(); p != nil {
-		(*p).Observe(v)
+	if l.state.Load() == childReady {
+		l.o.Observe(v)
 		return
 	}
 	o := l.vec.WithLabelValues(l.lvs...)
-	l.o.Store(&o)
+	if l.state.CompareAndSwap(childUnset, childSetting) {
+		l.o = o
+		l.state.Store(childReady)
+	}
 	o.Observe(v)
 }

@@ -71,8 +71,81 @@ type scriptRegistry struct {
 	learned atomic.Pointer[map[string]*scriptInfo] // EVAL bodies seen, copy-on-write
 	mu      sync.Mutex
 	bySHA   map[string]*scriptInfo
+	shas    shaTable // bySHA, for lookups
 	byFunc  map[string]*scriptInfo
 	unknown *scriptInfo
+}
+
+// shaTable finds a script by SHA without hashing it: a SHA is random
+// already, so its first hex digits index an open-addressed table, and a
+// slot holds the SHA inline next to its script, so a lookup reads one cache
+// line besides the id. Built at New, read-only afterwards.
+type shaTable struct {
+	slots []shaSlot // len is a power of two, at least twice the SHAs
+}
+
+type shaSlot struct {
+	sha  [40]byte // lower-case hex
+	info *scriptInfo
+}
+
+func newSHATable(bySHA map[string]*scriptInfo) shaTable {
+	n := 64
+	for n < 2*len(bySHA) {
+		n *= 2
+	}
+	t := shaTable{slots: make([]shaSlot, n)}
+	for sha, info := range bySHA {
+		i := t.home(sha)
+		for t.slots[i].info != nil {
+			i = (i + 1) & (n - 1)
+		}
+		copy(t.slots[i].sha[:], sha)
+		t.slots[i].info = info
+	}
+	return t
+}
+
+// home is the first slot to probe for a 40-digit hex SHA (either case).
+func (t shaTable) home(sha string) int {
+	v := 0
+	for i := 0; i < 4; i++ {
+		v = v<<4 | int(hexDigit(sha[i]))
+	}
+	return v & (len(t.slots) - 1)
+}
+
+// hexDigit is the value of a hex digit; other bytes give some value, which
+// only makes their lookup fail.
+func hexDigit(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return (c | 0x20) - 'a' + 10
+}
+
+// find returns the script of a SHA as sent (either case), or nil.
+func (t shaTable) find(id string) *scriptInfo {
+	if len(id) != 40 {
+		return nil
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(id); t.slots[i].info != nil; i = (i + 1) & mask {
+		if string(t.slots[i].sha[:]) == id {
+			return t.slots[i].info
+		}
+	}
+	var buf [40]byte // an upper-case SHA: rare, so only now
+	lowerASCII(buf[:], id)
+	if string(buf[:]) == id {
+		return nil
+	}
+	for i := t.home(id); t.slots[i].info != nil; i = (i + 1) & mask {
+		if t.slots[i].sha == buf {
+			return t.slots[i].info
+		}
+	}
+	return nil
 }
 
 // Scripts of common lock libraries, byte for byte as they send them, so their
@@ -167,6 +240,7 @@ func newScriptRegistry(user []Script, newInfo func(name string, role Role) *scri
 	for _, s := range append(cachewatchScripts(), LockLibraryScripts()...) {
 		r.add(s, newInfo)
 	}
+	r.shas = newSHATable(r.bySHA)
 	return r, nil
 }
 
@@ -224,29 +298,22 @@ func (r *scriptRegistry) add(s Script, newInfo func(string, Role) *scriptInfo) {
 // lookup returns the script a script command names by id (body, SHA or
 // function name), or the unknown script.
 func (r *scriptRegistry) lookup(sc scriptCmd, id string) *scriptInfo {
-	var m map[string]*scriptInfo
 	switch {
 	case sc.bySHA():
-		m = r.bySHA
-	case sc.byFunction():
-		m = r.byFunc
-	default:
-		m = r.bySrc
-	}
-	if s, ok := m[id]; ok {
-		return s
-	}
-	if !sc.bySHA() && !sc.byFunction() {
-		return r.learn(id)
-	}
-	if sc.bySHA() && len(id) == 40 { // an upper-case SHA
-		var buf [40]byte
-		lowerASCII(buf[:], id)
-		if s, ok := m[string(buf[:])]; ok {
+		if s := r.shas.find(id); s != nil {
 			return s
 		}
+		return r.unknown
+	case sc.byFunction():
+		if s, ok := r.byFunc[id]; ok {
+			return s
+		}
+		return r.unknown
 	}
-	return r.unknown
+	if s, ok := r.bySrc[id]; ok {
+		return s
+	}
+	return r.learn(id)
 }
 
 // learn names an EVAL body that was registered by SHA only (go-redis's

@@ -77,8 +77,8 @@ func sliceReply(cmd redis.Cmder) ([]any, bool) {
 }
 
 // lookup counts the cache outcome of a read command.
-func (h *Hook) lookup(kind cmdKind, cmd redis.Cmder, err error) {
-	args := cmd.Args()
+func (h *Hook) lookup(kind cmdKind, f *finished) {
+	cmd, args, err := f.cmd, f.args, f.err
 	key, ok := argString(args, 1)
 	if !ok {
 		return
@@ -134,8 +134,7 @@ func (h *Hook) lookupResult(key string, result int) {
 
 // setNX counts SET ... NX (and legacy SETNX) as a lock attempt.
 func (h *Hook) setNX(kind cmdKind, f *finished) {
-	cmd := f.cmd
-	args := cmd.Args()
+	cmd, args := f.cmd, f.args
 	if kind == kindSet && !isLockSet(args) {
 		return
 	}
@@ -196,20 +195,20 @@ func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, f *fini
 	g := h.byGroup.forKey(key, kh)
 	attempt := 0
 	waited := f.d
-	if hasToken {
+	if hasToken && (result == attemptBusy || h.retries.mayWait(kh)) {
 		sum := h.retries.hash(kh, token)
 		nowUs := uint32(f.end / time.Microsecond)
 		slot := h.retries.find(sum)
 		if slot >= 0 {
 			attempt = 1
 			since := uint32(h.retries.slots[slot].Load())
-			waited = (time.Duration(nowUs-since) * time.Microsecond).Seconds()
+			waited = seconds(time.Duration(nowUs-since) * time.Microsecond)
 		}
 		switch {
 		case result == attemptBusy:
-			h.retries.busy(sum, nowUs)
+			h.retries.busyKey(kh, sum, nowUs)
 		case slot >= 0: // acquired or failed: the acquisition is over
-			h.retries.forget(slot, sum)
+			h.retries.forgetKey(kh, slot, sum)
 		}
 	}
 	g.attempts[result][attempt].Inc()
@@ -224,8 +223,7 @@ func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, f *fini
 // script times a script command under the script's name and reads lock
 // outcomes from the replies of known lock scripts.
 func (h *Hook) script(ctx context.Context, c *command, f *finished) {
-	cmd, err := f.cmd, f.err
-	args := cmd.Args()
+	cmd, args, err := f.cmd, f.args, f.err
 	id, _ := argString(args, 1)
 	s := h.scripts.lookup(c.script, id)
 	noscript := f.failed && f.class == errNoscript
@@ -242,6 +240,16 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 	if s.role == RoleNone || noscript || !h.on(Locks) || isInstrumented(ctx) {
 		return
 	}
+	reason := -1
+	if s.role != RoleAcquire { // most replies lose no lock: read no arguments then
+		n, ok := intReply(cmd)
+		if err != nil || !ok {
+			return
+		}
+		if reason = lostReason(s.role, n); reason < 0 {
+			return
+		}
+	}
 	nkeys, ok := argInt(args, 2)
 	if !ok || nkeys < 1 {
 		return
@@ -251,38 +259,34 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 		return
 	}
 	token, hasToken := argString(args, 3+nkeys)
-	switch s.role {
-	case RoleAcquire:
+	if s.role == RoleAcquire {
 		h.lockAttempt(key, token, hasToken, attemptResult(err), f)
-	case RoleRelease, RoleExtend:
-		if err != nil {
-			return
-		}
-		if n, ok := intReply(cmd); ok {
-			h.lockReply(s.role, key, token, hasToken, n)
-		}
+		return
 	}
+	h.lockLost(s.role, key, token, hasToken, reason)
 }
 
-// lockReply counts a lost lock from an owner-checked release or extension.
+// lostReason is the lost-lock reason of an owner-checked release's or
+// extension's reply, or -1 when the reply loses no lock.
+func lostReason(role Role, n int64) int {
+	switch {
+	case n == 0 && role == RoleRelease:
+		return lostNotOwner
+	case n == -1 && role == RoleRelease:
+		return lostExpired
+	case n == 0 && role == RoleExtend:
+		return lostRenewFailed
+	}
+	return -1
+}
+
+// lockLost counts a lost lock from an owner-checked release or extension.
 // A release by a token whose last attempt was answered busy is the cleanup
 // after a failed acquisition (redsync releases on every pool then), not a
 // lost lock.
-func (h *Hook) lockReply(role Role, key, token string, hasToken bool, n int64) {
-	reason := -1
-	switch {
-	case n == 0 && role == RoleRelease:
-		reason = lostNotOwner
-	case n == -1 && role == RoleRelease:
-		reason = lostExpired
-	case n == 0 && role == RoleExtend:
-		reason = lostRenewFailed
-	}
-	if reason < 0 {
-		return
-	}
+func (h *Hook) lockLost(role Role, key, token string, hasToken bool, reason int) {
 	kh := h.byGroup.keyHash(key)
-	if role == RoleRelease && hasToken {
+	if role == RoleRelease && hasToken && h.retries.mayWait(kh) {
 		if _, busy := h.retries.busySince(h.retries.hash(kh, token)); busy {
 			return
 		}
