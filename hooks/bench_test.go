@@ -2,6 +2,7 @@ package hooks_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -48,8 +49,7 @@ func BenchmarkHookOverhead(b *testing.B) {
 			return err
 		}},
 	}
-	newClient := func(b *testing.B, hooked bool) *redis.Client {
-		rdb := stubClient(b)
+	hook := func(b *testing.B, rdb *redis.Client, hooked bool) *redis.Client {
 		if hooked {
 			h, err := hooks.New(hooks.Options{Registerer: prometheus.NewRegistry()})
 			if err != nil {
@@ -58,6 +58,9 @@ func BenchmarkHookOverhead(b *testing.B) {
 			rdb.AddHook(h)
 		}
 		return rdb
+	}
+	newClient := func(b *testing.B, hooked bool) *redis.Client {
+		return hook(b, stubClient(b), hooked)
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -89,8 +92,7 @@ func BenchmarkHookOverhead(b *testing.B) {
 			// The machine's background load moves bare and hooked runs by
 			// more than the hook costs; alternating them op by op and
 			// comparing median op times cancels most of it.
-			b.Run("interleaved", func(b *testing.B) {
-				bare, hooked := newClient(b, false), newClient(b, true)
+			interleaved := func(b *testing.B, bare, hooked *redis.Client) {
 				warm(b, bare)
 				warm(b, hooked)
 				tBare, tHooked := make([]time.Duration, b.N), make([]time.Duration, b.N)
@@ -113,6 +115,17 @@ func BenchmarkHookOverhead(b *testing.B) {
 				mBare, mHooked := median(tBare), median(tHooked)
 				b.ReportMetric(float64(mHooked-mBare)/float64(c.cmds), "added-ns/cmd")
 				b.ReportMetric(float64(mBare)/float64(mHooked), "x-bare-throughput")
+			}
+			b.Run("interleaved", func(b *testing.B) {
+				interleaved(b, newClient(b, false), newClient(b, true))
+			})
+			// The stub answers from another goroutine, so each op hands off
+			// between goroutines twice, and how long the hook takes changes
+			// whether the other side is still spinning or already parked:
+			// that moves op times by tens of ns either way. A connection
+			// answering inline, in the caller's goroutine, has no handoff.
+			b.Run("interleaved_inline", func(b *testing.B) {
+				interleaved(b, hook(b, inlineClient(b), false), hook(b, inlineClient(b), true))
 			})
 		})
 	}
@@ -139,9 +152,106 @@ func stubClient(b *testing.B) *redis.Client {
 	return rdb
 }
 
-// stubRESP answers RESP commands until the connection closes: GET with a
-// value, EVALSHA with 1, HELLO with an error, anything else with OK. Replies are flushed when no
-// more input is buffered, so a pipeline is answered in one write.
+// inlineClient returns a client whose connections are inlineConns.
+func inlineClient(b *testing.B) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{
+		Addr: "inline:6379", Protocol: 2, DisableIdentity: true, PoolSize: 1,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return &inlineConn{}, nil
+		},
+	})
+	b.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// inlineConn is a net.Conn that answers each complete RESP command written
+// to it at once, in the writer's goroutine, with stubReply's reply; Read
+// returns the replies. One goroutine at a time uses it (PoolSize 1).
+type inlineConn struct {
+	in  []byte // bytes written and not yet parsed: at most a partial command
+	out []byte // replies not yet read
+}
+
+func (c *inlineConn) Write(p []byte) (int, error) {
+	c.in = append(c.in, p...)
+	done := 0
+	for {
+		name, n, ok := parseCommand(c.in[done:])
+		if !ok {
+			break
+		}
+		c.out = append(c.out, stubReply(name)...)
+		done += n
+	}
+	c.in = c.in[:copy(c.in, c.in[done:])]
+	return len(p), nil
+}
+
+func (c *inlineConn) Read(p []byte) (int, error) {
+	if len(c.out) == 0 {
+		return 0, io.ErrNoProgress // go-redis read before it wrote
+	}
+	n := copy(p, c.out)
+	c.out = c.out[:copy(c.out, c.out[n:])]
+	return n, nil
+}
+
+func (c *inlineConn) Close() error                     { return nil }
+func (c *inlineConn) LocalAddr() net.Addr              { return inlineAddr{} }
+func (c *inlineConn) RemoteAddr() net.Addr             { return inlineAddr{} }
+func (c *inlineConn) SetDeadline(time.Time) error      { return nil }
+func (c *inlineConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *inlineConn) SetWriteDeadline(time.Time) error { return nil }
+
+type inlineAddr struct{}
+
+func (inlineAddr) Network() string { return "inline" }
+func (inlineAddr) String() string  { return "inline:6379" }
+
+// parseCommand parses one RESP array of bulk strings at the start of buf and
+// returns its first element and the command's length, or ok false when buf
+// does not hold a whole command.
+func parseCommand(buf []byte) (name []byte, n int, ok bool) {
+	line, rest, ok := bytes.Cut(buf, []byte("\r\n"))
+	if !ok || len(line) < 2 || line[0] != '*' {
+		return nil, 0, false
+	}
+	args := atoi(line[1:])
+	for i := 0; i < args; i++ {
+		line, after, ok := bytes.Cut(rest, []byte("\r\n"))
+		if !ok || len(line) < 2 {
+			return nil, 0, false
+		}
+		size := atoi(line[1:])
+		if len(after) < size+2 {
+			return nil, 0, false
+		}
+		if i == 0 {
+			name = after[:size]
+		}
+		rest = after[size+2:]
+	}
+	return name, len(buf) - len(rest), true
+}
+
+// stubReply is the stubs' reply to a command: GET gets a value, EVALSHA 1,
+// HELLO an error (RESP2 only: go-redis falls back), anything else OK.
+func stubReply(name []byte) string {
+	switch string(name) {
+	case "get", "GET":
+		return "$5\r\nhello\r\n"
+	case "hello", "HELLO":
+		return "-ERR unknown command 'hello'\r\n"
+	case "evalsha", "EVALSHA":
+		return ":1\r\n"
+	}
+	return "+OK\r\n"
+}
+
+// stubRESP answers RESP commands with stubReply's replies until the
+// connection closes. Replies are flushed when no more input is buffered, so
+// a pipeline is answered in one write.
 func stubRESP(conn net.Conn) {
 	defer conn.Close()
 	r := bufio.NewReaderSize(conn, 1<<16)
@@ -152,16 +262,7 @@ func stubRESP(conn net.Conn) {
 		if err != nil {
 			return
 		}
-		switch string(name[:n]) {
-		case "get", "GET":
-			w.WriteString("$5\r\nhello\r\n")
-		case "hello", "HELLO": // RESP2 only: go-redis falls back
-			w.WriteString("-ERR unknown command 'hello'\r\n")
-		case "evalsha", "EVALSHA":
-			w.WriteString(":1\r\n")
-		default:
-			w.WriteString("+OK\r\n")
-		}
+		w.WriteString(stubReply(name[:n]))
 		if r.Buffered() == 0 {
 			if w.Flush() != nil {
 				return

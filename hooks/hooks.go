@@ -118,17 +118,18 @@ type Hook struct {
 	signals Signals
 	groups  *keygroup.Classifier
 
-	cmds  map[string]*command
-	fast  [len(hotCommands)]*command // cmds' entries for hotCommands
-	other *command
-	pipe  [2]lazyObserver // pipeline, tx
-
+	// What every command reads comes first, to share cache lines.
+	fast    [len(hotCommands)]*command // cmds' entries for hotCommands
+	tracing *tracing
 	scripts *scriptRegistry
 	byGroup *groupSet
 	retries *retryTable
-	bursts  *burst.Detector
 	hot     *hotKeys
-	tracing *tracing
+	bursts  *burst.Detector
+
+	cmds  map[string]*command
+	other *command
+	pipe  [2]lazyObserver // pipeline, tx
 }
 
 var _ redis.Hook = (*Hook)(nil)
@@ -432,8 +433,8 @@ func (h *Hook) observe(ctx context.Context, c *command, f *finished) {
 			h.lookup(c.kind, f)
 		}
 	case kindSet, kindSetNX:
-		if h.on(Locks) && !isInstrumented(ctx) {
-			h.setNX(c.kind, f)
+		if h.on(Locks) {
+			h.setNX(ctx, c.kind, f)
 		}
 	}
 }

@@ -87,6 +87,7 @@ type shaTable struct {
 type shaSlot struct {
 	sha  [40]byte // lower-case hex
 	info *scriptInfo
+	_    [16]byte // a slot per cache line
 }
 
 func newSHATable(bySHA map[string]*scriptInfo) shaTable {

@@ -132,10 +132,11 @@ func (h *Hook) lookupResult(key string, result int) {
 	}
 }
 
-// setNX counts SET ... NX (and legacy SETNX) as a lock attempt.
-func (h *Hook) setNX(kind cmdKind, f *finished) {
+// setNX counts SET ... NX (and legacy SETNX) as a lock attempt, unless
+// cachewatch's own client sent it.
+func (h *Hook) setNX(ctx context.Context, kind cmdKind, f *finished) {
 	cmd, args := f.cmd, f.args
-	if kind == kindSet && !isLockSet(args) {
+	if kind == kindSet && !isLockSet(args) || isInstrumented(ctx) {
 		return
 	}
 	key, ok := argString(args, 1)
@@ -237,11 +238,11 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 		f.span.SetAttributes(attrStoredProcedure.String(s.name))
 	}
 	// A NOSCRIPT is followed by the EVAL fallback, which carries the outcome.
-	if s.role == RoleNone || noscript || !h.on(Locks) || isInstrumented(ctx) {
+	if s.role == RoleNone || noscript || !h.on(Locks) {
 		return
 	}
 	reason := -1
-	if s.role != RoleAcquire { // most replies lose no lock: read no arguments then
+	if s.role != RoleAcquire { // most replies lose no lock: look no further then
 		n, ok := intReply(cmd)
 		if err != nil || !ok {
 			return
@@ -249,6 +250,9 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 		if reason = lostReason(s.role, n); reason < 0 {
 			return
 		}
+	}
+	if isInstrumented(ctx) {
+		return
 	}
 	nkeys, ok := argInt(args, 2)
 	if !ok || nkeys < 1 {
