@@ -17,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/cachewatch/cachewatch/internal/burst"
 	"github.com/cachewatch/cachewatch/internal/luascript"
@@ -148,14 +147,14 @@ func (o CacheOptions) withDefaults(clientName string) CacheOptions {
 // colon becomes the tag ("user:42" is stored as "user:{42}", its lease as
 // "user:{42}:lease"; a key without a colon is wrapped whole).
 type Cache[T any] struct {
-	c      *Client
-	o      CacheOptions
-	sf     singleflight.Group
-	notify *notifier
-	deg    *degraded
-	bursts *burst.Detector
-	fails  failureRuns
-	local  *localCopies[T] // nil unless LocalCopies > 0
+	c       *Client
+	o       CacheOptions
+	flights flights[T]
+	notify  *notifier
+	deg     *degraded
+	bursts  *burst.Detector
+	fails   failureRuns
+	local   *localCopies[T] // nil unless LocalCopies > 0
 	// groupM caches per-group metric handles; bounded like the groups.
 	groupsMu sync.RWMutex
 	groupM   map[string]*groupMetrics
@@ -200,7 +199,11 @@ type outcome[T any] struct {
 	result   string
 	staleAge time.Duration // how far past its fresh TTL a stale value was
 	group    string        // the key's group, classified once per flight
-	leader   *int          // the caller whose lookup ran
+	gm       *groupMetrics // and its metrics, resolved once per flight
+	// freshUntil and hardUntil (unix ms) are the served value's deadlines,
+	// when it was cached (0 for a loaded or fallback value): each caller
+	// judges them again at its own clock.
+	freshUntil, hardUntil int64
 }
 
 // Fetch returns the value of key: from Redis when fresh; stale (while one
@@ -210,83 +213,164 @@ type outcome[T any] struct {
 // write. When Redis is unavailable, load is called directly, with bounded
 // concurrency behind a circuit breaker. Fetch never blocks past ctx.
 //
+// Concurrent Fetches of one key in a process share one lookup: the callers
+// that arrive while a read of the key is in flight wait for its answer
+// instead of making their own round trip (each still bounded by its own
+// ctx), and anyone arriving after it lands reads again, so no caller is
+// served an answer older than a read that was in flight when it arrived.
+// A refresh lease granted to a shared read serves one refresh or load,
+// never one per caller. Each caller counts one lookup: a shared read of a
+// fresh or stale value counts as hit or stale — judged again at the
+// caller's own clock, so a value that went stale meanwhile counts (and
+// its age is observed) as stale, and one past its hard TTL is not served:
+// the caller reads again — and a caller who waited for another caller's
+// load, in this process or another, counts as coalesced.
+//
 // load receives a context bounded by LeaseTTL and detached from ctx's
 // cancellation (its result serves every waiting caller). Its error is
 // returned wrapped; an error wrapping ErrNotFound is cached when
 // NegativeTTL is set.
 func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Context) (T, error)) (T, error) {
-	ctx, span := ca.c.tracer.Start(ctx, "cachewatch.Fetch", fetchSpanKind)
+	// Keep this frame and the waiters' path small: in a stampede, hundreds
+	// of fresh goroutines per process wait here, and stack growth or copies
+	// of the outcome per caller are what they would wait for.
+	ctx, span := ca.c.tracer.Start(ctx, "cachewatch.Fetch", fetchSpanOpts...)
 	defer span.End()
-	if v, err, ok := ca.staleFromMemory(ctx, span, key, load); ok {
-		return v, err
+	if ca.local != nil {
+		if v, err, ok := ca.staleFromMemory(ctx, span, key, load); ok {
+			return v, err
+		}
 	}
-
-	// The key group is classified once per flight, not per caller: in a
-	// stampede most callers only join a flight.
-	me := new(int)
-	ch := ca.sf.DoChan(key, func() (any, error) {
-		// The flight serves every caller that joins it, so the leader's
-		// cancellation must not end it; the leader's deadline only caps
-		// the time given to Redis, to leave the fallback time to run.
-		dl, _ := ctx.Deadline()
-		fctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), dl), ca.o.LeaseTTL)
-		defer cancel()
-		group := ca.c.group(key)
-		o, err := ca.lookup(fctx, key, group, load)
-		o.group, o.leader = group, me
-		return o, err
-	})
-	var zero T
-	select {
-	case <-ctx.Done():
-		ca.record(ctx, span, ca.c.group(key), key, resultError)
-		return zero, fmt.Errorf("cachewatch: fetch %q: %w", key, ctx.Err())
-	case r := <-ch:
-		o, _ := r.Val.(outcome[T])
-		result, group := o.result, o.group
-		if o.leader != me {
-			span.AddEvent("coalesced")
-			if result == resultMiss {
-				result = resultCoalesced
-			}
+	for {
+		f, leader := ca.flights.join(key)
+		if leader {
+			ca.fly(ctx, f, key, load)
+		} else if testHookJoined != nil {
+			testHookJoined(key)
 		}
-		if r.Err != nil && !errors.Is(r.Err, ErrNotFound) {
-			result = resultError
+		select {
+		case <-ctx.Done():
+			return ca.gone(ctx, span, key)
+		case <-f.done:
 		}
-		ca.record(ctx, span, group, key, result)
-		if result == resultStale {
-			ca.metricsFor(group).staleAge.Observe(o.staleAge.Seconds())
+		if v, err, ok := ca.answer(ctx, span, key, f, leader); ok {
+			return v, err
 		}
-		if r.Err != nil {
-			span.RecordError(r.Err)
-			span.SetStatus(codes.Error, "fetch failed")
-			return zero, r.Err
-		}
-		return o.val, nil
+		span.AddEvent("shared read is past the hard TTL now, reading again")
 	}
 }
 
-// record counts one caller's lookup and logs the decision.
-func (ca *Cache[T]) record(ctx context.Context, span trace.Span, group, key, result string) {
-	ca.metricsFor(group).lookups[result].Inc()
+// gone counts and reports a caller whose context ended while it waited.
+func (ca *Cache[T]) gone(ctx context.Context, span trace.Span, key string) (T, error) {
+	var zero T
+	group := ca.c.group(key)
+	ca.record(ctx, span, ca.metricsFor(group), group, key, resultError)
+	return zero, fmt.Errorf("cachewatch: fetch %q: %w", key, ctx.Err())
+}
+
+// fly runs a flight for the caller that started it. The flight serves
+// every caller that joins it, so the leader's cancellation must not end
+// it; the leader's deadline only caps the time given to Redis, to leave
+// the fallback time to run.
+func (ca *Cache[T]) fly(ctx context.Context, f *flight[T], key string, load func(context.Context) (T, error)) {
+	dl, _ := ctx.Deadline()
+	fctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), dl), ca.o.LeaseTTL)
+	go func() {
+		defer cancel()
+		// The key group is classified once per flight, not per caller: in
+		// a stampede most callers only join a flight.
+		group := ca.c.group(key)
+		o, err := ca.lookup(fctx, key, group, load)
+		o.group, o.gm = group, ca.metricsFor(group)
+		ca.flights.land(key, f, o, err)
+	}()
+}
+
+// judge decides again, at this caller's clock, how a cached value served
+// by a shared read counts: a hit that has gone stale since the read counts
+// as stale, with its age now. ok is false when the value is past its hard
+// TTL now: the caller must not be served it.
+func (ca *Cache[T]) judge(o *outcome[T]) (result string, staleAge time.Duration, ok bool) {
+	result, staleAge = o.result, o.staleAge
+	if o.hardUntil == 0 {
+		return result, staleAge, true
+	}
+	now := ca.c.now().UnixMilli()
+	if now >= o.hardUntil {
+		return result, staleAge, false
+	}
+	if result == resultHit && now >= o.freshUntil {
+		result = resultStale
+	}
+	if result == resultStale {
+		staleAge = time.Duration(now-o.freshUntil) * time.Millisecond
+	}
+	return result, staleAge, true
+}
+
+// answer counts one caller's lookup and returns what its landed flight f
+// found (f's outcome is shared: read, never written). ok is false when the
+// shared read's value is past its hard TTL by this caller's clock.
+func (ca *Cache[T]) answer(ctx context.Context, span trace.Span, key string, f *flight[T], leader bool) (v T, err error, ok bool) {
+	result, age, ok := ca.judge(&f.o)
+	if !ok {
+		return v, nil, false
+	}
+	if !leader {
+		span.AddEvent("coalesced")
+		if result == resultMiss {
+			result = resultCoalesced
+		}
+	}
+	if f.err != nil && !errors.Is(f.err, ErrNotFound) {
+		result = resultError
+	}
+	ca.record(ctx, span, f.o.gm, f.o.group, key, result)
+	if result == resultStale {
+		f.o.gm.staleAge.Observe(age.Seconds())
+	}
+	if f.err != nil {
+		span.RecordError(f.err)
+		span.SetStatus(codes.Error, "fetch failed")
+		return v, f.err, true
+	}
+	return f.o.val, nil, true
+}
+
+// record counts one caller's lookup in its group's metrics gm and logs
+// the decision.
+func (ca *Cache[T]) record(ctx context.Context, span trace.Span, gm *groupMetrics, group, key, result string) {
+	gm.lookups[result].Inc()
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("cachewatch.key_group", group), attribute.String("cachewatch.result", result))
+		tagSpan(span, group, result)
 	}
 	if result == resultMiss || result == resultCoalesced {
 		ca.bursts.Miss(group)
 	}
 	if ca.c.log.Enabled(ctx, slog.LevelDebug) {
-		outcome := result
-		if result == resultMiss {
-			outcome = "recompute"
-		}
-		ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch",
-			slog.String("key_group", group), slog.String("key", key), slog.String("outcome", outcome))
+		ca.logDecision(ctx, group, key, result)
 	}
 }
 
-// fetchSpanKind is the Fetch span's kind, built once.
-var fetchSpanKind = trace.WithSpanKind(trace.SpanKindClient)
+// tagSpan sets a Fetch span's key group and result.
+func tagSpan(span trace.Span, group, result string) {
+	span.SetAttributes(attribute.String("cachewatch.key_group", group), attribute.String("cachewatch.result", result))
+}
+
+// logDecision writes the debug line of one caller's lookup (its own
+// function, so that callers who do not log keep a small stack frame).
+func (ca *Cache[T]) logDecision(ctx context.Context, group, key, result string) {
+	outcome := result
+	if result == resultMiss {
+		outcome = "recompute"
+	}
+	ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch",
+		slog.String("key_group", group), slog.String("key", key), slog.String("outcome", outcome))
+}
+
+// fetchSpanOpts are the Fetch span's options, built once: passed as a
+// fresh variadic list they would be allocated by every caller.
+var fetchSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
 // groupMetrics are the per-caller metrics of one key group, resolved once:
 // every caller of a stampede records one lookup, so the label lookup is
@@ -303,12 +387,17 @@ func (ca *Cache[T]) metricsFor(group string) *groupMetrics {
 	if gm != nil {
 		return gm
 	}
+	return ca.newGroupMetrics(group)
+}
+
+// newGroupMetrics resolves and keeps group's metric handles.
+func (ca *Cache[T]) newGroupMetrics(group string) *groupMetrics {
 	ca.groupsMu.Lock()
 	defer ca.groupsMu.Unlock()
-	if gm = ca.groupM[group]; gm != nil {
+	if gm := ca.groupM[group]; gm != nil {
 		return gm
 	}
-	gm = &groupMetrics{lookups: map[string]prometheus.Counter{}, staleAge: ca.c.m.staleAge.WithLabelValues(group)}
+	gm := &groupMetrics{lookups: map[string]prometheus.Counter{}, staleAge: ca.c.m.staleAge.WithLabelValues(group)}
 	for _, r := range []string{resultHit, resultStale, resultMiss, resultCoalesced, resultFallback, resultError} {
 		gm.lookups[r] = ca.c.m.lookups.WithLabelValues(group, r)
 	}
@@ -367,14 +456,6 @@ const (
 
 // lookup is one flight: read, then serve, refresh, load or wait.
 func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error)) (outcome[T], error) {
-	var o outcome[T]
-	var err error
-	o.val, o.result, o.staleAge, err = ca.serve(ctx, key, group, load)
-	return o, err
-}
-
-// serve decides how one flight is answered and answers it.
-func (ca *Cache[T]) serve(ctx context.Context, key, group string, load func(context.Context) (T, error)) (T, string, time.Duration, error) {
 	k := keysFor(key)
 	span := trace.SpanFromContext(ctx)
 	if ca.deg.open() {
@@ -386,23 +467,27 @@ func (ca *Cache[T]) serve(ctx context.Context, key, group string, load func(cont
 		return ca.unavailable(ctx, key, group, load, err)
 	}
 	switch s.state {
-	case stateFresh:
-		span.AddEvent("cache hit")
-		if s.granted { // XFetch: refresh early, serve what we have
-			ca.refreshInBackground(ctx, key, group, k, token, load)
+	case stateFresh, stateStale:
+		result := resultHit
+		if s.state == stateStale {
+			result = resultStale
+			span.AddEvent("cache stale")
+		} else {
+			span.AddEvent("cache hit")
 		}
-		v, result, err := ca.decode(key, s, resultHit)
-		ca.keepCopy(key, v, err, s)
-		return v, result, 0, err
-	case stateStale:
-		span.AddEvent("cache stale")
+		// The lease is granted to the flight, so one refresh serves all of
+		// its callers (stale, or XFetch's early refresh of a fresh value).
 		if s.granted {
 			ca.refreshInBackground(ctx, key, group, k, token, load)
 		}
-		age := time.Duration(ca.c.now().UnixMilli()-s.freshUntil) * time.Millisecond
-		v, result, err := ca.decode(key, s, resultStale)
-		ca.keepCopy(key, v, err, s)
-		return v, result, age, err
+		o := outcome[T]{freshUntil: s.freshUntil, hardUntil: s.hardUntil}
+		var err error
+		o.val, o.result, err = ca.decode(key, s, result)
+		if o.result == resultStale {
+			o.staleAge = time.Duration(ca.c.now().UnixMilli()-s.freshUntil) * time.Millisecond
+		}
+		ca.keepCopy(key, o.val, err, s)
+		return o, err
 	case stateExpired:
 		ca.c.m.hardTTLExpired.WithLabelValues(group).Inc()
 		span.AddEvent("cache expired past hard TTL")
@@ -410,31 +495,34 @@ func (ca *Cache[T]) serve(ctx context.Context, key, group string, load func(cont
 		span.AddEvent("cache miss")
 	}
 	ca.local.drop(key)
+	var o outcome[T]
 	if s.granted {
-		v, result, err := ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
-		return v, result, 0, err
+		o.val, o.result, err = ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
+		return o, err
 	}
-	v, result, err := ca.waitForValue(ctx, key, group, k, load)
-	return v, result, 0, err
+	o.val, o.result, err = ca.waitForValue(ctx, key, group, k, load)
+	return o, err
 }
 
 // unavailable answers a flight while Redis is not: from the process's copy
 // if there is one within its hard TTL (LocalCopies), else from the source.
-func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load func(context.Context) (T, error), cause error) (T, string, time.Duration, error) {
+func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load func(context.Context) (T, error), cause error) (outcome[T], error) {
 	now := ca.c.now().UnixMilli()
 	if c, ok := ca.local.usable(key, now); ok {
 		trace.SpanFromContext(ctx).AddEvent("cache copy served, Redis unavailable")
-		result, age := resultHit, time.Duration(0)
+		o := outcome[T]{val: c.val, result: resultHit, freshUntil: c.freshUntil, hardUntil: c.hardUntil}
 		if now >= c.freshUntil {
-			result, age = resultStale, time.Duration(now-c.freshUntil)*time.Millisecond
+			o.result, o.staleAge = resultStale, time.Duration(now-c.freshUntil)*time.Millisecond
 		}
 		if c.negative {
-			return c.val, result, age, fmt.Errorf("cachewatch: fetch %q: %w (cached)", key, ErrNotFound)
+			return o, fmt.Errorf("cachewatch: fetch %q: %w (cached)", key, ErrNotFound)
 		}
-		return c.val, result, age, nil
+		return o, nil
 	}
-	v, result, err := ca.fallback(ctx, key, group, load, cause)
-	return v, result, 0, err
+	var o outcome[T]
+	var err error
+	o.val, o.result, err = ca.fallback(ctx, key, group, load, cause)
+	return o, err
 }
 
 // read runs the read script: one round trip for the value, its state and,
@@ -677,6 +765,10 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 
 // testHookWaiting, when set by a test, is called each time a waiter blocks.
 var testHookWaiting func(key string)
+
+// testHookJoined, when set by a test, is called each time a Fetch joins a
+// flight already in progress instead of starting one.
+var testHookJoined func(key string)
 
 // fallback serves a lookup from the source directly because Redis failed:
 // bounded concurrency, bounded by ctx, nothing written.

@@ -105,10 +105,13 @@ func (ca *Cache[T]) keepCopy(key string, v T, decodeErr error, s stored) {
 // staleFromMemory serves key from the process's copy when that copy is
 // stale but within its hard TTL, and starts one background revalidation.
 func (ca *Cache[T]) staleFromMemory(ctx context.Context, span trace.Span, key string, load func(context.Context) (T, error)) (T, error, bool) {
+	var zero T
+	if ca.local == nil { // LocalCopies off: not even a clock read
+		return zero, nil, false
+	}
 	now := ca.c.now().UnixMilli()
 	c, revalidate, ok := ca.local.stale(key, now)
 	if !ok {
-		var zero T
 		return zero, nil, false
 	}
 	group := ca.c.group(key)
@@ -116,8 +119,9 @@ func (ca *Cache[T]) staleFromMemory(ctx context.Context, span trace.Span, key st
 		ca.revalidate(ctx, key, group, load)
 	}
 	span.AddEvent("cache stale (process copy)")
-	ca.record(ctx, span, group, key, resultStale)
-	ca.metricsFor(group).staleAge.Observe((time.Duration(now-c.freshUntil) * time.Millisecond).Seconds())
+	gm := ca.metricsFor(group)
+	ca.record(ctx, span, gm, group, key, resultStale)
+	gm.staleAge.Observe((time.Duration(now-c.freshUntil) * time.Millisecond).Seconds())
 	if c.negative {
 		return c.val, fmt.Errorf("cachewatch: fetch %q: %w (cached)", key, ErrNotFound), true
 	}
@@ -140,14 +144,16 @@ func (ca *Cache[T]) revalidate(ctx context.Context, key, group string, load func
 		rctx := context.WithValue(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), revalidateKey{}, true)
 		rctx, cancel := context.WithTimeout(rctx, ca.o.LeaseTTL)
 		defer cancel()
-		r := <-ca.sf.DoChan(key, func() (any, error) {
+		f, leader := ca.flights.join(key)
+		if leader {
 			o, err := ca.lookup(rctx, key, group, load)
-			o.group = group
-			return o, err
-		})
-		if r.Err != nil && !errors.Is(r.Err, ErrNotFound) {
+			o.group, o.gm = group, ca.metricsFor(group)
+			ca.flights.land(key, f, o, err)
+		}
+		<-f.done
+		if err := f.err; err != nil && !errors.Is(err, ErrNotFound) {
 			ca.c.log.LogAttrs(rctx, slog.LevelDebug, "cachewatch fetch: revalidate",
-				slog.String("key_group", group), slog.String("key", key), slog.Any("error", r.Err))
+				slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
 		}
 	}()
 }

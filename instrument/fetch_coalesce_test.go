@@ -1,0 +1,312 @@
+package instrument
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/internal/luascript"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// readGate is a go-redis hook that counts the read script's calls (EVALSHA,
+// or EVAL after NOSCRIPT) and, while held, keeps each one from reaching
+// Redis until released: a test can then make callers arrive while a read is
+// in flight. Nothing Redis decides is faked; the calls go through as sent.
+type readGate struct {
+	calls   atomic.Int64
+	mu      sync.Mutex
+	release chan struct{} // nil: not held
+	entered chan struct{} // receives one value per held call
+}
+
+func (g *readGate) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.release, g.entered = make(chan struct{}), make(chan struct{}, 64)
+}
+
+func (g *readGate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.release != nil {
+		close(g.release)
+		g.release = nil
+	}
+}
+
+func (g *readGate) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (g *readGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (g *readGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isFetchRead(cmd) {
+			g.calls.Add(1)
+			g.mu.Lock()
+			release, entered := g.release, g.entered
+			g.mu.Unlock()
+			if release != nil {
+				entered <- struct{}{}
+				<-release
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func isFetchRead(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	switch strings.ToLower(cmd.Name()) {
+	case "evalsha":
+		return args[1] == luascript.FetchRead.SHA
+	case "eval":
+		return args[1] == luascript.FetchRead.Src
+	}
+	return false
+}
+
+// evalCalls reads EVALSHA + EVAL calls from the server's INFO commandstats.
+func evalCalls(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		c, _, _ := strings.Cut(rest, ",")
+		v, err := strconv.ParseInt(c, 10, 64)
+		if err != nil {
+			t.Fatalf("commandstats %q: %v", line, err)
+		}
+		n += v
+	}
+	return n
+}
+
+// joinCounter counts the Fetches of key that joined a flight in progress.
+func joinCounter(t *testing.T, key string) *atomic.Int64 {
+	var joined atomic.Int64
+	testHookJoined = func(k string) {
+		if k == key {
+			joined.Add(1)
+		}
+	}
+	t.Cleanup(func() { testHookJoined = nil })
+	return &joined
+}
+
+// waitFor polls cond until it holds, failing the test after a generous
+// bound (a liveness bound, not a speed assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %s", what)
+		}
+	}
+}
+
+// fetchAll starts n Fetches of key on ca and returns a function that waits
+// for them and returns their values (failing on any error).
+func fetchAll(t *testing.T, ca *Cache[string], n int, key string, load func(context.Context) (string, error)) func() []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	got, errs := make([]string, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = ca.Fetch(ctx, key, load)
+		}()
+	}
+	return func() []string {
+		wg.Wait()
+		cancel()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("fetch: %v", err)
+			}
+		}
+		return got
+	}
+}
+
+// Concurrent Fetches of a hot fresh key in one process share one read
+// script call, and each caller still counts one lookup (a hit).
+func TestFetchConcurrentReadsShareOneRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	gate := &readGate{}
+	rdb.AddHook(gate)
+	reg := prometheus.NewRegistry()
+	// A held read must not time out into the fallback while callers gather.
+	ca := newFetchCache(t, rdb, reg, newFetchClock(), CacheOptions{FreshTTL: time.Hour, RedisTimeout: 30 * time.Second})
+	const key, n = "product:{hot}", 50
+	var loads atomic.Int64
+	load := func(context.Context) (string, error) { loads.Add(1); return "v1", nil }
+	if _, err := ca.Fetch(context.Background(), key, load); err != nil { // the key is now fresh
+		t.Fatal(err)
+	}
+	group := ca.c.group(key)
+	hitsBefore, readsBefore, evalsBefore := lookups(ca, group, resultHit), gate.calls.Load(), evalCalls(t, rdb)
+
+	joined := joinCounter(t, key)
+	gate.hold()
+	wait := fetchAll(t, ca, n, key, load)
+	<-gate.entered // the first caller's read is in flight...
+	waitFor(t, "every other caller to join the flight", func() bool { return joined.Load() == n-1 })
+	gate.open() // ...and every other caller is waiting for it
+	for i, v := range wait() {
+		if v != "v1" {
+			t.Fatalf("caller %d got %q, want v1", i, v)
+		}
+	}
+
+	if reads := gate.calls.Load() - readsBefore; reads != 1 {
+		t.Errorf("%d read script calls for %d concurrent callers, want 1", reads, n)
+	}
+	// The server agrees: one script call (INFO itself is not an EVAL).
+	if evals := evalCalls(t, rdb) - evalsBefore; evals != 1 {
+		t.Errorf("Redis commandstats: %d EVALSHA/EVAL calls for %d callers, want 1", evals, n)
+	}
+	if got := lookups(ca, group, resultHit) - hitsBefore; got != n {
+		t.Errorf("lookups{result=hit} grew by %v, want one per caller (%d)", got, n)
+	}
+	for _, r := range []string{resultStale, resultMiss, resultCoalesced, resultError, resultFallback} {
+		if got := lookups(ca, group, r); r != resultMiss && got != 0 || r == resultMiss && got != 1 {
+			t.Errorf("lookups{result=%s} = %v (want only the seeding miss and %d hits)", r, got, n)
+		}
+	}
+	if loads.Load() != 1 {
+		t.Errorf("loader called %d times, want 1 (the seed)", loads.Load())
+	}
+	lintRegistry(t, reg)
+}
+
+// A caller judges a shared read at its own clock: a value that was fresh
+// when the read ran but is stale when the caller is answered counts as
+// stale, with its age then; one past its hard TTL is not served at all —
+// the callers read again, and one of them loads.
+func TestFetchSharedReadJudgedAtCallersClock(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	gate := &readGate{}
+	rdb.AddHook(gate)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	ca := newFetchCache(t, rdb, reg, clk, CacheOptions{FreshTTL: time.Minute, HardTTL: 2 * time.Minute,
+		Jitter: -1, RedisTimeout: 30 * time.Second})
+	const n = 20
+	version := atomic.Int64{}
+	load := func(context.Context) (string, error) { return "v" + strconv.FormatInt(version.Add(1), 10), nil }
+
+	t.Run("stale by the time it lands", func(t *testing.T) {
+		key := "alpha:{1}"
+		if _, err := ca.Fetch(context.Background(), key, load); err != nil {
+			t.Fatal(err)
+		}
+		group := ca.c.group(key)
+		joined := joinCounter(t, key)
+		gate.hold()
+		wait := fetchAll(t, ca, n, key, load)
+		<-gate.entered // the read has taken its time: the value is fresh at it
+		clk.add(90 * time.Second)
+		waitFor(t, "the other callers to join", func() bool { return joined.Load() == n-1 })
+		gate.open()
+		for _, v := range wait() {
+			if v != "v1" {
+				t.Fatalf("served %q, want the cached v1", v)
+			}
+		}
+		if hit, stale := lookups(ca, group, resultHit), lookups(ca, group, resultStale); hit != 0 || stale != n {
+			t.Errorf("lookups hit=%v stale=%v, want 0 and %d", hit, stale, n)
+		}
+		count, sum := staleAgeSeconds(t, reg, group)
+		if count != n || sum != 30*n {
+			t.Errorf("stale age observed %d times, sum %vs; want %d, each 30s past fresh", count, sum, n)
+		}
+	})
+
+	t.Run("past the hard TTL by the time it lands", func(t *testing.T) {
+		key := "beta:{1}"
+		if _, err := ca.Fetch(context.Background(), key, load); err != nil {
+			t.Fatal(err)
+		}
+		first := version.Load()
+		group := ca.c.group(key)
+		joined := joinCounter(t, key)
+		gate.hold()
+		wait := fetchAll(t, ca, n, key, load)
+		<-gate.entered
+		clk.add(3 * time.Minute)
+		waitFor(t, "the other callers to join", func() bool { return joined.Load() == n-1 })
+		gate.open()
+		want := "v" + strconv.FormatInt(first+1, 10)
+		for _, v := range wait() {
+			if v != want {
+				t.Fatalf("served %q, want the reloaded %s (never the value past its hard TTL)", v, want)
+			}
+		}
+		if version.Load() != first+1 {
+			t.Errorf("loader called %d times after expiry, want 1", version.Load()-first)
+		}
+		if got := testutil.ToFloat64(ca.c.m.hardTTLExpired.WithLabelValues(group)); got != 1 {
+			t.Errorf("hard TTL expiries counted %v, want 1 (the re-read)", got)
+		}
+		miss, coalesced := lookups(ca, group, resultMiss), lookups(ca, group, resultCoalesced)
+		if hit, stale := lookups(ca, group, resultHit), lookups(ca, group, resultStale); hit != 0 || stale != 0 {
+			t.Errorf("lookups hit=%v stale=%v: the expired value was counted as served", hit, stale)
+		}
+		// The seed's miss, then one loader and n-1 callers who waited for it.
+		if miss != 2 || coalesced != n-1 {
+			t.Errorf("lookups miss=%v coalesced=%v, want 2 and %d", miss, coalesced, n-1)
+		}
+	})
+	lintRegistry(t, reg)
+}
+
+// staleAgeSeconds returns the count and sum of group's stale age histogram.
+func staleAgeSeconds(t *testing.T, reg *prometheus.Registry, group string) (uint64, float64) {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "cachewatch_cache_stale_age_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "key_group" && l.GetValue() == group {
+					return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	t.Fatalf("no stale age series for group %q", group)
+	return 0, 0
+}
