@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/viccon/sturdyc"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/cachewatch/cachewatch/instrument"
 )
@@ -46,6 +47,7 @@ var stampedeVariants = []stampedeVariant{
 	{"go-redis-cache", buildGoRedisCache},
 	{"sturdyc", buildSturdyc},
 	{"lock-then-poll", buildLockThenPoll},
+	{"singleflight-get", buildSingleflightGet},
 }
 
 // variantByName returns the variant called name.
@@ -211,5 +213,28 @@ func buildLockThenPoll(rdb *redis.Client, load loader) (fetcher, func()) {
 		}
 		raw, _ := json.Marshal(payload{Data: v, UpdatedAt: time.Now().UnixMilli()})
 		return v, rdb.Set(ctx, key, raw, time.Hour).Err()
+	}, func() {}
+}
+
+// singleflight-get is a reference, not a contender: one plain GET per
+// process per burst (x/sync singleflight), the value stored without expiry
+// — no stale handling, lease, metrics or tracing. Its stale phase is a
+// plain hit, so its stale-p99-ms is the floor for any design that reads
+// Redis once per process when a crowd arrives (cachewatch's default does).
+func buildSingleflightGet(rdb *redis.Client, load loader) (fetcher, func()) {
+	var g singleflight.Group
+	return func(ctx context.Context, key string) (string, error) {
+		v, err, _ := g.Do(key, func() (any, error) {
+			v, err := rdb.Get(ctx, key).Result()
+			if !errors.Is(err, redis.Nil) {
+				return v, err
+			}
+			if v, err = load(ctx); err != nil {
+				return "", err
+			}
+			return v, rdb.Set(ctx, key, v, 0).Err()
+		})
+		s, _ := v.(string)
+		return s, err
 	}, func() {}
 }
