@@ -227,11 +227,18 @@ func (t *retryTable) waitCount(keyHash uint64) *atomic.Uint32 {
 // answered busy and not yet ended; false is certain.
 func (t *retryTable) mayWait(keyHash uint64) bool { return t.waitCount(keyHash).Load() != 0 }
 
-// busyKey is busy for an attempt on the key of keyHash. The count goes up
-// before the entry appears, so that mayWait is true whenever find could
-// succeed.
-func (t *retryTable) busyKey(keyHash, h uint64, nowUs uint32) {
+// busyKey is busy for an attempt on the key of keyHash; retry says find
+// found h's entry just before. For a new entry the count goes up before the
+// entry appears, so that mayWait is true whenever find could succeed; a
+// retry's entry is counted already, unless it was evicted meanwhile.
+func (t *retryTable) busyKey(keyHash, h uint64, nowUs uint32, retry bool) {
 	n := t.waitCount(keyHash)
+	if retry {
+		if t.busy(h, nowUs) {
+			n.Add(1)
+		}
+		return
+	}
 	n.Add(1)
 	if !t.busy(h, nowUs) {
 		n.Add(^uint32(0))

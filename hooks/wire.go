@@ -207,7 +207,7 @@ func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, f *fini
 		}
 		switch {
 		case result == attemptBusy:
-			h.retries.busyKey(kh, sum, nowUs)
+			h.retries.busyKey(kh, sum, nowUs, slot >= 0)
 		case slot >= 0: // acquired or failed: the acquisition is over
 			h.retries.forgetKey(kh, slot, sum)
 		}
