@@ -284,8 +284,9 @@ var epoch = time.Now()
 // halves the cost of timing a command.
 func monotonic() time.Duration { return time.Since(epoch) }
 
-// seconds is d.Seconds() with one floating-point division instead of two
-// integer ones.
+// seconds is d in seconds: one floating-point division, where
+// d.Seconds() splits d into whole seconds and nanoseconds first (equal but
+// for the last bit of rounding).
 func seconds(d time.Duration) float64 { return float64(d) / 1e9 }
 
 func (h *Hook) on(s Signals) bool { return h.signals&s != 0 }
