@@ -120,10 +120,10 @@ func BenchmarkHookOverhead(b *testing.B) {
 				interleaved(b, newClient(b, false), newClient(b, true))
 			})
 			// The stub answers from another goroutine, so each op hands off
-			// between goroutines twice, and how long the hook takes changes
-			// whether the other side is still spinning or already parked:
-			// that moves op times by tens of ns either way. A connection
-			// answering inline, in the caller's goroutine, has no handoff.
+			// between goroutines twice, and how long the hook takes can
+			// change whether the other side is still spinning or already
+			// parked. A connection answering inline, in the caller's
+			// goroutine, has no handoff.
 			b.Run("interleaved_inline", func(b *testing.B) {
 				interleaved(b, hook(b, inlineClient(b), false), hook(b, inlineClient(b), true))
 			})
