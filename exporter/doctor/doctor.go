@@ -74,31 +74,22 @@ var DefaultThresholds = Thresholds{
 
 func (t Thresholds) withDefaults() Thresholds {
 	d := DefaultThresholds
-	if t.SyncScore > 0 {
-		d.SyncScore = t.SyncScore
-	}
-	if t.SyncMinKeys > 0 {
-		d.SyncMinKeys = t.SyncMinKeys
-	}
-	if t.SlowScript > 0 {
-		d.SlowScript = t.SlowScript
-	}
-	if t.QueuePending > 0 {
-		d.QueuePending = t.QueuePending
-	}
-	if t.QueueAge > 0 {
-		d.QueueAge = t.QueueAge
-	}
-	if t.QueueLength > 0 {
-		d.QueueLength = t.QueueLength
-	}
-	if t.MissRatio > 0 {
-		d.MissRatio = t.MissRatio
-	}
-	if t.MissMinLookups > 0 {
-		d.MissMinLookups = t.MissMinLookups
-	}
+	override(&d.SyncScore, t.SyncScore)
+	override(&d.SyncMinKeys, t.SyncMinKeys)
+	override(&d.SlowScript, t.SlowScript)
+	override(&d.QueuePending, t.QueuePending)
+	override(&d.QueueAge, t.QueueAge)
+	override(&d.QueueLength, t.QueueLength)
+	override(&d.MissRatio, t.MissRatio)
+	override(&d.MissMinLookups, t.MissMinLookups)
 	return d
+}
+
+// override sets *dst to v when v is set (positive).
+func override[T float64 | uint64 | time.Duration](dst *T, v T) {
+	if v > 0 {
+		*dst = v
+	}
 }
 
 // Options configures Run.
