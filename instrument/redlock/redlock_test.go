@@ -178,10 +178,20 @@ func TestRedlockExpiryAndExtend(t *testing.T) {
 	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total", "reason", "expired"); got != 1 {
 		t.Fatalf("lost{expired} = %v, want 1", got)
 	}
+	// b holds a quorum (a node where a's key had not yet expired when b
+	// tried it may hold nothing), and the stale unlock removed b from none.
+	held := 0
 	for i, rdb := range clients {
-		if v := rdb.Get(ctx, "lock:{exp}").Val(); v != b.Value() {
-			t.Fatalf("node %d holds %q after the stale unlock, want the second owner's value", i, v)
+		switch v := rdb.Get(ctx, "lock:{exp}").Val(); v {
+		case b.Value():
+			held++
+		case "":
+		default:
+			t.Fatalf("node %d holds %q after the stale unlock, want the second owner's value or nothing", i, v)
 		}
+	}
+	if held < len(clients)/2+1 {
+		t.Fatalf("second owner holds %d of %d nodes after the stale unlock, want a quorum", held, len(clients))
 	}
 	if err := b.Unlock(ctx); err != nil {
 		t.Fatal(err)
