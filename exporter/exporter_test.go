@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/exporter/internal/seedtest"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -150,24 +149,6 @@ func newExporter(t *testing.T, opts exporter.Options) (*exporter.Exporter, *prom
 	return e, reg
 }
 
-// promtoolCheck runs promtool check metrics on a /metrics body.
-func promtoolCheck(t *testing.T, body string) {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv(redistest.RequireEnv) == "1" {
-			t.Fatal("promtool not found")
-		}
-		t.Skip("promtool not found (apt-get install prometheus)")
-	}
-	cmd := exec.Command(path, "check", "metrics")
-	cmd.Stdin = strings.NewReader(body)
-	out, err := cmd.CombinedOutput()
-	if err != nil || len(bytes.TrimSpace(out)) > 0 {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
-}
-
 func seededWant(streamBase int64, due time.Time, now time.Time) map[string]float64 {
 	return map[string]float64{
 		`cachewatch_exporter_up`:                                                                      1,
@@ -218,7 +199,7 @@ func TestExporterSeededStandalone(t *testing.T) {
 	want := seededWant(streamBase, due, clk.Now())
 	want[`cachewatch_exporter_locks_long_held{key_group="lock:stuck:*"}`] = 0
 	expect(t, got, srv.Addr, want)
-	promtoolCheck(t, body)
+	metrictest.PromtoolCheck(t, body)
 
 	// Tokens unchanged 11s later: every lock is long-held.
 	clk.Add(11 * time.Second)
@@ -389,7 +370,7 @@ func TestExporterSeededCluster(t *testing.T) {
 		}
 	}
 	body, got := scrape(t, reg)
-	promtoolCheck(t, body)
+	metrictest.PromtoolCheck(t, body)
 	want := seededWant(streamBase, due, clk.Now())
 	want[`cachewatch_exporter_up`] = 3
 	want[`cachewatch_exporter_scan_cycles_total`] = 3

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -58,7 +59,7 @@ func TestUnreachable(t *testing.T) {
 	body, got := scrape(t, reg)
 	onlySelfMetrics(t, got, addr)
 	expect(t, got, addr, map[string]float64{`cachewatch_exporter_sample_errors_total{stage="connect",class="connection"}`: 1})
-	promtoolCheck(t, body)
+	metrictest.PromtoolCheck(t, body)
 }
 
 func TestWrongPassword(t *testing.T) {
@@ -122,7 +123,7 @@ func TestNoPerm(t *testing.T) {
 			t.Errorf("exported without permission to read it: %s", k)
 		}
 	}
-	promtoolCheck(t, body)
+	metrictest.PromtoolCheck(t, body)
 }
 
 // A server killed in the middle of a sample: up 0, and the keyspace series

@@ -1,18 +1,12 @@
 package hooks_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
@@ -58,32 +52,5 @@ func TestExpositionLints(t *testing.T) {
 			t.Errorf("%s missing from the exposition", name)
 		}
 	}
-	promtoolCheck(t, reg)
-}
-
-// promtoolCheck runs the real promtool on the registry's /metrics page and
-// fails on any complaint.
-func promtoolCheck(t *testing.T, reg *prometheus.Registry) {
-	t.Helper()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatalf("promtool not found (scripts/test.sh installs it): %v", err)
-	}
-	ts := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	defer ts.Close()
-	resp, err := http.Get(ts.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = bytes.NewReader(page)
-	out, err := cmd.CombinedOutput()
-	if err != nil || len(bytes.TrimSpace(out)) > 0 {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
+	metrictest.PromtoolCheck(t, metrictest.Exposition(t, reg))
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -117,7 +117,7 @@ func TestExporterCommand(t *testing.T) {
 	if !strings.Contains(body, "go_goroutines") {
 		t.Error("no Go runtime metrics")
 	}
-	promtoolCheckMetrics(t, body)
+	metrictest.PromtoolCheck(t, body)
 	if code := httpStatus(t, "http://"+listen+"/metrics", "", ""); code != http.StatusUnauthorized {
 		t.Errorf("scrape without credentials: %d, want 401", code)
 	}
@@ -168,22 +168,4 @@ func waitForBody(t *testing.T, url, user, pw, want string) string {
 	}
 	t.Fatalf("%s never contained %q; last:\n%s", url, want, last)
 	return ""
-}
-
-// promtoolCheckMetrics runs promtool check metrics on a /metrics body: it must
-// report nothing.
-func promtoolCheckMetrics(t *testing.T, body string) {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv(redistest.RequireEnv) == "1" {
-			t.Fatal("promtool not found")
-		}
-		t.Skip("promtool not found (apt-get install prometheus)")
-	}
-	cmd := exec.Command(path, "check", "metrics")
-	cmd.Stdin = strings.NewReader(body)
-	if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
 }

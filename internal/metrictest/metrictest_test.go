@@ -42,3 +42,27 @@ func TestSum(t *testing.T) {
 		t.Errorf("Sum with Pairs = %v, want 5", got)
 	}
 }
+
+// errRecorder records Errorf instead of failing the test, to show that
+// PromtoolCheck reports a bad page.
+type errRecorder struct {
+	testing.TB
+	errors int
+}
+
+func (r *errRecorder) Errorf(string, ...any) { r.errors++ }
+
+func TestPromtoolCheck(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	lookups := signals.CacheLookups.NewCounterVec()
+	reg.MustRegister(lookups)
+	lookups.WithLabelValues("a:*", "hit").Inc()
+	metrictest.PromtoolCheck(t, metrictest.Exposition(t, reg)) // a catalog metric passes
+
+	bad := "# HELP requests Requests.\n# TYPE requests counter\nrequests 1\n" // counter without _total
+	r := &errRecorder{TB: t}
+	metrictest.PromtoolCheck(r, bad)
+	if r.errors != 1 {
+		t.Fatalf("promtool complaints reported = %d, want 1 for a counter without _total", r.errors)
+	}
+}
