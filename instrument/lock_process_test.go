@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/internal/locktest"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -103,7 +104,7 @@ const lockChildGoroutines, lockChildRounds = 4, 5
 func lockChild(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(lockChildAddr)})
 	defer rdb.Close()
-	sent := &setNXCounter{}
+	sent := &locktest.SetNXCounter{}
 	rdb.AddHook(sent)
 	reg := prometheus.NewRegistry()
 	c := lockClient(t, rdb, reg, nil)
@@ -143,7 +144,7 @@ func lockChild(t *testing.T) {
 	}
 	wg.Wait()
 	report, _ := json.Marshal(lockChildReport{
-		Sent: sent.n.Load(), Entered: entered.Load(), Overlaps: overlaps.Load(),
+		Sent: sent.N(), Entered: entered.Load(), Overlaps: overlaps.Load(),
 		Attempts: metrictest.Sum(t, reg, "cachewatch_lock_attempts_total"),
 		Acquired: metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"),
 	})

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/internal/locktest"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -31,24 +32,6 @@ func lockClient(t *testing.T, rdb redis.UniversalClient, reg prometheus.Register
 		t.Fatal(err)
 	}
 	return c
-}
-
-// setNXCounter counts the SET … NX commands (acquire attempts) a client
-// sends, as seen on the wire.
-type setNXCounter struct{ n atomic.Int64 }
-
-func (h *setNXCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *setNXCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *setNXCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if cmd.Name() == "set" && len(args) > 3 && strings.EqualFold(fmt.Sprint(args[len(args)-1]), "nx") {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
 }
 
 // waitDone fails the test if ctx is not done within a generous bound (a
@@ -66,12 +49,12 @@ func TestLockMutualExclusionAcrossClients(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
 	const clients, perClient, rounds = 4, 6, 5
-	counters := make([]*setNXCounter, clients)
-	var inside, overlaps, entered atomic.Int64
+	counters := make([]*locktest.SetNXCounter, clients)
+	var section locktest.Section
 	var wg sync.WaitGroup
 	for i := range clients {
 		rdb := srv.Client(t)
-		counters[i] = &setNXCounter{}
+		counters[i] = &locktest.SetNXCounter{}
 		rdb.AddHook(counters[i])
 		c := lockClient(t, rdb, reg, nil)
 		for range perClient {
@@ -87,12 +70,7 @@ func TestLockMutualExclusionAcrossClients(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					if inside.Add(1) > 1 {
-						overlaps.Add(1)
-					}
-					entered.Add(1)
-					time.Sleep(200 * time.Microsecond)
-					inside.Add(-1)
+					section.Hold(200 * time.Microsecond)
 					if err := l.Release(context.Background()); err != nil {
 						t.Error(err)
 					}
@@ -101,16 +79,16 @@ func TestLockMutualExclusionAcrossClients(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if got := overlaps.Load(); got != 0 {
+	if got := section.Overlaps(); got != 0 {
 		t.Fatalf("%d entries found another holder inside the critical section", got)
 	}
 	const locks = clients * perClient * rounds
-	if got := entered.Load(); got != locks {
+	if got := section.Entered(); got != locks {
 		t.Fatalf("critical sections entered = %d, want %d", got, locks)
 	}
 	var sent int64
 	for _, h := range counters {
-		sent += h.n.Load()
+		sent += h.N()
 	}
 	attempts := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total")
 	if attempts != float64(sent) {

@@ -3,10 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/instrument/redlock"
+	"github.com/cachewatch/cachewatch/internal/locktest"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -32,9 +30,9 @@ func nodes(t *testing.T) []*redistest.Server {
 
 // process builds what one service process would hold: its own clients to
 // every node and a Redlock over them. Its first client counts SET NX.
-func process(t *testing.T, servers []*redistest.Server, reg prometheus.Registerer, b instrument.Backoff) (*redlock.Redlock, *setNXCounter, []*redis.Client) {
+func process(t *testing.T, servers []*redistest.Server, reg prometheus.Registerer, b instrument.Backoff) (*redlock.Redlock, *locktest.SetNXCounter, []*redis.Client) {
 	t.Helper()
-	counter := &setNXCounter{}
+	counter := &locktest.SetNXCounter{}
 	var clients []*redis.Client
 	var pools []redsyncredis.Pool
 	for i, s := range servers {
@@ -56,8 +54,8 @@ func TestRedlockMutualExclusionOverThreeNodes(t *testing.T) {
 	servers := nodes(t)
 	reg := prometheus.NewRegistry()
 	const procs, perProc, rounds = 3, 4, 5
-	var inside, overlaps, entered atomic.Int64
-	var sent []*setNXCounter
+	var section locktest.Section
+	var sent []*locktest.SetNXCounter
 	var wg sync.WaitGroup
 	for range procs {
 		rl, counter, _ := process(t, servers, reg, retryLong)
@@ -72,12 +70,7 @@ func TestRedlockMutualExclusionOverThreeNodes(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					if inside.Add(1) > 1 {
-						overlaps.Add(1)
-					}
-					entered.Add(1)
-					time.Sleep(200 * time.Microsecond)
-					inside.Add(-1)
+					section.Hold(200 * time.Microsecond)
 					if err := m.Unlock(context.Background()); err != nil {
 						t.Error(err)
 					}
@@ -86,16 +79,16 @@ func TestRedlockMutualExclusionOverThreeNodes(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if overlaps.Load() != 0 {
-		t.Fatalf("%d entries found another holder inside", overlaps.Load())
+	if section.Overlaps() != 0 {
+		t.Fatalf("%d entries found another holder inside", section.Overlaps())
 	}
 	const locks = procs * perProc * rounds
-	if entered.Load() != locks {
-		t.Fatalf("entered %d, want %d", entered.Load(), locks)
+	if section.Entered() != locks {
+		t.Fatalf("entered %d, want %d", section.Entered(), locks)
 	}
 	var attempts int64
 	for _, c := range sent {
-		attempts += c.n.Load()
+		attempts += c.N()
 	}
 	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total"); got != float64(attempts) {
 		t.Fatalf("lock_attempts_total = %v, SET NX sent to node 0 = %d (one per attempt)", got, attempts)
@@ -237,22 +230,5 @@ func TestRedlockContextDeadline(t *testing.T) {
 	err := rl.NewMutex("lock:{ctx}").Lock(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, instrument.ErrLockBusy) {
 		t.Fatalf("Lock past the deadline = %v, want context.DeadlineExceeded", err)
-	}
-}
-
-// setNXCounter counts SET … NX commands, as seen on the wire.
-type setNXCounter struct{ n atomic.Int64 }
-
-func (h *setNXCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *setNXCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *setNXCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if cmd.Name() == "set" && len(args) > 3 && strings.EqualFold(fmt.Sprint(args[len(args)-1]), "nx") {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
 	}
 }
