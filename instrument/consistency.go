@@ -57,7 +57,7 @@ func (c *Client) SetVersioned(ctx context.Context, key string, value []byte, ver
 		return 0, fmt.Errorf("cachewatch: SetVersioned %q: version %d and ttl %v must not be negative", key, version, ttl)
 	}
 	group := c.group(key)
-	ctx, span := c.tracer.Start(ctx, "cachewatch.set_versioned", trace.WithAttributes(
+	ctx, span := c.spans.start(ctx, "cachewatch.set_versioned", trace.WithAttributes(
 		attribute.String("cachewatch.key_group", group), attribute.Int64("cachewatch.version", version)))
 	defer span.End()
 	res, err := bounded(ctx, c.rdb, func() ([]any, error) {

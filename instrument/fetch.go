@@ -234,7 +234,7 @@ func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Con
 	// Keep this frame and the waiters' path small: in a stampede, hundreds
 	// of fresh goroutines per process wait here, and stack growth or copies
 	// of the outcome per caller are what they would wait for.
-	ctx, span := ca.c.tracer.Start(ctx, "cachewatch.Fetch", fetchSpanOpts...)
+	ctx, span := ca.c.spans.start(ctx, "cachewatch.Fetch", fetchSpanOpts...)
 	defer span.End()
 	if ca.local != nil {
 		if v, err, ok := ca.staleFromMemory(ctx, span, key, load); ok {
@@ -242,16 +242,14 @@ func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Con
 		}
 	}
 	for {
-		f, leader := ca.flights.join(key)
+		f, leader, w := ca.flights.join(ctx, key)
 		if leader {
-			ca.fly(ctx, f, key, load)
+			ca.fly(ctx, span, f, key, load)
 		} else if testHookJoined != nil {
 			testHookJoined(key)
 		}
-		select {
-		case <-ctx.Done():
+		if !f.wait(w) {
 			return ca.gone(ctx, span, key)
-		case <-f.done:
 		}
 		if v, err, ok := ca.answer(ctx, span, key, f, leader); ok {
 			return v, err
@@ -268,13 +266,16 @@ func (ca *Cache[T]) gone(ctx context.Context, span trace.Span, key string) (T, e
 	return zero, fmt.Errorf("cachewatch: fetch %q: %w", key, ctx.Err())
 }
 
-// fly runs a flight for the caller that started it. The flight serves
-// every caller that joins it, so the leader's cancellation must not end
-// it; the leader's deadline only caps the time given to Redis, to leave
-// the fallback time to run.
-func (ca *Cache[T]) fly(ctx context.Context, f *flight[T], key string, load func(context.Context) (T, error)) {
+// fly runs a flight for the caller that started it, under its span. The
+// flight serves every caller that joins it, so the leader's cancellation
+// must not end it; the leader's deadline only caps the time given to
+// Redis, to leave the fallback time to run.
+func (ca *Cache[T]) fly(ctx context.Context, span trace.Span, f *flight[T], key string, load func(context.Context) (T, error)) {
 	dl, _ := ctx.Deadline()
-	fctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), dl), ca.o.LeaseTTL)
+	// The flight's events go to the leader's span, even when no span was
+	// started (nothing records) and ctx carries the caller's own.
+	fctx := trace.ContextWithSpan(withCallerDeadline(context.WithoutCancel(ctx), dl), span)
+	fctx, cancel := context.WithTimeout(fctx, ca.o.LeaseTTL)
 	go func() {
 		defer cancel()
 		// The key group is classified once per flight, not per caller: in
@@ -637,7 +638,7 @@ func (ca *Cache[T]) refreshInBackground(ctx context.Context, key, group string, 
 		defer ca.bg.Done()
 		rctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), ca.o.LeaseTTL)
 		defer cancel()
-		rctx, span := ca.c.tracer.Start(rctx, "cachewatch.Refresh", trace.WithLinks(link),
+		rctx, span := ca.c.spans.start(rctx, "cachewatch.Refresh", trace.WithLinks(link),
 			trace.WithAttributes(attribute.String("cachewatch.key_group", group)))
 		defer span.End()
 		span.AddEvent("lease acquired")

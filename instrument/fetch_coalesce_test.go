@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -309,4 +310,115 @@ func staleAgeSeconds(t *testing.T, reg *prometheus.Registry, group string) (uint
 	}
 	t.Fatalf("no stale age series for group %q", group)
 	return 0, 0
+}
+
+// Callers waiting on one flight leave when their own context ends, and only
+// they do: here the flight's read is held in Redis's path while callers
+// wait on it under a context shared by several of them (the flight's
+// leader among them), another shared context, contexts of their own, and
+// no context that can end. Cancelling the first shared context releases
+// exactly its callers, and one of their own releases exactly that caller;
+// the leader's leaving does not end the flight, which then serves every
+// other caller. Each caller counts one lookup: error for those who left.
+func TestFetchWaitersLeaveWithTheirOwnContext(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	gate := &readGate{}
+	rdb.AddHook(gate)
+	reg := prometheus.NewRegistry()
+	ca := newFetchCache(t, rdb, reg, newFetchClock(), CacheOptions{FreshTTL: time.Hour, RedisTimeout: 30 * time.Second})
+	const key = "catalog:{7}"
+	load := func(context.Context) (string, error) { return "v1", nil }
+	if _, err := ca.Fetch(context.Background(), key, load); err != nil {
+		t.Fatal(err)
+	}
+	group := ca.c.group(key)
+	hitsBefore, readsBefore := lookups(ca, group, resultHit), gate.calls.Load()
+
+	shared, cancelShared := context.WithCancel(context.Background())
+	other, cancelOther := context.WithCancel(context.Background())
+	defer cancelOther()
+	own, cancelOwn := context.WithCancel(context.Background())
+	var returned atomic.Int64
+	type answer struct {
+		v   string
+		err error
+	}
+	// recv bounds each wait (a liveness bound, not a speed assertion).
+	recv := func(ch chan answer) answer {
+		t.Helper()
+		select {
+		case a := <-ch:
+			return a
+		case <-time.After(20 * time.Second):
+			t.Fatal("a caller never returned")
+			return answer{}
+		}
+	}
+	start := func(ctx context.Context) chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			v, err := ca.Fetch(ctx, key, load)
+			returned.Add(1)
+			ch <- answer{v, err}
+		}()
+		return ch
+	}
+	joined := joinCounter(t, key)
+	gate.hold()
+	leader := start(shared)
+	<-gate.entered // the leader's read is in flight and held
+	var sharedCallers, served []chan answer
+	for range 9 {
+		sharedCallers = append(sharedCallers, start(shared))
+	}
+	for range 10 {
+		served = append(served, start(other))
+	}
+	for range 5 {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		served = append(served, start(ctx))
+	}
+	for range 5 {
+		served = append(served, start(context.Background()))
+	}
+	ownCaller := start(own)
+	const joiners = 9 + 10 + 5 + 5 + 1
+	waitFor(t, "every caller to join the held flight", func() bool { return joined.Load() == joiners })
+
+	cancelShared()
+	for i, ch := range append([]chan answer{leader}, sharedCallers...) {
+		if a := recv(ch); !errors.Is(a.err, context.Canceled) {
+			t.Fatalf("caller %d of the cancelled context: got (%q, %v), want context.Canceled", i, a.v, a.err)
+		}
+	}
+	// A caller arriving with the ended context leaves at once too.
+	if a := recv(start(shared)); !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("late caller of the cancelled context: got (%q, %v), want context.Canceled", a.v, a.err)
+	}
+	cancelOwn()
+	if a := recv(ownCaller); !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("caller with its own cancelled context: got (%q, %v), want context.Canceled", a.v, a.err)
+	}
+	if n := returned.Load(); n != 12 {
+		t.Fatalf("%d callers returned while the read was held, want the 12 whose context ended", n)
+	}
+
+	gate.open()
+	for i, ch := range served {
+		if a := recv(ch); a.err != nil || a.v != "v1" {
+			t.Fatalf("caller %d: got (%q, %v), want v1 from the flight the leader left", i, a.v, a.err)
+		}
+	}
+	if got := lookups(ca, group, resultError); got != 12 {
+		t.Errorf("lookups{result=error} = %v, want 12 (the callers who left)", got)
+	}
+	if got := lookups(ca, group, resultHit) - hitsBefore; got != float64(len(served)) {
+		t.Errorf("lookups{result=hit} grew by %v, want %d (the callers served)", got, len(served))
+	}
+	if reads := gate.calls.Load() - readsBefore; reads != 1 {
+		t.Errorf("%d read script calls, want 1 (the one shared flight)", reads)
+	}
+	lintRegistry(t, reg)
 }

@@ -1,6 +1,9 @@
 package instrument
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // flights coalesces the concurrent lookups of a key within one process: the
 // first caller starts a flight (one read script call and whatever it
@@ -9,11 +12,10 @@ import "sync"
 //
 // It does what golang.org/x/sync/singleflight's DoChan does, minus the
 // per-caller allocations (5 fewer per waiter, measured) and the boxing of
-// the outcome: a waiter costs one map lookup under a mutex and a select on
-// the flight's done channel, and landing wakes every waiter with one close
-// instead of one channel send each. In a stampede (hundreds of callers per
-// process on one key, on a few shared cores) the last callers served wait
-// for every other caller's share of that work.
+// the outcome, and with a cheaper wait for callers that share a context
+// (see wait). In a stampede (hundreds of callers per process on one key,
+// on a few shared cores) the last callers served wait for every other
+// caller's share of that work, so that share is kept small.
 type flights[T any] struct {
 	mu sync.Mutex
 	m  map[string]*flight[T]
@@ -24,22 +26,95 @@ type flight[T any] struct {
 	done chan struct{}
 	o    outcome[T]
 	err  error
+	// wakes holds, per Done channel of the waiters' contexts, the channel
+	// that the first waiter with that context (its watcher) closes once
+	// the flight lands or the context ends; guarded by flights.mu. The
+	// first context's pair is kept apart, so the common case — every
+	// waiter on one context, or one waiter — needs no map.
+	firstDone <-chan struct{}
+	firstWake chan struct{}
+	wakes     map[<-chan struct{}]chan struct{}
 }
 
-// join returns key's flight in progress, or a new one when there is none;
-// leader reports that the caller created it and must run it (and land it).
-func (fs *flights[T]) join(key string) (f *flight[T], leader bool) {
+// wakeFor returns the wake channel of the waiters whose context ends with
+// done, and whether the caller is the first of them (their watcher).
+// flights.mu must be held.
+func (f *flight[T]) wakeFor(done <-chan struct{}) (wake chan struct{}, first bool) {
+	switch {
+	case f.firstWake == nil:
+		f.firstDone, f.firstWake = done, make(chan struct{})
+		return f.firstWake, true
+	case f.firstDone == done:
+		return f.firstWake, false
+	}
+	if wake = f.wakes[done]; wake != nil {
+		return wake, false
+	}
+	if f.wakes == nil {
+		f.wakes = map[<-chan struct{}]chan struct{}{}
+	}
+	wake = make(chan struct{})
+	f.wakes[done] = wake
+	return wake, true
+}
+
+// waiter is one caller's place in a flight.
+type waiter struct {
+	ctx     context.Context
+	wake    chan struct{} // nil when ctx cannot end
+	watcher bool          // this caller watches ctx for the others sharing it
+}
+
+// join returns key's flight in progress, or a new one when there is none
+// (leader reports that the caller created it and must run it and land
+// it), and the caller's place among its waiters.
+func (fs *flights[T]) join(ctx context.Context, key string) (f *flight[T], leader bool, w waiter) {
+	done := ctx.Done()
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if f = fs.m[key]; f != nil {
-		return f, false
+	if f = fs.m[key]; f == nil {
+		if fs.m == nil {
+			fs.m = map[string]*flight[T]{}
+		}
+		f = &flight[T]{done: make(chan struct{})}
+		fs.m[key] = f
+		leader = true
 	}
-	if fs.m == nil {
-		fs.m = map[string]*flight[T]{}
+	w.ctx = ctx
+	if done == nil {
+		return f, leader, w
 	}
-	f = &flight[T]{done: make(chan struct{})}
-	fs.m[key] = f
-	return f, true
+	w.wake, w.watcher = f.wakeFor(done)
+	return f, leader, w
+}
+
+// wait blocks until f lands or w's context ends, and reports whether f
+// landed. Waiting on both at once takes a select over two channels, whose
+// locks every waiter takes twice; when hundreds of callers share one
+// context (a worker pool's, a batch's) they all contend on its Done
+// channel. So only the first waiter of each context selects, and the
+// others sharing that context block on its wake channel alone: landing or
+// the context's end reaches all of them through one close.
+func (f *flight[T]) wait(w waiter) bool {
+	switch {
+	case w.wake == nil: // the context cannot end
+		<-f.done
+		return true
+	case w.watcher:
+		select {
+		case <-f.done:
+		case <-w.ctx.Done():
+		}
+		close(w.wake)
+	default:
+		<-w.wake
+	}
+	select {
+	case <-f.done:
+		return true
+	default: // woken by the end of the context all of them share
+		return false
+	}
 }
 
 // land publishes a flight's outcome to its waiters. Callers that arrive

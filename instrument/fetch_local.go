@@ -116,7 +116,7 @@ func (ca *Cache[T]) staleFromMemory(ctx context.Context, span trace.Span, key st
 	}
 	group := ca.c.group(key)
 	if revalidate {
-		ca.revalidate(ctx, key, group, load)
+		ca.revalidate(ctx, span, key, group, load)
 	}
 	span.AddEvent("cache stale (process copy)")
 	gm := ca.metricsFor(group)
@@ -136,21 +136,24 @@ func revalidating(ctx context.Context) bool { return ctx.Value(revalidateKey{}) 
 // revalidate reads key from Redis in the background, as one flight shared
 // with any concurrent Fetch: the read refreshes the process's copy and, when
 // the value is due and the lease free, refreshes it under the lease.
-func (ca *Cache[T]) revalidate(ctx context.Context, key, group string, load func(context.Context) (T, error)) {
+func (ca *Cache[T]) revalidate(ctx context.Context, span trace.Span, key, group string, load func(context.Context) (T, error)) {
 	ca.bg.Add(1)
 	go func() {
 		defer ca.bg.Done()
 		defer ca.local.revalidated(key)
-		rctx := context.WithValue(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), revalidateKey{}, true)
+		rctx := trace.ContextWithSpan(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), span)
+		rctx = context.WithValue(rctx, revalidateKey{}, true)
 		rctx, cancel := context.WithTimeout(rctx, ca.o.LeaseTTL)
 		defer cancel()
-		f, leader := ca.flights.join(key)
+		f, leader, w := ca.flights.join(rctx, key)
 		if leader {
 			o, err := ca.lookup(rctx, key, group, load)
 			o.group, o.gm = group, ca.metricsFor(group)
 			ca.flights.land(key, f, o, err)
 		}
-		<-f.done
+		if !f.wait(w) { // another caller's flight outlived LeaseTTL
+			return
+		}
 		if err := f.err; err != nil && !errors.Is(err, ErrNotFound) {
 			ca.c.log.LogAttrs(rctx, slog.LevelDebug, "cachewatch fetch: revalidate",
 				slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))

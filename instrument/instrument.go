@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cachewatch/cachewatch/internal/origin"
@@ -61,7 +60,7 @@ type Client struct {
 	rdb    redis.UniversalClient
 	groups *keygroup.Classifier
 	m      *metrics
-	tracer trace.Tracer
+	spans  tracing
 	log    *slog.Logger
 	now    func() time.Time
 	name   string
@@ -91,11 +90,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 			return nil, err
 		}
 	}
-	tp := opts.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	c.tracer = tp.Tracer("github.com/cachewatch/cachewatch/instrument")
+	c.spans = newTracing(opts.TracerProvider)
 	if c.log == nil {
 		c.log = slog.Default()
 	}

@@ -124,7 +124,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 		return nil, err
 	}
 	group := c.group(key)
-	ctx, span := c.tracer.Start(ctx, "cachewatch.lock", trace.WithAttributes(
+	ctx, span := c.spans.start(ctx, "cachewatch.lock", trace.WithAttributes(
 		attribute.String("cachewatch.key_group", group),
 		attribute.Int64("cachewatch.lock.ttl_ms", ttl.Milliseconds())))
 	b := opts.Backoff.withDefaults()
