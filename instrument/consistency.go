@@ -214,13 +214,13 @@ const invalidateBatch = 500
 func (c *Client) Invalidate(ctx context.Context, keys ...string) (int64, error) {
 	var removed int64
 	for start := 0; start < len(keys); start += invalidateBatch {
-		n, err := c.unlink(ctx, c.rdb, keys[start:min(start+invalidateBatch, len(keys))])
+		n, err := c.unlink(ctx, c.rdb, keys[start:min(start+invalidateBatch, len(keys))], byKeys)
 		removed += n
 		if err != nil {
 			return removed, err
 		}
 	}
-	c.invalidated(ctx, "keys", len(keys), removed)
+	c.invalidated(ctx, byKeys, len(keys), removed)
 	return removed, nil
 }
 
@@ -241,7 +241,7 @@ func (c *Client) InvalidateMatch(ctx context.Context, pattern string) (int64, er
 	} else {
 		err = c.unlinkMatching(ctx, c.rdb, pattern, &removed)
 	}
-	c.invalidated(ctx, "pattern", -1, removed.Load())
+	c.invalidated(ctx, byPattern, -1, removed.Load())
 	return removed.Load(), err
 }
 
@@ -250,7 +250,7 @@ func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient,
 	iter := node.Scan(c.ctx(ctx), 0, pattern, invalidateBatch).Iterator()
 	batch := make([]string, 0, invalidateBatch)
 	flush := func() error {
-		n, err := c.unlink(ctx, node, batch)
+		n, err := c.unlink(ctx, node, batch, byPattern)
 		removed.Add(n)
 		batch = batch[:0]
 		return err
@@ -268,8 +268,16 @@ func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient,
 	return flush()
 }
 
-// unlink removes keys through rdb in one pipeline of single-key UNLINKs.
-func (c *Client) unlink(ctx context.Context, rdb redis.UniversalClient, keys []string) (int64, error) {
+// How keys to invalidate were named, as in the invalidated keys metric's
+// "by" label.
+const (
+	byKeys    = "keys"
+	byPattern = "pattern"
+)
+
+// unlink removes keys through rdb in one pipeline of single-key UNLINKs and
+// counts the keys removed, per key group.
+func (c *Client) unlink(ctx context.Context, rdb redis.UniversalClient, keys []string, by string) (int64, error) {
 	if len(keys) == 0 {
 		return 0, nil
 	}
@@ -281,8 +289,11 @@ func (c *Client) unlink(ctx context.Context, rdb redis.UniversalClient, keys []s
 		return nil
 	})
 	var n int64
-	for _, cmd := range cmds {
-		n += cmd.Val()
+	for i, cmd := range cmds {
+		if cmd.Val() > 0 {
+			n++
+			c.m.invalidated.WithLabelValues(c.group(keys[i]), by).Inc()
+		}
 	}
 	if err != nil {
 		return n, callErr(ctx, "unlink", err)

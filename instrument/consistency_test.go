@@ -199,7 +199,8 @@ func TestSlideTTLOnlyPastThreshold(t *testing.T) {
 func TestInvalidateUnlinksByKeyAndPattern(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c := lockClient(t, rdb, prometheus.NewRegistry(), nil)
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, rdb, reg, nil)
 	ctx := context.Background()
 	fill(t, rdb, "sess:", 1234)
 	fill(t, rdb, "keep:", 10)
@@ -224,6 +225,15 @@ func TestInvalidateUnlinksByKeyAndPattern(t *testing.T) {
 	}
 	if _, err := c.InvalidateMatch(ctx, ""); err == nil {
 		t.Fatal("empty pattern accepted")
+	}
+	// The metric counts the keys removed (not those asked for), per key
+	// group of the removed key and per way of naming them.
+	const name = "cachewatch_cache_invalidated_keys_total"
+	byKeys := metrictest.Sum(t, reg, name, "key_group", "keep:*", "by", "keys")
+	byPattern := metrictest.Sum(t, reg, name, "key_group", "sess:*", "by", "pattern")
+	if byKeys != 2 || byPattern != 1234 || metrictest.Sum(t, reg, name) != 2+1234 {
+		t.Fatalf("%s: keep:* by keys %v, sess:* by pattern %v, all %v; want 2, 1234 and 1236",
+			name, byKeys, byPattern, metrictest.Sum(t, reg, name))
 	}
 }
 

@@ -182,6 +182,23 @@ func (ca *Cache[T]) Close() error {
 	return ca.notify.close()
 }
 
+// Invalidate removes keys from the cache — their stored values, by UNLINK
+// (Client.Invalidate) — and drops this process's copies of them
+// (LocalCopies), so that the next Fetch of each loads it again. It returns
+// how many were stored. Other processes' copies are not reached: each is
+// still served at most once more, while it is stale, as LocalCopies says.
+func (ca *Cache[T]) Invalidate(ctx context.Context, keys ...string) (int64, error) {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = keysFor(k).value
+	}
+	n, err := ca.c.Invalidate(ctx, names...)
+	for _, k := range keys {
+		ca.local.drop(k)
+	}
+	return n, err
+}
+
 // Lookup results, as in the cachewatch_cache_lookups_total result label.
 const (
 	resultHit       = "hit"

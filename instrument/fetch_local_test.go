@@ -3,11 +3,13 @@ package instrument
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -126,4 +128,37 @@ func TestFetchLocalCopies(t *testing.T) {
 		t.Fatalf("%d loader calls in all, want 1", calls.Load())
 	}
 	lintRegistry(t, reg)
+}
+
+// Cache.Invalidate names keys as Fetch does: it removes the stored value
+// (not the caller's spelling of the key) and this process's copy, so the
+// next Fetch loads again instead of serving the copy, and the removal is
+// counted under the key's group.
+func TestCacheInvalidate(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	ca := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: 10})
+	ctx := context.Background()
+	var version atomic.Int64
+	load := func(context.Context) (string, error) { return "v" + strconv.FormatInt(version.Add(1), 10), nil }
+	const key = "price:9"
+	if v, err := ca.Fetch(ctx, key, load); err != nil || v != "v1" {
+		t.Fatal(v, err)
+	}
+	clk.add(2 * time.Minute) // stale: a copy would be served from memory
+	n, err := ca.Invalidate(ctx, key, "price:absent")
+	if err != nil || n != 1 {
+		t.Fatalf("Invalidate = %d, %v; want 1 (the one stored)", n, err)
+	}
+	if v, err := ca.Fetch(ctx, key, load); err != nil || v != "v2" {
+		t.Fatalf("Fetch after Invalidate = %q, %v; want a new load, v2", v, err)
+	}
+	group := ca.c.group(key)
+	if got := testutil.ToFloat64(ca.c.m.invalidated.WithLabelValues(group, byKeys)); got != 1 {
+		t.Errorf("invalidated keys{key_group=%q, by=keys} = %v, want 1", group, got)
+	}
+	if stale, miss := lookups(ca, group, resultStale), lookups(ca, group, resultMiss); stale != 0 || miss != 2 {
+		t.Errorf("lookups stale=%v miss=%v, want 0 and 2 (the invalidated copy never served)", stale, miss)
+	}
 }

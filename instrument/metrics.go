@@ -18,6 +18,7 @@ type metrics struct {
 	refreshFailures    *prometheus.CounterVec
 	refreshConsecutive *prometheus.GaugeVec
 	hardTTLExpired     *prometheus.CounterVec
+	invalidated        *prometheus.CounterVec
 	recompute          *prometheus.HistogramVec
 	sourceCalls        *prometheus.CounterVec
 	writeSkew          *prometheus.CounterVec
@@ -43,6 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		refreshFailures:    counter(&r, signals.RefreshFailures),
 		refreshConsecutive: gauge(&r, signals.RefreshConsecutiveFailures),
 		hardTTLExpired:     counter(&r, signals.HardTTLExpired),
+		invalidated:        counter(&r, signals.InvalidatedKeys),
 		recompute:          histogram(&r, signals.RecomputeDuration),
 		sourceCalls:        counter(&r, signals.SourceCalls),
 		writeSkew:          counter(&r, signals.WriteSkew),

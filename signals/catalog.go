@@ -92,6 +92,12 @@ var (
 		Labels:  []Label{keyGroup},
 		Sources: []Source{Instrument},
 	}
+	InvalidatedKeys = &Metric{
+		Name: "cachewatch_cache_invalidated_keys_total", Kind: Counter,
+		Help: "Keys removed by invalidation (UNLINK), by how they were named: keys, or a pattern found by SCAN.",
+		Labels: []Label{keyGroup, {Name: "by", Values: []string{"keys", "pattern"}}},
+		Sources: []Source{Instrument},
+	}
 	RecomputeDuration = &Metric{
 		Name: "cachewatch_recompute_duration_seconds", Kind: Histogram, Unit: "seconds",
 		Help:    "Loader (source) call duration by result.",
@@ -441,7 +447,7 @@ func All() []*Metric {
 	return []*Metric{
 		LockAcquireDuration, LockAttempts, LockHoldDuration, LocksLost, LockRenewals,
 		CacheLookups, StaleAge, RefreshFailures, RefreshConsecutiveFailures, HardTTLExpired,
-		RecomputeDuration, SourceCalls, WriteSkew, DuplicateRecompute, IdempotencyChecks,
+		InvalidatedKeys, RecomputeDuration, SourceCalls, WriteSkew, DuplicateRecompute, IdempotencyChecks,
 		MissBursts, Retries, BackoffDelay, CircuitBreakerState, SourceInFlight, KeyGroupOverflow,
 
 		CommandDuration, CommandErrors, PipelineDuration, ScriptDuration, ScriptNoscript,
