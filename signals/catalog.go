@@ -94,8 +94,8 @@ var (
 	}
 	InvalidatedKeys = &Metric{
 		Name: "cachewatch_cache_invalidated_keys_total", Kind: Counter,
-		Help: "Keys removed by invalidation (UNLINK), by how they were named: keys, or a pattern found by SCAN.",
-		Labels: []Label{keyGroup, {Name: "by", Values: []string{"keys", "pattern"}}},
+		Help:    "Keys removed by invalidation (UNLINK), by how they were named: keys, or a pattern found by SCAN.",
+		Labels:  []Label{keyGroup, {Name: "by", Values: []string{"keys", "pattern"}}},
 		Sources: []Source{Instrument},
 	}
 	RecomputeDuration = &Metric{
