@@ -42,7 +42,7 @@ type stampedeVariant struct {
 // stampedeVariants are the contenders of BenchmarkStampede, side by side.
 var stampedeVariants = []stampedeVariant{
 	{"cachewatch", buildCachewatch},
-	{"cachewatch-local", buildCachewatchLocal},
+	{"cachewatch-nocopies", buildCachewatchNoCopies},
 	{"naive", buildNaive},
 	{"go-redis-cache", buildGoRedisCache},
 	{"sturdyc", buildSturdyc},
@@ -60,16 +60,18 @@ func variantByName(name string) (stampedeVariant, error) {
 	return stampedeVariant{}, fmt.Errorf("bench: no stampede variant %q", name)
 }
 
-// cachewatch: lease granted by the read script, pub/sub wake-up, stale
-// served while one refresh runs across all processes.
+// cachewatch, default options: lease granted by the read script, pub/sub
+// wake-up, stale served while one refresh runs across all processes — from
+// the process's copy (CacheOptions.LocalCopies, on by default).
 func buildCachewatch(rdb *redis.Client, load loader) (fetcher, func()) {
 	return cachewatchWith(rdb, load, instrument.CacheOptions{FreshTTL: stampedeFresh, HardTTL: time.Hour, Jitter: -1})
 }
 
-// cachewatch-local: the same, with process-local copies (LocalCopies), so
-// a stale value is served from memory while one process refreshes it.
-func buildCachewatchLocal(rdb *redis.Client, load loader) (fetcher, func()) {
-	return cachewatchWith(rdb, load, instrument.CacheOptions{FreshTTL: stampedeFresh, HardTTL: time.Hour, Jitter: -1, LocalCopies: 10000})
+// cachewatch-nocopies: the same without process copies (LocalCopies < 0),
+// so every crowd reads Redis: one read-script call per process per burst,
+// shared by that process's callers.
+func buildCachewatchNoCopies(rdb *redis.Client, load loader) (fetcher, func()) {
+	return cachewatchWith(rdb, load, instrument.CacheOptions{FreshTTL: stampedeFresh, HardTTL: time.Hour, Jitter: -1, LocalCopies: -1})
 }
 
 func cachewatchWith(rdb *redis.Client, load loader, o instrument.CacheOptions) (fetcher, func()) {

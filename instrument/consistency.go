@@ -211,11 +211,15 @@ const invalidateBatch = 500
 // Invalidate removes keys with UNLINK (the memory is freed off Redis's main
 // thread), pipelined in batches of single-key UNLINKs so that keys on
 // different Cluster slots need no grouping. It returns how many existed.
+// Every process's Caches are notified (pub/sub) and drop their copies of
+// these keys (CacheOptions.LocalCopies).
 func (c *Client) Invalidate(ctx context.Context, keys ...string) (int64, error) {
 	var removed int64
 	for start := 0; start < len(keys); start += invalidateBatch {
-		n, err := c.unlink(ctx, c.rdb, keys[start:min(start+invalidateBatch, len(keys))], byKeys)
+		batch := keys[start:min(start+invalidateBatch, len(keys))]
+		n, err := c.unlink(ctx, c.rdb, batch, byKeys)
 		removed += n
+		c.announce(ctx, keysNotice(batch))
 		if err != nil {
 			return removed, err
 		}
@@ -227,7 +231,8 @@ func (c *Client) Invalidate(ctx context.Context, keys ...string) (int64, error) 
 // InvalidateMatch removes every key matching the SCAN pattern (glob) on
 // every master: SCAN MATCH, never KEYS, so Redis is never blocked on the
 // whole keyspace, and UNLINK batch by batch as the scan goes. Keys written
-// during the scan may survive it.
+// during the scan may survive it. Every process's Caches are notified
+// (pub/sub) and drop all their copies (CacheOptions.LocalCopies).
 func (c *Client) InvalidateMatch(ctx context.Context, pattern string) (int64, error) {
 	if pattern == "" {
 		return 0, errors.New("cachewatch: InvalidateMatch: empty pattern")
@@ -241,6 +246,7 @@ func (c *Client) InvalidateMatch(ctx context.Context, pattern string) (int64, er
 	} else {
 		err = c.unlinkMatching(ctx, c.rdb, pattern, &removed)
 	}
+	c.announce(ctx, patternNotice(pattern))
 	c.invalidated(ctx, byPattern, -1, removed.Load())
 	return removed.Load(), err
 }

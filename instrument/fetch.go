@@ -84,14 +84,21 @@ type CacheOptions struct {
 	// shared registry its own.
 	Name string
 
-	// LocalCopies, when positive, keeps the last value of up to that many
-	// keys in process memory, only to serve them once they are stale:
-	// past FreshTTL (and before HardTTL) a caller gets the process's copy at
-	// once, without waiting for Redis — even while Redis is unreachable —
-	// and one background read per process revalidates it (refreshing it
-	// under the lease as usual: still one refresh across all processes).
-	// Fresh values are always read from Redis, so invalidations are seen.
-	// 0 (the default) disables it.
+	// LocalCopies is how many keys' last values each process keeps in
+	// memory (default 1024; negative disables), only to serve them once
+	// they are stale: past FreshTTL (and before HardTTL) a caller gets the
+	// process's copy at once, without waiting for Redis — even while Redis
+	// is unreachable — and one background read per process revalidates it
+	// (refreshing it under the lease as usual: still one refresh across all
+	// processes). Fresh values are always read from Redis.
+	//
+	// So a stale copy is served for as long as one read of Redis takes,
+	// even if another process has just refreshed the key: the
+	// stale-while-revalidate contract, at process level. Invalidate and
+	// InvalidateMatch (of the Client or a Cache) notify every process's
+	// Caches over pub/sub, which drop their copies of the keys removed; a
+	// key deleted behind cachewatch's back is served from a stale copy until
+	// the revalidating read finds it gone.
 	LocalCopies int
 
 	// BurstWindow and BurstThreshold configure the miss-burst detector:
@@ -133,6 +140,9 @@ func (o CacheOptions) withDefaults(clientName string) CacheOptions {
 	if o.Name == "" {
 		o.Name = clientName
 	}
+	if o.LocalCopies == 0 {
+		o.LocalCopies = 1024
+	}
 	return o
 }
 
@@ -170,7 +180,8 @@ func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 	ca.fails.runs = map[string]map[string]int64{}
 	ca.groupM = map[string]*groupMetrics{}
 	if o.LocalCopies > 0 {
-		ca.local = &localCopies[T]{max: o.LocalCopies, m: map[string]*localCopy[T]{}}
+		ca.local = &localCopies[T]{max: o.LocalCopies}
+		ca.notify.listen(context.Background(), invalidationChannel, ca.dropNoticed)
 	}
 	return ca
 }
@@ -183,10 +194,10 @@ func (ca *Cache[T]) Close() error {
 }
 
 // Invalidate removes keys from the cache — their stored values, by UNLINK
-// (Client.Invalidate) — and drops this process's copies of them
-// (LocalCopies), so that the next Fetch of each loads it again. It returns
-// how many were stored. Other processes' copies are not reached: each is
-// still served at most once more, while it is stale, as LocalCopies says.
+// (Client.Invalidate) — and drops the copies of them (LocalCopies) of this
+// process at once and of the other processes' Caches when the pub/sub
+// notice reaches them, so that the next Fetch of each loads it again. It
+// returns how many were stored.
 func (ca *Cache[T]) Invalidate(ctx context.Context, keys ...string) (int64, error) {
 	names := make([]string, len(keys))
 	for i, k := range keys {

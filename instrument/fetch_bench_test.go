@@ -2,6 +2,9 @@ package instrument
 
 import (
 	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,4 +34,70 @@ func BenchmarkFetchHit(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkFetchStaleCrowd: per iteration, 250 goroutines sharing one
+// context (as a worker pool's do) are released at once on a key that has
+// just gone stale — one process's share of BenchmarkStampede in bench/,
+// without the other processes. Reports the callers' p50 and p99; with
+// process copies (the default) and without.
+//
+//	go test -run '^$' -bench BenchmarkFetchStaleCrowd ./instrument/
+func BenchmarkFetchStaleCrowd(b *testing.B) {
+	for _, v := range []struct {
+		name   string
+		copies int
+	}{{"copies", 0}, {"nocopies", -1}} {
+		b.Run(v.name, func(b *testing.B) {
+			srv := redistest.Start(b)
+			var clock atomic.Int64
+			clock.Store(time.Now().UnixNano())
+			now := func() time.Time { return time.Unix(0, clock.Load()) }
+			c, err := New(srv.Client(b), Options{Registerer: prometheus.NewRegistry(), Now: now})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ca := NewCache[string](c, CacheOptions{FreshTTL: time.Minute, HardTTL: 1000 * time.Hour, LocalCopies: v.copies})
+			defer ca.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			load := func(context.Context) (string, error) { return "value", nil }
+			if _, err := ca.Fetch(ctx, "crowd:1", load); err != nil {
+				b.Fatal(err)
+			}
+			const callers = 250
+			var lat []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				clock.Add(int64(2 * time.Minute)) // stale again (the last refresh made it fresh)
+				ca.bg.Wait()
+				b.StartTimer()
+				lat = append(lat, crowd(callers, func() { _, _ = ca.Fetch(ctx, "crowd:1", load) })...)
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
+			b.ReportMetric(float64(lat[(len(lat)*99-1)/100])/1e6, "p99-ms")
+		})
+	}
+}
+
+// crowd releases n goroutines on call at once and returns their latencies.
+func crowd(n int, call func()) []time.Duration {
+	start := make(chan struct{})
+	lat := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range lat {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			t0 := time.Now()
+			call()
+			lat[i] = time.Since(t0)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return lat
 }

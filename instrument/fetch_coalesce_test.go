@@ -218,8 +218,10 @@ func TestFetchSharedReadJudgedAtCallersClock(t *testing.T) {
 	rdb.AddHook(gate)
 	reg := prometheus.NewRegistry()
 	clk := newFetchClock()
+	// Without process copies: callers arriving once the value is stale
+	// would be served the copy instead of joining the shared read.
 	ca := newFetchCache(t, rdb, reg, clk, CacheOptions{FreshTTL: time.Minute, HardTTL: 2 * time.Minute,
-		Jitter: -1, RedisTimeout: 30 * time.Second})
+		Jitter: -1, RedisTimeout: 30 * time.Second, LocalCopies: -1})
 	const n = 20
 	version := atomic.Int64{}
 	load := func(context.Context) (string, error) { return "v" + strconv.FormatInt(version.Add(1), 10), nil }

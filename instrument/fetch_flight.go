@@ -11,14 +11,16 @@ import (
 // is in flight wait for its outcome instead of making their own round trip.
 //
 // It does what golang.org/x/sync/singleflight's DoChan does, minus the
-// per-caller allocations (5 fewer per waiter, measured) and the boxing of
-// the outcome, and with a cheaper wait for callers that share a context
-// (see wait). In a stampede (hundreds of callers per process on one key,
-// on a few shared cores) the last callers served wait for every other
-// caller's share of that work, so that share is kept small.
+// per-caller allocations and the boxing of the outcome, and with a cheaper
+// wait for callers that share a context (see wait). In a stampede
+// (hundreds of callers per process on one key, on a few shared cores) the
+// last callers served wait for every other caller's share of that work, so
+// that share is kept small — and free of locks where it can be: a caller
+// that finds a lock taken with other goroutines runnable parks, and is
+// woken only after all of them have run.
 type flights[T any] struct {
-	mu sync.Mutex
-	m  map[string]*flight[T]
+	mu sync.Mutex // serialises creating, landing and the rare waiter bookkeeping
+	m  sync.Map   // key → *flight[T]; read without mu
 }
 
 // flight is one lookup in progress; o and err are set before done closes.
@@ -26,36 +28,14 @@ type flight[T any] struct {
 	done chan struct{}
 	o    outcome[T]
 	err  error
-	// wakes holds, per Done channel of the waiters' contexts, the channel
-	// that the first waiter with that context (its watcher) closes once
-	// the flight lands or the context ends; guarded by flights.mu. The
-	// first context's pair is kept apart, so the common case — every
-	// waiter on one context, or one waiter — needs no map.
-	firstDone <-chan struct{}
-	firstWake chan struct{}
-	wakes     map[<-chan struct{}]chan struct{}
-}
-
-// wakeFor returns the wake channel of the waiters whose context ends with
-// done, and whether the caller is the first of them (their watcher).
-// flights.mu must be held.
-func (f *flight[T]) wakeFor(done <-chan struct{}) (wake chan struct{}, first bool) {
-	switch {
-	case f.firstWake == nil:
-		f.firstDone, f.firstWake = done, make(chan struct{})
-		return f.firstWake, true
-	case f.firstDone == done:
-		return f.firstWake, false
-	}
-	if wake = f.wakes[done]; wake != nil {
-		return wake, false
-	}
-	if f.wakes == nil {
-		f.wakes = map[<-chan struct{}]chan struct{}{}
-	}
-	wake = make(chan struct{})
-	f.wakes[done] = wake
-	return wake, true
+	// The waiters sharing the leader's context wait on leaderWake, which
+	// the leader (their watcher) closes once the flight lands or the
+	// context ends; both are set before the flight is published and never
+	// change, so joiners read them without a lock.
+	leaderDone <-chan struct{}
+	leaderWake chan struct{}
+	// wakes does the same, under flights.mu, for every other context.
+	wakes map[<-chan struct{}]chan struct{}
 }
 
 // waiter is one caller's place in a flight.
@@ -69,23 +49,53 @@ type waiter struct {
 // (leader reports that the caller created it and must run it and land
 // it), and the caller's place among its waiters.
 func (fs *flights[T]) join(ctx context.Context, key string) (f *flight[T], leader bool, w waiter) {
+	w.ctx = ctx
 	done := ctx.Done()
+	if v, ok := fs.m.Load(key); ok { // the stampede's path: no lock
+		f = v.(*flight[T])
+		if done == nil {
+			return f, false, w
+		}
+		if done == f.leaderDone {
+			w.wake = f.leaderWake
+			return f, false, w
+		}
+	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if f = fs.m[key]; f == nil {
-		if fs.m == nil {
-			fs.m = map[string]*flight[T]{}
-		}
+	if v, ok := fs.m.Load(key); ok {
+		f = v.(*flight[T])
+	} else {
 		f = &flight[T]{done: make(chan struct{})}
-		fs.m[key] = f
-		leader = true
+		if done != nil {
+			f.leaderDone, f.leaderWake = done, make(chan struct{})
+		}
+		fs.m.Store(key, f)
+		w.wake, w.watcher = f.leaderWake, done != nil
+		return f, true, w
 	}
-	w.ctx = ctx
-	if done == nil {
-		return f, leader, w
+	if done != nil {
+		w.wake, w.watcher = f.wakeFor(done)
 	}
-	w.wake, w.watcher = f.wakeFor(done)
-	return f, leader, w
+	return f, false, w
+}
+
+// wakeFor returns the wake channel of the waiters whose context ends with
+// done, and whether the caller is the first of them (their watcher).
+// flights.mu must be held.
+func (f *flight[T]) wakeFor(done <-chan struct{}) (wake chan struct{}, first bool) {
+	if done == f.leaderDone {
+		return f.leaderWake, false
+	}
+	if wake = f.wakes[done]; wake != nil {
+		return wake, false
+	}
+	if f.wakes == nil {
+		f.wakes = map[<-chan struct{}]chan struct{}{}
+	}
+	wake = make(chan struct{})
+	f.wakes[done] = wake
+	return wake, true
 }
 
 // wait blocks until f lands or w's context ends, and reports whether f
@@ -122,9 +132,7 @@ func (f *flight[T]) wait(w waiter) bool {
 // that finished before they asked.
 func (fs *flights[T]) land(key string, f *flight[T], o outcome[T], err error) {
 	fs.mu.Lock()
-	if fs.m[key] == f {
-		delete(fs.m, key)
-	}
+	fs.m.CompareAndDelete(key, f)
 	fs.mu.Unlock()
 	f.o, f.err = o, err
 	close(f.done)

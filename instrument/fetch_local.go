@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -15,83 +16,124 @@ import (
 // with its deadlines, so that a stale value can be served without waiting
 // for Redis (CacheOptions.LocalCopies). Nil when disabled; every method is
 // nil-safe.
+//
+// Serving a copy takes no lock (sync.Map's reads do not), nor does
+// replacing one: in a crowd, a caller that finds a lock taken parks behind
+// every other runnable goroutine, and the background read that refreshes a
+// copy lands in the middle of the crowd it serves.
 type localCopies[T any] struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]*localCopy[T]
+	max  int
+	m    sync.Map // key → *localCopy[T]; a copy is never changed, only replaced
+	size atomic.Int64
 }
 
 type localCopy[T any] struct {
+	stored       string // the value's key in Redis, as invalidation notices name it
 	val          T
 	negative     bool
-	freshUntil   int64 // unix ms
-	hardUntil    int64 // unix ms
-	revalidating bool  // a background read of this key is under way
+	freshUntil   int64       // unix ms
+	hardUntil    int64       // unix ms
+	revalidating atomic.Bool // a background read of this key is under way
 }
 
 func (l *localCopies[T]) put(key string, v T, negative bool, freshUntil, hardUntil int64) {
 	if l == nil || hardUntil <= 0 {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.m[key]; !ok && len(l.m) >= l.max {
-		for k := range l.m { // full: make room by dropping any one copy
-			delete(l.m, k)
-			break
-		}
+	c := &localCopy[T]{stored: keysFor(key).value, val: v, negative: negative, freshUntil: freshUntil, hardUntil: hardUntil}
+	if _, replaced := l.m.Swap(key, c); replaced {
+		return
 	}
-	l.m[key] = &localCopy[T]{val: v, negative: negative, freshUntil: freshUntil, hardUntil: hardUntil}
+	if l.size.Add(1) <= int64(l.max) {
+		return
+	}
+	l.m.Range(func(k, _ any) bool { // full: make room by dropping any other copy
+		if k == key {
+			return true
+		}
+		if _, ok := l.m.LoadAndDelete(k); ok {
+			l.size.Add(-1)
+			return false
+		}
+		return true
+	})
+}
+
+// dropIf drops the copies for which gone reports true.
+func (l *localCopies[T]) dropIf(gone func(*localCopy[T]) bool) {
+	if l == nil {
+		return
+	}
+	l.m.Range(func(k, v any) bool {
+		if gone(v.(*localCopy[T])) && l.m.CompareAndDelete(k, v) {
+			l.size.Add(-1)
+		}
+		return true
+	})
+}
+
+// dropStored drops the copies whose value is stored under one of names.
+func (l *localCopies[T]) dropStored(names []string) {
+	gone := make(map[string]bool, len(names))
+	for _, n := range names {
+		gone[n] = true
+	}
+	l.dropIf(func(c *localCopy[T]) bool { return gone[c.stored] })
+}
+
+// dropAll drops every copy.
+func (l *localCopies[T]) dropAll() {
+	l.dropIf(func(*localCopy[T]) bool { return true })
 }
 
 func (l *localCopies[T]) drop(key string) {
 	if l == nil {
 		return
 	}
-	l.mu.Lock()
-	delete(l.m, key)
-	l.mu.Unlock()
+	if _, ok := l.m.LoadAndDelete(key); ok {
+		l.size.Add(-1)
+	}
+}
+
+// get returns key's copy, or nil.
+func (l *localCopies[T]) get(key string) *localCopy[T] {
+	if v, ok := l.m.Load(key); ok {
+		return v.(*localCopy[T])
+	}
+	return nil
 }
 
 // stale returns key's copy if it is stale at now (past fresh, before hard),
 // and whether the caller is the one to start its revalidation.
-func (l *localCopies[T]) stale(key string, now int64) (c localCopy[T], revalidate, ok bool) {
+func (l *localCopies[T]) stale(key string, now int64) (c *localCopy[T], revalidate, ok bool) {
 	if l == nil {
-		return c, false, false
+		return nil, false, false
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p := l.m[key]
+	p := l.get(key)
 	if p == nil || now < p.freshUntil || now >= p.hardUntil {
-		return c, false, false
+		return nil, false, false
 	}
-	revalidate = !p.revalidating
-	p.revalidating = true
-	return *p, revalidate, true
+	return p, p.revalidating.CompareAndSwap(false, true), true
 }
 
 // usable returns key's copy if it is within its hard TTL at now.
-func (l *localCopies[T]) usable(key string, now int64) (c localCopy[T], ok bool) {
+func (l *localCopies[T]) usable(key string, now int64) (c *localCopy[T], ok bool) {
 	if l == nil {
-		return c, false
+		return nil, false
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p := l.m[key]
+	p := l.get(key)
 	if p == nil || now >= p.hardUntil {
-		return c, false
+		return nil, false
 	}
-	return *p, true
+	return p, true
 }
 
 // revalidated lets the next stale hit start another revalidation (when the
 // last one left the copy stale: the refresh runs elsewhere, or Redis failed).
 func (l *localCopies[T]) revalidated(key string) {
-	l.mu.Lock()
-	if p := l.m[key]; p != nil {
-		p.revalidating = false
+	if p := l.get(key); p != nil {
+		p.revalidating.Store(false)
 	}
-	l.mu.Unlock()
 }
 
 // keepCopy records a value read from Redis as the process's copy.

@@ -3,6 +3,7 @@ package instrument
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -160,5 +161,73 @@ func TestCacheInvalidate(t *testing.T) {
 	}
 	if stale, miss := lookups(ca, group, resultStale), lookups(ca, group, resultMiss); stale != 0 || miss != 2 {
 		t.Errorf("lookups stale=%v miss=%v, want 0 and 2 (the invalidated copy never served)", stale, miss)
+	}
+}
+
+// Invalidation reaches the copies of every process: a Cache's Invalidate
+// makes another process's Cache drop its stale copy of the key (so its next
+// Fetch loads instead of serving it), and a pattern invalidation through
+// the Client drops all of their copies.
+func TestInvalidateReachesOtherProcessesCopies(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour} // copies on by default
+	a := newFetchCache(t, srv.Client(t), reg, clk, opts)
+	b := newFetchCache(t, srv.Client(t), reg, clk, opts)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	waitFor(t, "both caches to subscribe to invalidation notices", func() bool {
+		return admin.PubSubNumSub(ctx, invalidationChannel).Val()[invalidationChannel] == 2
+	})
+	var version atomic.Int64
+	load := func(context.Context) (string, error) { return "v" + strconv.FormatInt(version.Add(1), 10), nil }
+	const key = "stock:5"
+	for _, ca := range []*Cache[string]{a, b} {
+		if v, err := ca.Fetch(ctx, key, load); err != nil || v != "v1" {
+			t.Fatal(v, err)
+		}
+	}
+	clk.add(2 * time.Minute) // stale: both processes would serve their copy
+	if n, err := a.Invalidate(ctx, key); err != nil || n != 1 {
+		t.Fatalf("Invalidate = %d, %v", n, err)
+	}
+	waitFor(t, "the other process to drop its copy", func() bool {
+		_, ok := b.local.usable(key, clk.now().UnixMilli())
+		return !ok
+	})
+	if v, err := b.Fetch(ctx, key, load); err != nil || v != "v2" {
+		t.Fatalf("other process after Invalidate: %q, %v; want a new load, v2", v, err)
+	}
+	if stale := lookups(b, b.c.group(key), resultStale); stale != 0 {
+		t.Fatalf("%v stale lookups: an invalidated copy was served", stale)
+	}
+
+	for _, k := range []string{"stock:6", "shelf:1"} {
+		if _, err := b.Fetch(ctx, k, load); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.c.InvalidateMatch(ctx, "stock:*"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a pattern invalidation to drop every copy", func() bool {
+		return b.local.size.Load() == 0
+	})
+}
+
+func TestInvalidationNotice(t *testing.T) {
+	keys := []string{"a", "", "12:ab", "line\nbreak", "{tag}:x", string([]byte{0, 255, ':'})}
+	got, all, err := parseNotice(keysNotice(keys))
+	if err != nil || all || !slices.Equal(got, keys) {
+		t.Fatalf("keys round trip: %q, %v, %v; want %q", got, all, err, keys)
+	}
+	if _, all, err := parseNotice(patternNotice("user:*")); err != nil || !all {
+		t.Fatalf("pattern notice: all=%v, %v", all, err)
+	}
+	for _, bad := range []string{"", "x", "k5:ab", "k-1:", "kab", "k3"} {
+		if _, _, err := parseNotice(bad); err == nil {
+			t.Errorf("malformed notice %q accepted", bad)
+		}
 	}
 }

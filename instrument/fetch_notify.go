@@ -20,7 +20,10 @@ type notifier struct {
 	mu     sync.Mutex
 	ps     *redis.PubSub
 	topics map[string]*topic
-	closed bool
+	// listeners receive every message of their channel for the life of the
+	// notifier (invalidation notices).
+	listeners map[string]func(payload string)
+	closed    bool
 }
 
 type topic struct {
@@ -31,7 +34,30 @@ type topic struct {
 }
 
 func newNotifier(rdb redis.UniversalClient, mark func(context.Context) context.Context) *notifier {
-	return &notifier{rdb: rdb, mark: mark, topics: map[string]*topic{}}
+	return &notifier{rdb: rdb, mark: mark, topics: map[string]*topic{}, listeners: map[string]func(string){}}
+}
+
+// listen subscribes to channel for the life of the notifier and hands each
+// message's payload to fn (on the dispatch goroutine: keep it short). It
+// does not wait for Redis to confirm; go-redis subscribes again after a
+// reconnect.
+func (n *notifier) listen(ctx context.Context, channel string, fn func(payload string)) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.listeners[channel] = fn
+	first := n.ps == nil
+	if first {
+		n.ps = n.rdb.Subscribe(n.mark(context.WithoutCancel(ctx)))
+	}
+	ps := n.ps
+	n.mu.Unlock()
+	if first {
+		go n.dispatch(ps)
+	}
+	go func() { _ = ps.Subscribe(n.mark(context.WithoutCancel(ctx)), channel) }()
 }
 
 // subscription is one waiter's interest in a channel.
@@ -125,7 +151,11 @@ func (n *notifier) dispatch(ps *redis.PubSub) {
 				close(t.wake)
 				t.wake = make(chan struct{})
 			}
+			fn := n.listeners[m.Channel]
 			n.mu.Unlock()
+			if fn != nil {
+				fn(m.Payload)
+			}
 		}
 	}
 }

@@ -137,7 +137,10 @@ func TestFetchStaleServedOneRefresh(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
 	clk := newFetchClock()
-	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour}
+	// Without process copies every caller reads Redis (TestFetchLocalCopies
+	// covers them): the refresh, once written, is what the next caller of
+	// any process is served.
+	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: -1}
 	var caches []*Cache[string]
 	for p := 0; p < 3; p++ {
 		caches = append(caches, newFetchCache(t, srv.Client(t), reg, clk, opts))
