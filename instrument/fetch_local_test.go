@@ -231,3 +231,30 @@ func TestInvalidationNotice(t *testing.T) {
 		}
 	}
 }
+
+// Process copies are capped: past LocalCopies keys, each new key replaces
+// another; replacing a key's copy does not count twice; invalidation
+// notices drop by the name the value is stored under.
+func TestLocalCopiesBounded(t *testing.T) {
+	l := &localCopies[string]{max: 3}
+	for i := range 5 {
+		l.put("k:"+strconv.Itoa(i), "v", false, 1, 2)
+		l.put("k:"+strconv.Itoa(i), "v2", false, 1, 2) // a replacement
+	}
+	count := 0
+	l.m.Range(func(any, any) bool { count++; return true })
+	if count != 3 || l.size.Load() != 3 {
+		t.Fatalf("%d copies held (size %d), want the cap, 3", count, l.size.Load())
+	}
+	if c := l.get("k:4"); c == nil || c.val != "v2" {
+		t.Fatalf("newest copy %v, want k:4 = v2", c)
+	}
+	l.dropStored([]string{keysFor("k:4").value, "k:4"}) // only the stored name matches
+	if l.get("k:4") != nil || l.size.Load() != 2 {
+		t.Fatalf("after dropping k:4's stored name: copy %v, size %d", l.get("k:4"), l.size.Load())
+	}
+	l.dropAll()
+	if l.size.Load() != 0 {
+		t.Fatalf("size %d after dropAll", l.size.Load())
+	}
+}
