@@ -49,6 +49,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for durations and lease checks; nil means time.Now.
 	Now func() time.Time
+	// Renew keeps every held mutex alive until Unlock: a heartbeat extends
+	// it on a quorum every third of its remaining validity. When an
+	// extension finds it gone, or extensions fail until its validity has
+	// passed, the lock is counted as lost and the mutex's Context is
+	// cancelled with a cause wrapping instrument.ErrLockLost (when the
+	// failing extension returns: bounded by the Redis clients' timeouts).
+	Renew bool
 }
 
 // Redlock creates instrumented redsync mutexes.
@@ -56,6 +63,7 @@ type Redlock struct {
 	rs      *redsync.Redsync
 	groups  *keygroup.Classifier
 	backoff instrument.Backoff
+	renew   bool
 	tracer  trace.Tracer
 	log     *slog.Logger
 	now     func() time.Time
@@ -79,7 +87,7 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	r := &Redlock{rs: rs, groups: opts.KeyGroups, backoff: opts.Backoff, log: opts.Logger, now: opts.Now}
+	r := &Redlock{rs: rs, groups: opts.KeyGroups, backoff: opts.Backoff, renew: opts.Renew, log: opts.Logger, now: opts.Now}
 	var err error
 	counter := func(m *signals.Metric) *prometheus.CounterVec {
 		c, e := signals.Register(reg, m.NewCounterVec())
@@ -125,17 +133,32 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 // (WithExpiry, WithDriftFactor, WithTimeoutFactor, …). Like a redsync
 // mutex, one Mutex serves one holder at a time: give each goroutine its own.
 func (r *Redlock) NewMutex(name string, options ...redsync.Option) *Mutex {
-	return &Mutex{r: r, mu: r.rs.NewMutex(name, options...), group: r.groups.Classify(name)}
+	m := &Mutex{r: r, mu: r.rs.NewMutex(name, options...), group: r.groups.Classify(name)}
+	m.ctx, m.cancel = context.WithCancelCause(context.Background())
+	m.cancel(errNotHeld)
+	return m
 }
+
+// errNotHeld is the cause of a Mutex's Context before its first Lock;
+// errReleased after Unlock.
+var (
+	errNotHeld  = errors.New("cachewatch: redlock not held")
+	errReleased = errors.New("cachewatch: redlock released")
+)
 
 // Mutex is an instrumented redsync mutex.
 type Mutex struct {
 	r     *Redlock
 	mu    *redsync.Mutex
 	group string
+	ops   sync.Mutex // a redsync Mutex is not safe for concurrent use: one call at a time
 
-	state sync.Mutex
-	taken time.Time // zero while not held
+	state  sync.Mutex
+	taken  time.Time // zero while not held
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stop   chan struct{} // closed to end the heartbeat (Options.Renew)
+	beat   chan struct{} // closed once the heartbeat has ended
 }
 
 // Name returns the mutex's name (its Redis key).
@@ -145,7 +168,22 @@ func (m *Mutex) Name() string { return m.mu.Name() }
 func (m *Mutex) Value() string { return m.mu.Value() }
 
 // Until returns the end of the lock's validity as redsync computed it.
-func (m *Mutex) Until() time.Time { return m.mu.Until() }
+func (m *Mutex) Until() time.Time {
+	m.ops.Lock()
+	defer m.ops.Unlock()
+	return m.mu.Until()
+}
+
+// Context returns a context with the values of the one given to Lock but
+// not its deadline, done when the hold ends: cancelled by Unlock, or with
+// a cause wrapping instrument.ErrLockLost when the lock is found lost (by
+// Extend, Unlock or the Options.Renew heartbeat). Do the guarded work
+// under it. Before the first Lock it is done already.
+func (m *Mutex) Context() context.Context {
+	m.state.Lock()
+	defer m.state.Unlock()
+	return m.ctx
+}
 
 // Lock takes the mutex on a quorum of nodes, retrying with full-jitter
 // backoff while it is held elsewhere, never past ctx. It returns an error
@@ -168,15 +206,15 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			}
 			r.retries.WithLabelValues(m.group).Inc()
 		}
+		m.ops.Lock()
 		err := m.mu.TryLockContext(ctx)
+		m.ops.Unlock()
 		result := classify(err)
 		r.attempts.WithLabelValues(m.group, result, which).Inc()
 		r.logf(ctx, m, result, slog.Int("attempt", attempt+1))
 		switch {
 		case result == "acquired":
-			m.state.Lock()
-			m.taken = r.now()
-			m.state.Unlock()
+			m.hold(ctx)
 			r.acquire.WithLabelValues(m.group, "acquired").Observe(r.now().Sub(start).Seconds())
 			span.AddEvent("lease acquired")
 			return nil
@@ -232,9 +270,13 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	ctx, span := r.tracer.Start(ctx, "cachewatch.redlock.unlock",
 		trace.WithAttributes(attribute.String("cachewatch.key_group", m.group)))
 	defer span.End()
+	m.endHeartbeat()
+	m.ops.Lock()
 	ok, err := m.mu.UnlockContext(ctx)
+	m.ops.Unlock()
 	m.state.Lock()
 	defer m.state.Unlock()
+	defer m.cancel(errReleased) // no effect if the loss came first
 	if !m.taken.IsZero() {
 		r.hold.WithLabelValues(m.group).Observe(r.now().Sub(m.taken).Seconds())
 	}
@@ -260,7 +302,9 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // (counted as lost) and instrument.ErrRedis when nodes failed.
 func (m *Mutex) Extend(ctx context.Context) error {
 	r := m.r
+	m.ops.Lock()
 	ok, err := m.mu.ExtendContext(ctx)
+	m.ops.Unlock()
 	switch {
 	case ok:
 		r.renewals.WithLabelValues(m.group, "renewed").Inc()
@@ -286,9 +330,15 @@ func (m *Mutex) Extend(ctx context.Context) error {
 // otherwise not_owner. m.state is held.
 func (m *Mutex) lose(ctx context.Context, span trace.Span) {
 	reason := "not_owner"
-	if !m.r.now().Before(m.mu.Until()) {
+	if !m.r.now().Before(m.Until()) {
 		reason = "expired"
 	}
+	m.loseFor(ctx, span, reason)
+}
+
+// loseFor counts a lost lock and ends its hold's Context. m.state is held.
+func (m *Mutex) loseFor(ctx context.Context, span trace.Span, reason string) {
+	m.cancel(fmt.Errorf("%w: %s", instrument.ErrLockLost, reason))
 	m.r.lost.WithLabelValues(m.group, reason).Inc()
 	span.AddEvent("lease lost", trace.WithAttributes(attribute.String("cachewatch.lock.reason", reason)))
 	m.r.logf(ctx, m, "lost_"+reason)
@@ -310,4 +360,62 @@ func (r *Redlock) logf(ctx context.Context, m *Mutex, outcome string, extra ...s
 	attrs := append([]slog.Attr{slog.String("key_group", m.group), slog.String("key", m.Name()),
 		slog.String("token", token), slog.String("outcome", outcome)}, extra...)
 	r.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch redlock", attrs...)
+}
+
+// hold records an acquired lock: its start, its Context, and (Options.Renew)
+// its heartbeat.
+func (m *Mutex) hold(ctx context.Context) {
+	m.state.Lock()
+	defer m.state.Unlock()
+	m.taken = m.r.now()
+	m.cancel(errReleased) // a previous hold's, if Unlock was skipped
+	m.ctx, m.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	if m.r.renew {
+		m.stop, m.beat = make(chan struct{}), make(chan struct{})
+		go m.heartbeat(m.ctx, m.stop, m.beat)
+	}
+}
+
+// endHeartbeat stops the heartbeat, if any, and waits for it to end.
+func (m *Mutex) endHeartbeat() {
+	m.state.Lock()
+	stop, beat := m.stop, m.beat
+	m.stop, m.beat = nil, nil
+	m.state.Unlock()
+	if stop != nil {
+		close(stop)
+		<-beat
+	}
+}
+
+// heartbeat extends the lock every third of its remaining validity until
+// stop closes or the lock is lost: found gone by an extension (counted by
+// Extend), or extensions failing until the validity passed (renew_failed).
+func (m *Mutex) heartbeat(ctx context.Context, stop <-chan struct{}, beat chan<- struct{}) {
+	defer close(beat)
+	for {
+		until := m.Until()
+		t := time.NewTimer(max(time.Until(until)/3, time.Millisecond))
+		select {
+		case <-stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		err := m.Extend(ctx)
+		switch {
+		case err == nil:
+		case errors.Is(err, instrument.ErrNotOwner):
+			return
+		case !time.Now().Before(until):
+			m.state.Lock()
+			if !m.taken.IsZero() {
+				m.r.hold.WithLabelValues(m.group).Observe(m.r.now().Sub(m.taken).Seconds())
+				m.taken = time.Time{}
+				m.loseFor(ctx, trace.SpanFromContext(ctx), "renew_failed")
+			}
+			m.state.Unlock()
+			return
+		}
+	}
 }

@@ -232,3 +232,119 @@ func TestRedlockContextDeadline(t *testing.T) {
 		t.Fatalf("Lock past the deadline = %v, want context.DeadlineExceeded", err)
 	}
 }
+
+// With Renew, a held mutex outlives many times its expiry, each extension
+// counted; when its keys are deleted behind the holder's back the next
+// extension finds it lost: counted once, and the mutex's Context is
+// cancelled with ErrLockLost. Unlock then reports ErrNotOwner without
+// counting the loss again, and a renewed mutex that is unlocked normally
+// has its Context cancelled as released, not lost.
+func TestRedlockRenew(t *testing.T) {
+	servers := nodes(t)
+	reg := prometheus.NewRegistry()
+	_, _, clients := process(t, servers, reg, retryLong)
+	var pools []redsyncredis.Pool
+	for _, rdb := range clients {
+		pools = append(pools, goredis.NewPool(rdb))
+	}
+	rl, err := redlock.New(redsync.New(pools...), redlock.Options{Registerer: reg, Backoff: retryLong, Renew: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const expiry = 300 * time.Millisecond
+	renewed := func() float64 {
+		return metrictest.Sum(t, reg, "cachewatch_lock_renewals_total", "result", "renewed")
+	}
+
+	m := rl.NewMutex("lock:{renew}", redsync.WithExpiry(expiry))
+	if m.Context().Err() == nil {
+		t.Fatal("Context of a mutex never locked is not done")
+	}
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	value := m.Value()
+	waitUntil(t, "four renewals (more than the expiry, four times over)", func() bool { return renewed() >= 4 })
+	if m.Context().Err() != nil {
+		t.Fatalf("Context done while renewed: %v", context.Cause(m.Context()))
+	}
+	held := 0
+	for _, rdb := range clients {
+		if rdb.Get(ctx, "lock:{renew}").Val() == value {
+			held++
+		}
+	}
+	if held < 2 {
+		t.Fatalf("renewed lock held on %d of 3 nodes, want a quorum", held)
+	}
+
+	for _, rdb := range clients {
+		rdb.Del(ctx, "lock:{renew}")
+	}
+	waitUntil(t, "the heartbeat to find the lock gone", func() bool { return m.Context().Err() != nil })
+	if cause := context.Cause(m.Context()); !errors.Is(cause, instrument.ErrLockLost) {
+		t.Fatalf("Context cause %v, want ErrLockLost", cause)
+	}
+	if err := m.Unlock(ctx); !errors.Is(err, instrument.ErrNotOwner) {
+		t.Fatalf("Unlock of a lost lock = %v, want ErrNotOwner", err)
+	}
+	if lost := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); lost != 1 {
+		t.Fatalf("locks lost = %v, want 1 (counted once)", lost)
+	}
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_renewals_total", "result", "lost"); got != 1 {
+		t.Fatalf("renewals{lost} = %v, want 1", got)
+	}
+
+	n := rl.NewMutex("lock:{renew2}", redsync.WithExpiry(expiry))
+	if err := n.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cause := context.Cause(n.Context()); n.Context().Err() == nil || errors.Is(cause, instrument.ErrLockLost) {
+		t.Fatalf("after Unlock: Context err %v cause %v, want done and not lost", n.Context().Err(), cause)
+	}
+	if lost := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); lost != 1 {
+		t.Fatalf("locks lost = %v after a normal unlock, want still 1", lost)
+	}
+
+	// Every node stopped (SIGSTOP): extensions fail until the validity has
+	// passed, and then the lock is lost for failed renewals.
+	f := rl.NewMutex("lock:{renew3}", redsync.WithExpiry(expiry))
+	if err := f.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		s.Pause()
+	}
+	waitUntil(t, "the lock to be given up after failed renewals", func() bool { return f.Context().Err() != nil })
+	for _, s := range servers {
+		s.Resume()
+	}
+	if cause := context.Cause(f.Context()); !errors.Is(cause, instrument.ErrLockLost) {
+		t.Fatalf("Context cause %v, want ErrLockLost", cause)
+	}
+	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total", "reason", "renew_failed"); got != 1 {
+		t.Fatalf("lost{renew_failed} = %v, want 1", got)
+	}
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_renewals_total", "result", "error"); got < 1 {
+		t.Fatalf("renewals{error} = %v, want the failed extensions counted", got)
+	}
+	_ = f.Unlock(ctx)
+	if lost := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); lost != 2 {
+		t.Fatalf("locks lost = %v, want 2 (the unlock of a lost lock counts nothing more)", lost)
+	}
+}
+
+// waitUntil polls cond, failing after a generous bound (a liveness bound,
+// not a speed assertion).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %s", what)
+		}
+	}
+}
