@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -177,7 +178,7 @@ func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 	ca := &Cache[T]{c: c, o: o, notify: newNotifier(c.rdb, c.ctx), deg: newDegraded(c.rdb, o.Name, o, c.m)}
 	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.now,
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
-	ca.fails.runs = map[string]map[string]int64{}
+	ca.fails.runs = map[string]map[string]failureRun{}
 	ca.groupM = map[string]*groupMetrics{}
 	if o.LocalCopies > 0 {
 		ca.local = &localCopies[T]{max: o.LocalCopies}
@@ -487,6 +488,7 @@ const (
 func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error)) (outcome[T], error) {
 	k := keysFor(key)
 	span := trace.SpanFromContext(ctx)
+	ca.fails.expire(ca.c.m.refreshConsecutive, ca.c.now().UnixMilli())
 	if ca.deg.open() {
 		return ca.unavailable(ctx, key, group, load, errors.New("circuit breaker open"))
 	}
@@ -740,15 +742,19 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token string) {
 	holdoff := max(ca.o.FailureHoldoff, 0)
 	res, err := ca.deg.call(ctx, "fetch fail", func(rctx context.Context) ([]any, error) {
-		n, err := luascript.FetchFail.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
-			token, holdoff.Milliseconds()).Int64()
-		return []any{n}, err
+		return luascript.FetchFail.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
+			token, holdoff.Milliseconds()).Slice()
 	})
-	if err != nil {
+	if err != nil || len(res) < 2 {
 		return
 	}
-	if n, _ := res[0].(int64); n > 0 {
-		ca.fails.set(ca.c.m.refreshConsecutive, group, key, n)
+	n, _ := res[0].(int64)
+	ttl, _ := res[1].(int64)
+	if n > 0 {
+		// The run ends when the stored value does: the key is then never
+		// served again, so a key nobody fetches any more leaves the gauge.
+		now := ca.c.now().UnixMilli()
+		ca.fails.set(ca.c.m.refreshConsecutive, group, key, n, now+max(ttl, 0))
 	}
 }
 
@@ -837,30 +843,36 @@ func leaseToken() string {
 
 // failureRuns tracks the keys whose refreshes are failing, per group, to
 // report the longest current run. Only failing keys are kept, at most
-// maxFailingKeys of them.
+// maxFailingKeys of them, each until its stored value expires in Redis.
 type failureRuns struct {
 	mu   sync.Mutex
-	runs map[string]map[string]int64 // group → key → consecutive failures
-	size int
+	runs map[string]map[string]failureRun // group → key → run
+	size atomic.Int64
+}
+
+// failureRun is one key's run of failed refreshes.
+type failureRun struct {
+	n     int64
+	until int64 // unix ms: when the stored value expires
 }
 
 const maxFailingKeys = 10000
 
-func (f *failureRuns) set(g *prometheus.GaugeVec, group, key string, n int64) {
+func (f *failureRuns) set(g *prometheus.GaugeVec, group, key string, n, until int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	keys := f.runs[group]
 	if keys == nil {
-		keys = map[string]int64{}
+		keys = map[string]failureRun{}
 		f.runs[group] = keys
 	}
 	if _, ok := keys[key]; !ok {
-		if f.size >= maxFailingKeys {
+		if f.size.Load() >= maxFailingKeys {
 			return
 		}
-		f.size++
+		f.size.Add(1)
 	}
-	keys[key] = n
+	keys[key] = failureRun{n: n, until: until}
 	g.WithLabelValues(group).Set(float64(longest(keys)))
 }
 
@@ -872,14 +884,37 @@ func (f *failureRuns) reset(g *prometheus.GaugeVec, group, key string) {
 		return
 	}
 	delete(keys, key)
-	f.size--
+	f.size.Add(-1)
 	g.WithLabelValues(group).Set(float64(longest(keys)))
 }
 
-func longest(keys map[string]int64) int64 {
+// expire ends the runs of keys whose stored value has expired by now (unix
+// ms). Called once per read, it costs one atomic load while no refresh is
+// failing.
+func (f *failureRuns) expire(g *prometheus.GaugeVec, now int64) {
+	if f.size.Load() == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for group, keys := range f.runs {
+		before := len(keys)
+		for key, r := range keys {
+			if now >= r.until {
+				delete(keys, key)
+				f.size.Add(-1)
+			}
+		}
+		if len(keys) != before {
+			g.WithLabelValues(group).Set(float64(longest(keys)))
+		}
+	}
+}
+
+func longest(keys map[string]failureRun) int64 {
 	var n int64
-	for _, v := range keys {
-		n = max(n, v)
+	for _, r := range keys {
+		n = max(n, r.n)
 	}
 	return n
 }

@@ -255,6 +255,44 @@ func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
 	lintRegistry(t, reg)
 }
 
+// A key whose refreshes keep failing leaves the consecutive-failures gauge
+// once its stored value has expired in Redis, even if nobody fetches it
+// again: any later read of the cache ends such runs.
+func TestFetchFailureRunEndsWithTheValue(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	ca := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{
+		FreshTTL: time.Minute, HardTTL: 10 * time.Minute, Jitter: -1, FailureHoldoff: -1})
+	ctx := context.Background()
+	ok := func(context.Context) (string, error) { return "v", nil }
+	failing := func(context.Context) (string, error) { return "", errors.New("source down") }
+	if _, err := ca.Fetch(ctx, "ledger:1", ok); err != nil {
+		t.Fatal(err)
+	}
+	g := ca.c.group("ledger:1")
+	gauge := func() float64 { return testutil.ToFloat64(ca.c.m.refreshConsecutive.WithLabelValues(g)) }
+	clk.add(2 * time.Minute)
+	for range 2 {
+		if _, err := ca.Fetch(ctx, "ledger:1", failing); err != nil {
+			t.Fatal(err)
+		}
+		ca.bg.Wait()
+	}
+	if got := gauge(); got != 2 {
+		t.Fatalf("gauge = %v after 2 failed refreshes, want 2", got)
+	}
+	// The value is kept in Redis 11m (hard TTL + 10%); nobody asks for
+	// ledger:1 again, but another key of the group is read past that.
+	clk.add(12 * time.Minute)
+	if _, err := ca.Fetch(ctx, "ledger:2", ok); err != nil {
+		t.Fatal(err)
+	}
+	if got := gauge(); got != 0 || ca.fails.size.Load() != 0 {
+		t.Fatalf("gauge = %v (%d runs kept) once the failing value expired, want 0 and none", got, ca.fails.size.Load())
+	}
+}
+
 func TestFetchWaitersWokenByWrite(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()

@@ -82,7 +82,7 @@ var (
 	}
 	RefreshConsecutiveFailures = &Metric{
 		Name: "cachewatch_cache_refresh_consecutive_failures", Kind: Gauge,
-		Help:    "Longest current run of consecutive failed refreshes among the group's keys; reset by a success. Growth means stale-forever.",
+		Help:    "Longest current run of consecutive failed refreshes among the group's keys; a key leaves it on a success or when its value expires. Growth means stale-forever.",
 		Labels:  []Label{keyGroup},
 		Sources: []Source{Instrument},
 	}

@@ -70,12 +70,13 @@ return 1
 // for a hold-off so that a failing source is retried once per hold-off
 // rather than by every caller (0 releases it at once).
 //
-// ARGV: token, holdoff_ms. Reply: the value's consecutive failures (0 when
-// nothing is stored).
+// ARGV: token, holdoff_ms. Reply: {the value's consecutive failures, its
+// remaining time to live in ms} ({0, 0} when nothing is stored).
 var FetchFail = define("cachewatch_fetch_fail", `
-local n = 0
+local n, ttl = 0, 0
 if redis.call('EXISTS', KEYS[1]) == 1 then
   n = redis.call('HINCRBY', KEYS[1], 'e', 1)
+  ttl = redis.call('PTTL', KEYS[1])
 end
 if redis.call('GET', KEYS[2]) == ARGV[1] then
   if tonumber(ARGV[2]) > 0 then
@@ -84,7 +85,7 @@ if redis.call('GET', KEYS[2]) == ARGV[1] then
     redis.call('DEL', KEYS[2])
   end
 end
-return n
+return {n, ttl}
 `)
 
 // FetchRelease releases a refresh lease if the caller still owns it: used
