@@ -99,7 +99,10 @@ type CacheOptions struct {
 	// InvalidateMatch (of the Client or a Cache) notify every process's
 	// Caches over pub/sub, which drop their copies of the keys removed; a
 	// key deleted behind cachewatch's back is served from a stale copy until
-	// the revalidating read finds it gone.
+	// the revalidating read finds it gone. (With Redis ACLs, grant the
+	// client's user the channels cachewatch:invalidate and
+	// cachewatch:fetch:*, which also wake waiters; without them both fall
+	// back to polling and revalidation.)
 	LocalCopies int
 
 	// BurstWindow and BurstThreshold configure the miss-burst detector:
