@@ -848,9 +848,10 @@ func leaseToken() string {
 // report the longest current run. Only failing keys are kept, at most
 // maxFailingKeys of them, each until its stored value expires in Redis.
 type failureRuns struct {
-	mu   sync.Mutex
-	runs map[string]map[string]failureRun // group → key → run
-	size atomic.Int64
+	mu      sync.Mutex
+	runs    map[string]map[string]failureRun // group → key → run
+	size    atomic.Int64
+	soonest atomic.Int64 // unix ms: the earliest until among the runs
 }
 
 // failureRun is one key's run of failed refreshes.
@@ -876,6 +877,9 @@ func (f *failureRuns) set(g *prometheus.GaugeVec, group, key string, n, until in
 		f.size.Add(1)
 	}
 	keys[key] = failureRun{n: n, until: until}
+	if s := f.soonest.Load(); f.size.Load() == 1 || until < s {
+		f.soonest.Store(until)
+	}
 	g.WithLabelValues(group).Set(float64(longest(keys)))
 }
 
@@ -892,26 +896,29 @@ func (f *failureRuns) reset(g *prometheus.GaugeVec, group, key string) {
 }
 
 // expire ends the runs of keys whose stored value has expired by now (unix
-// ms). Called once per read, it costs one atomic load while no refresh is
-// failing.
+// ms). Called once per read, it costs two atomic loads until a run is due.
 func (f *failureRuns) expire(g *prometheus.GaugeVec, now int64) {
-	if f.size.Load() == 0 {
+	if f.size.Load() == 0 || now < f.soonest.Load() {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	soonest := int64(math.MaxInt64)
 	for group, keys := range f.runs {
 		before := len(keys)
 		for key, r := range keys {
 			if now >= r.until {
 				delete(keys, key)
 				f.size.Add(-1)
+			} else {
+				soonest = min(soonest, r.until)
 			}
 		}
 		if len(keys) != before {
 			g.WithLabelValues(group).Set(float64(longest(keys)))
 		}
 	}
+	f.soonest.Store(soonest)
 }
 
 func longest(keys map[string]failureRun) int64 {
