@@ -48,16 +48,19 @@ func (n *notifier) listen(ctx context.Context, channel string, fn func(payload s
 		return
 	}
 	n.listeners[channel] = fn
-	first := n.ps == nil
-	if first {
-		n.ps = n.rdb.Subscribe(n.mark(context.WithoutCancel(ctx)))
-	}
-	ps := n.ps
+	ps := n.connLocked(ctx)
 	n.mu.Unlock()
-	if first {
-		go n.dispatch(ps)
-	}
 	go func() { _ = ps.Subscribe(n.mark(context.WithoutCancel(ctx)), channel) }()
+}
+
+// connLocked returns the pub/sub connection, opening it (and starting its
+// dispatch) on first use. n.mu must be held.
+func (n *notifier) connLocked(ctx context.Context) *redis.PubSub {
+	if n.ps == nil {
+		n.ps = n.rdb.Subscribe(n.mark(context.WithoutCancel(ctx)))
+		go n.dispatch(n.ps)
+	}
+	return n.ps
 }
 
 // subscription is one waiter's interest in a channel.
@@ -82,16 +85,9 @@ func (n *notifier) subscribe(ctx context.Context, channel string, bound time.Dur
 		n.topics[channel] = t
 	}
 	t.refs++
-	first := n.ps == nil
-	if first {
-		n.ps = n.rdb.Subscribe(n.mark(context.WithoutCancel(ctx)))
-	}
-	ps := n.ps
+	ps := n.connLocked(ctx)
 	n.mu.Unlock()
 
-	if first {
-		go n.dispatch(ps)
-	}
 	if !ok {
 		// Subscribe may wait on the pub/sub connection's lock while it
 		// reconnects: never on the caller's time.
