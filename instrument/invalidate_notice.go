@@ -71,11 +71,7 @@ func (c *Client) announce(ctx context.Context, notice string) {
 // those whose stored value key it lists, or all of them for a pattern.
 func (ca *Cache[T]) dropNoticed(msg string) {
 	keys, all, err := parseNotice(msg)
-	if err != nil {
-		ca.local.dropAll() // when unsure, serve nothing from memory
-		return
-	}
-	if all {
+	if all || err != nil { // a malformed notice too: when unsure, serve nothing from memory
 		ca.local.dropAll()
 		return
 	}
