@@ -53,8 +53,8 @@ type Options struct {
 	// it on a quorum every third of its remaining validity. When an
 	// extension finds it gone, or extensions fail until its validity has
 	// passed, the lock is counted as lost and the mutex's Context is
-	// cancelled with a cause wrapping instrument.ErrLockLost (when the
-	// failing extension returns: bounded by the Redis clients' timeouts).
+	// cancelled with a cause wrapping instrument.ErrLockLost — at the end of
+	// the validity, even if an extension is still waiting on a stalled node.
 	Renew bool
 }
 
@@ -390,7 +390,9 @@ func (m *Mutex) endHeartbeat() {
 
 // heartbeat extends the lock every third of its remaining validity until
 // stop closes or the lock is lost: found gone by an extension (counted by
-// Extend), or extensions failing until the validity passed (renew_failed).
+// Extend), or not extended by the end of its validity (renew_failed) —
+// decided then, not when a stalled extension returns, because from then on
+// another process may take the lock.
 func (m *Mutex) heartbeat(ctx context.Context, stop <-chan struct{}, beat chan<- struct{}) {
 	defer close(beat)
 	for {
@@ -402,20 +404,36 @@ func (m *Mutex) heartbeat(ctx context.Context, stop <-chan struct{}, beat chan<-
 			return
 		case <-t.C:
 		}
-		err := m.Extend(ctx)
+		extended := make(chan error, 1)
+		go func() { extended <- m.Extend(ctx) }()
+		expiry := time.NewTimer(time.Until(until))
+		var err error
+		select {
+		case err = <-extended:
+			expiry.Stop()
+		case <-expiry.C:
+			m.giveUp(ctx)
+			<-extended // a late success or loss is not counted twice: the hold has ended
+			return
+		}
 		switch {
 		case err == nil:
 		case errors.Is(err, instrument.ErrNotOwner):
 			return
 		case !time.Now().Before(until):
-			m.state.Lock()
-			if !m.taken.IsZero() {
-				m.r.hold.WithLabelValues(m.group).Observe(m.r.now().Sub(m.taken).Seconds())
-				m.taken = time.Time{}
-				m.loseFor(ctx, trace.SpanFromContext(ctx), "renew_failed")
-			}
-			m.state.Unlock()
+			m.giveUp(ctx)
 			return
 		}
+	}
+}
+
+// giveUp ends a hold whose validity passed without an extension.
+func (m *Mutex) giveUp(ctx context.Context) {
+	m.state.Lock()
+	defer m.state.Unlock()
+	if !m.taken.IsZero() {
+		m.r.hold.WithLabelValues(m.group).Observe(m.r.now().Sub(m.taken).Seconds())
+		m.taken = time.Time{}
+		m.loseFor(ctx, trace.SpanFromContext(ctx), "renew_failed")
 	}
 }

@@ -310,9 +310,20 @@ func TestRedlockRenew(t *testing.T) {
 		t.Fatalf("locks lost = %v after a normal unlock, want still 1", lost)
 	}
 
-	// Every node stopped (SIGSTOP): extensions fail until the validity has
-	// passed, and then the lock is lost for failed renewals.
-	f := rl.NewMutex("lock:{renew3}", redsync.WithExpiry(expiry))
+	// Every node stopped (SIGSTOP), reached through clients without a read
+	// timeout: the extension waits for as long as the nodes are stopped, yet
+	// the hold ends when its validity does, as a failed renewal.
+	var stalling []redsyncredis.Pool
+	for _, s := range servers {
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: -1, WriteTimeout: -1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		stalling = append(stalling, goredis.NewPool(rdb))
+	}
+	rls, err := redlock.New(redsync.New(stalling...), redlock.Options{Registerer: reg, Backoff: retryLong, Renew: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := rls.NewMutex("lock:{renew3}", redsync.WithExpiry(expiry))
 	if err := f.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -328,9 +339,6 @@ func TestRedlockRenew(t *testing.T) {
 	}
 	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total", "reason", "renew_failed"); got != 1 {
 		t.Fatalf("lost{renew_failed} = %v, want 1", got)
-	}
-	if got := metrictest.Sum(t, reg, "cachewatch_lock_renewals_total", "result", "error"); got < 1 {
-		t.Fatalf("renewals{error} = %v, want the failed extensions counted", got)
 	}
 	_ = f.Unlock(ctx)
 	if lost := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); lost != 2 {
