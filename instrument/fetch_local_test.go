@@ -26,8 +26,10 @@ func TestFetchLocalCopies(t *testing.T) {
 	// a lease granted to an abandoned read in time.
 	// The breaker is kept out of the way (this test is about copies, and a
 	// loaded CI machine can make enough reads time out to open it), and a
-	// Redis call may take up to a second before a copy answers instead.
-	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: 100, RedisTimeout: time.Second,
+	// Redis call may take 3s before a copy answers instead: a revalidating
+	// read that times out on a loaded machine has its lease released only
+	// later, and the crowd below would then see no refresh.
+	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: 100, RedisTimeout: 3 * time.Second,
 		LeaseTTL: time.Minute, BreakerFailures: 1 << 20}
 	var caches []*Cache[string]
 	for p := 0; p < 3; p++ {
