@@ -97,7 +97,8 @@ type CacheOptions struct {
 	// even if another process has just refreshed the key: the
 	// stale-while-revalidate contract, at process level. Invalidate and
 	// InvalidateMatch (of the Client or a Cache) notify every process's
-	// Caches over pub/sub, which drop their copies of the keys removed; a
+	// Caches over pub/sub (one subscription per Client, shared by its
+	// Caches), which drop their copies of the keys removed; a
 	// key deleted behind cachewatch's back is served from a stale copy until
 	// the revalidating read finds it gone. (With Redis ACLs, grant the
 	// client's user the channels cachewatch:invalidate and
@@ -169,6 +170,8 @@ type Cache[T any] struct {
 	bursts  *burst.Detector
 	fails   failureRuns
 	local   *localCopies[T] // nil unless LocalCopies > 0
+	// unlisten ends the copies' invalidation notices (nil without copies).
+	unlisten func()
 	// groupM caches per-group metric handles; bounded like the groups.
 	groupsMu sync.RWMutex
 	groupM   map[string]*groupMetrics
@@ -185,15 +188,20 @@ func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 	ca.groupM = map[string]*groupMetrics{}
 	if o.LocalCopies > 0 {
 		ca.local = &localCopies[T]{max: o.LocalCopies}
-		ca.notify.listen(context.Background(), invalidationChannel, ca.dropNoticed)
+		ca.unlisten = c.invalidations.add(ca.dropNoticed)
 	}
 	return ca
 }
 
 // Close waits for background refreshes to finish and closes the wake-up
-// subscription. Fetch still works after Close, polling instead.
+// subscription and the Cache's share of the Client's invalidation
+// subscription. Fetch still works after Close, polling instead (and its
+// copies no longer hear of other processes' invalidations).
 func (ca *Cache[T]) Close() error {
 	ca.bg.Wait()
+	if ca.unlisten != nil {
+		ca.unlisten()
+	}
 	return ca.notify.close()
 }
 

@@ -260,3 +260,54 @@ func TestLocalCopiesBounded(t *testing.T) {
 		t.Fatalf("size %d after dropAll", l.size.Load())
 	}
 }
+
+// The Caches of one Client share one invalidation subscription, held while
+// any of them is open: a service with many Caches does not hold as many
+// connections on Redis.
+func TestInvalidationSubscriptionPerClient(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	subscribers := func() int64 { return admin.PubSubNumSub(ctx, invalidationChannel).Val()[invalidationChannel] }
+	c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caches []*Cache[string]
+	for range 3 {
+		caches = append(caches, NewCache[string](c, CacheOptions{}))
+	}
+	noCopies := NewCache[string](c, CacheOptions{LocalCopies: -1})
+	defer noCopies.Close()
+	load := func(context.Context) (string, error) { return "v", nil }
+	for _, ca := range caches {
+		if _, err := ca.Fetch(ctx, "thing:1", load); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the client's invalidation subscription", func() bool { return subscribers() >= 1 })
+	other, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Invalidate(ctx, keysFor("thing:1").value); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every Cache to drop its copy on the one notice", func() bool {
+		for _, ca := range caches {
+			if ca.local.size.Load() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if n := subscribers(); n != 1 {
+		t.Fatalf("%d subscribers for 3 Caches of one Client, want 1", n)
+	}
+	for _, ca := range caches {
+		if err := ca.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the subscription to close with the last Cache", func() bool { return subscribers() == 0 })
+}

@@ -20,10 +20,7 @@ type notifier struct {
 	mu     sync.Mutex
 	ps     *redis.PubSub
 	topics map[string]*topic
-	// listeners receive every message of their channel for the life of the
-	// notifier (invalidation notices).
-	listeners map[string]func(payload string)
-	closed    bool
+	closed bool
 }
 
 type topic struct {
@@ -34,23 +31,7 @@ type topic struct {
 }
 
 func newNotifier(rdb redis.UniversalClient, mark func(context.Context) context.Context) *notifier {
-	return &notifier{rdb: rdb, mark: mark, topics: map[string]*topic{}, listeners: map[string]func(string){}}
-}
-
-// listen subscribes to channel for the life of the notifier and hands each
-// message's payload to fn (on the dispatch goroutine: keep it short). It
-// does not wait for Redis to confirm; go-redis subscribes again after a
-// reconnect.
-func (n *notifier) listen(ctx context.Context, channel string, fn func(payload string)) {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return
-	}
-	n.listeners[channel] = fn
-	ps := n.connLocked(ctx)
-	n.mu.Unlock()
-	go func() { _ = ps.Subscribe(n.mark(context.WithoutCancel(ctx)), channel) }()
+	return &notifier{rdb: rdb, mark: mark, topics: map[string]*topic{}}
 }
 
 // connLocked returns the pub/sub connection, opening it (and starting its
@@ -147,11 +128,7 @@ func (n *notifier) dispatch(ps *redis.PubSub) {
 				close(t.wake)
 				t.wake = make(chan struct{})
 			}
-			fn := n.listeners[m.Channel]
 			n.mu.Unlock()
-			if fn != nil {
-				fn(m.Payload)
-			}
 		}
 	}
 }

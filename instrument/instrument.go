@@ -64,6 +64,8 @@ type Client struct {
 	log    *slog.Logger
 	now    func() time.Time
 	name   string
+	// invalidations carries invalidation notices to the Caches' copies.
+	invalidations *invalidations
 }
 
 // New returns a Client over rdb (a *redis.Client, *redis.ClusterClient or
@@ -91,6 +93,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		}
 	}
 	c.spans = newTracing(opts.TracerProvider)
+	c.invalidations = newInvalidations(rdb, c.ctx)
 	if c.log == nil {
 		c.log = slog.Default()
 	}

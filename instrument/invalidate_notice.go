@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // invalidationChannel carries what Invalidate and InvalidateMatch removed to
@@ -76,4 +79,68 @@ func (ca *Cache[T]) dropNoticed(msg string) {
 		return
 	}
 	ca.local.dropStored(keys)
+}
+
+// invalidations receives the invalidation notices for the Caches of one
+// Client that keep process copies: one pub/sub connection per Client (not
+// per Cache: a service with many Caches must not hold as many connections
+// on the Redis it shares), open while any such Cache is.
+type invalidations struct {
+	rdb  redis.UniversalClient
+	mark func(context.Context) context.Context // origin marker for the hook
+
+	mu     sync.Mutex
+	ps     *redis.PubSub
+	caches map[*int]func(notice string)
+}
+
+func newInvalidations(rdb redis.UniversalClient, mark func(context.Context) context.Context) *invalidations {
+	return &invalidations{rdb: rdb, mark: mark, caches: map[*int]func(string){}}
+}
+
+// add hands every notice to fn until remove is called. The subscription is
+// made in the background: no Cache waits on Redis to be created.
+func (v *invalidations) add(fn func(notice string)) (remove func()) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.ps == nil {
+		ctx := v.mark(context.Background())
+		ps := v.rdb.Subscribe(ctx)
+		v.ps = ps
+		go func() { _ = ps.Subscribe(ctx, invalidationChannel) }()
+		go v.dispatch(ps)
+	}
+	id := new(int)
+	v.caches[id] = fn
+	return func() { v.remove(id) }
+}
+
+// remove stops handing notices to a Cache; the last one closes the
+// connection.
+func (v *invalidations) remove(id *int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.caches[id]; !ok {
+		return
+	}
+	delete(v.caches, id)
+	if len(v.caches) == 0 && v.ps != nil {
+		_ = v.ps.Close()
+		v.ps = nil
+	}
+}
+
+// dispatch hands each notice to every Cache listening.
+func (v *invalidations) dispatch(ps *redis.PubSub) {
+	for m := range ps.Channel() {
+		v.mu.Lock()
+		fns := make([]func(string), 0, len(v.caches))
+		for _, fn := range v.caches {
+			fns = append(fns, fn)
+		}
+		v.mu.Unlock()
+		for _, fn := range fns {
+			fn(m.Payload)
+		}
+	}
 }
