@@ -83,6 +83,19 @@ func isFetchRead(cmd redis.Cmder) bool {
 	return false
 }
 
+// gatedCache returns a Cache on a fresh server whose client passes reads
+// through a readGate. A held read must not time out into the fallback while
+// callers gather, so Redis calls get 30s.
+func gatedCache(t *testing.T, clk *fetchClock, o CacheOptions) (*Cache[string], *redis.Client, *readGate, *prometheus.Registry) {
+	t.Helper()
+	rdb := redistest.Start(t).Client(t)
+	gate := &readGate{}
+	rdb.AddHook(gate)
+	reg := prometheus.NewRegistry()
+	o.RedisTimeout = 30 * time.Second
+	return newFetchCache(t, rdb, reg, clk, o), rdb, gate, reg
+}
+
 // evalCalls reads EVALSHA + EVAL calls from the server's INFO commandstats.
 func evalCalls(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
@@ -158,13 +171,7 @@ func fetchAll(t *testing.T, ca *Cache[string], n int, key string, load func(cont
 // Concurrent Fetches of a hot fresh key in one process share one read
 // script call, and each caller still counts one lookup (a hit).
 func TestFetchConcurrentReadsShareOneRoundTrip(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	gate := &readGate{}
-	rdb.AddHook(gate)
-	reg := prometheus.NewRegistry()
-	// A held read must not time out into the fallback while callers gather.
-	ca := newFetchCache(t, rdb, reg, newFetchClock(), CacheOptions{FreshTTL: time.Hour, RedisTimeout: 30 * time.Second})
+	ca, rdb, gate, reg := gatedCache(t, newFetchClock(), CacheOptions{FreshTTL: time.Hour})
 	const key, n = "product:{hot}", 50
 	var loads atomic.Int64
 	load := func(context.Context) (string, error) { loads.Add(1); return "v1", nil }
@@ -212,16 +219,11 @@ func TestFetchConcurrentReadsShareOneRoundTrip(t *testing.T) {
 // stale, with its age then; one past its hard TTL is not served at all —
 // the callers read again, and one of them loads.
 func TestFetchSharedReadJudgedAtCallersClock(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	gate := &readGate{}
-	rdb.AddHook(gate)
-	reg := prometheus.NewRegistry()
 	clk := newFetchClock()
 	// Without process copies: callers arriving once the value is stale
 	// would be served the copy instead of joining the shared read.
-	ca := newFetchCache(t, rdb, reg, clk, CacheOptions{FreshTTL: time.Minute, HardTTL: 2 * time.Minute,
-		Jitter: -1, RedisTimeout: 30 * time.Second, LocalCopies: -1})
+	ca, _, gate, reg := gatedCache(t, clk, CacheOptions{FreshTTL: time.Minute, HardTTL: 2 * time.Minute,
+		Jitter: -1, LocalCopies: -1})
 	const n = 20
 	version := atomic.Int64{}
 	load := func(context.Context) (string, error) { return "v" + strconv.FormatInt(version.Add(1), 10), nil }
@@ -323,12 +325,7 @@ func staleAgeSeconds(t *testing.T, reg *prometheus.Registry, group string) (uint
 // the leader's leaving does not end the flight, which then serves every
 // other caller. Each caller counts one lookup: error for those who left.
 func TestFetchWaitersLeaveWithTheirOwnContext(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	gate := &readGate{}
-	rdb.AddHook(gate)
-	reg := prometheus.NewRegistry()
-	ca := newFetchCache(t, rdb, reg, newFetchClock(), CacheOptions{FreshTTL: time.Hour, RedisTimeout: 30 * time.Second})
+	ca, _, gate, reg := gatedCache(t, newFetchClock(), CacheOptions{FreshTTL: time.Hour})
 	const key = "catalog:{7}"
 	load := func(context.Context) (string, error) { return "v1", nil }
 	if _, err := ca.Fetch(context.Background(), key, load); err != nil {
