@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/internal/crowd"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -92,30 +93,15 @@ func pct(d []time.Duration, p int) float64 {
 	return float64(d[(len(d)*p-1)/100]) / float64(time.Millisecond)
 }
 
-// runCallers starts n goroutines, releases them at once on key and returns
-// each one's latency.
+// runCallers releases n callers of fetch at once on key and returns each
+// one's latency and how many failed.
 func runCallers(fetch fetcher, key string, n int) ([]time.Duration, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	start := make(chan struct{})
-	lat := make([]time.Duration, n)
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	for i := range lat {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			t0 := time.Now()
-			if _, err := fetch(ctx, key); err != nil {
-				failed.Add(1)
-			}
-			lat[i] = time.Since(t0)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	return lat, int(failed.Load())
+	return crowd.Run(n, func() error {
+		_, err := fetch(ctx, key)
+		return err
+	})
 }
 
 // stampedeLoader is the slow source; calls counts its invocations.

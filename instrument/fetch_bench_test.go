@@ -3,13 +3,13 @@ package instrument
 import (
 	"context"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cachewatch/cachewatch/internal/crowd"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -73,31 +73,12 @@ func BenchmarkFetchStaleCrowd(b *testing.B) {
 				clock.Add(int64(2 * time.Minute)) // stale again (the last refresh made it fresh)
 				ca.bg.Wait()
 				b.StartTimer()
-				lat = append(lat, crowd(callers, func() { _, _ = ca.Fetch(ctx, "crowd:1", load) })...)
+				l, _ := crowd.Run(callers, func() error { _, err := ca.Fetch(ctx, "crowd:1", load); return err })
+				lat = append(lat, l...)
 			}
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
 			b.ReportMetric(float64(lat[(len(lat)*99-1)/100])/1e6, "p99-ms")
 		})
 	}
-}
-
-// crowd releases n goroutines on call at once and returns their latencies.
-func crowd(n int, call func()) []time.Duration {
-	start := make(chan struct{})
-	lat := make([]time.Duration, n)
-	var wg sync.WaitGroup
-	for i := range lat {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			t0 := time.Now()
-			call()
-			lat[i] = time.Since(t0)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	return lat
 }
