@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 )
 
 // ErrorKey identifies a counter of sample_errors_total.
@@ -256,14 +258,7 @@ func (e *Exporter) pace(ctx context.Context, began time.Time, keys int) error {
 	if wait <= 0 {
 		return nil
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return ctxsleep.Sleep(ctx, wait)
 }
 
 func (e *Exporter) completePass(n *node) {

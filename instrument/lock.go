@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 	"github.com/cachewatch/cachewatch/internal/luascript"
 )
 
@@ -276,14 +277,7 @@ func (c *Client) backoffWait(ctx context.Context, group string, d time.Duration)
 		}
 		return fmt.Errorf("backoff of %v would pass the deadline: %w", d, context.DeadlineExceeded)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return ctxsleep.Sleep(ctx, d)
 }
 
 func (c *Client) lockFailed(ctx context.Context, span trace.Span, group, key, token string, start time.Time, outcome string, err error) error {

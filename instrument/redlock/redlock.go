@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 	"github.com/cachewatch/cachewatch/keygroup"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -244,14 +245,7 @@ func classify(err error) string {
 
 func (m *Mutex) wait(ctx context.Context, d time.Duration) error {
 	m.r.delays.WithLabelValues(m.group).Observe(d.Seconds())
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return ctxsleep.Sleep(ctx, d)
 }
 
 func (m *Mutex) failed(ctx context.Context, span trace.Span, start time.Time, outcome string, err error) error {
