@@ -192,12 +192,21 @@ func TestFetchStaleServedOneRefresh(t *testing.T) {
 	lintRegistry(t, reg)
 }
 
-func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
+// failingRefreshCache returns a Cache for the failing-refresh tests: 1m
+// fresh, 10m hard, no jitter, and no hold-off, so each failure is retried
+// by the next stale read.
+func failingRefreshCache(t *testing.T) (*Cache[string], *prometheus.Registry, *fetchClock) {
+	t.Helper()
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
 	clk := newFetchClock()
 	ca := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{
 		FreshTTL: time.Minute, HardTTL: 10 * time.Minute, Jitter: -1, FailureHoldoff: -1})
+	return ca, reg, clk
+}
+
+func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
+	ca, reg, clk := failingRefreshCache(t)
 	ctx := context.Background()
 	key := "report:9"
 	g := ca.c.group(key)
@@ -259,11 +268,7 @@ func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
 // once its stored value has expired in Redis, even if nobody fetches it
 // again: any later read of the cache ends such runs.
 func TestFetchFailureRunEndsWithTheValue(t *testing.T) {
-	srv := redistest.Start(t)
-	reg := prometheus.NewRegistry()
-	clk := newFetchClock()
-	ca := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{
-		FreshTTL: time.Minute, HardTTL: 10 * time.Minute, Jitter: -1, FailureHoldoff: -1})
+	ca, _, clk := failingRefreshCache(t)
 	ctx := context.Background()
 	ok := func(context.Context) (string, error) { return "v", nil }
 	failing := func(context.Context) (string, error) { return "", errors.New("source down") }
