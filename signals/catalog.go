@@ -52,7 +52,8 @@ var (
 		Name: "cachewatch_locks_lost_total", Kind: Counter,
 		Help: "Locks lost before their holder released them: expired, renewal failed, or owned by someone else at release.",
 		Labels: []Label{keyGroup,
-			{Name: "reason", Values: []string{"expired", "renew_failed", "not_owner"}}},
+			{Name: "reason", Values: []string{"expired", "renew_failed", "not_owner", "expired_or_not_owner"},
+				Doc: "expired_or_not_owner: an owner-checked release answered 0 and the wire cannot tell an expiry from another owner (third-party release scripts)"}},
 		Sources: []Source{Instrument, Hooks},
 	}
 	LockRenewals = &Metric{
@@ -113,6 +114,12 @@ var (
 	WriteSkew = &Metric{
 		Name: "cachewatch_write_skew_total", Kind: Counter,
 		Help:    "Versioned writes rejected because a newer version was already stored (older-over-newer prevented).",
+		Labels:  []Label{keyGroup},
+		Sources: []Source{Instrument},
+	}
+	StaleWritesRefused = &Metric{
+		Name: "cachewatch_cache_stale_writes_refused_total", Kind: Counter,
+		Help:    "Loaded values not stored because the key was invalidated, or its lease passed to another loader, while the load ran (a stale write prevented).",
 		Labels:  []Label{keyGroup},
 		Sources: []Source{Instrument},
 	}
@@ -288,6 +295,12 @@ var (
 			{Name: "class", Values: []string{"noperm", "auth", "timeout", "connection", "malformed", "other"}}},
 		Sources: []Source{Exporter},
 	}
+	ExporterKeyspaceCoverage = &Metric{
+		Name: "cachewatch_exporter_keyspace_coverage_ratio", Kind: Gauge,
+		Help:    "Fraction (0 to 1) of the node's keyspace covered by the keyspace figures being served; below 1 the view is partial.",
+		Labels:  []Label{node},
+		Sources: []Source{Exporter},
+	}
 	LocksHeld = &Metric{
 		Name: "cachewatch_exporter_locks_held", Kind: Gauge,
 		Help:    "Lock keys present (matching the lock patterns) in the last complete pass.",
@@ -427,6 +440,12 @@ var (
 		Labels:  []Label{node, queue, {Name: "group", Doc: "consumer group name (bounded by the stream's configuration)"}},
 		Sources: []Source{Exporter},
 	}
+	StreamGroupsDropped = &Metric{
+		Name: "cachewatch_exporter_stream_groups_dropped", Kind: Gauge,
+		Help:    "Consumer groups of a stream not exported because the stream has more than the per-stream group cap.",
+		Labels:  []Label{node, queue},
+		Sources: []Source{Exporter},
+	}
 	StreamGroupLag = &Metric{
 		Name: "cachewatch_exporter_stream_group_lag", Kind: Gauge,
 		Help:    "Entries not yet delivered to a consumer group (XINFO GROUPS lag).",
@@ -447,19 +466,19 @@ func All() []*Metric {
 	return []*Metric{
 		LockAcquireDuration, LockAttempts, LockHoldDuration, LocksLost, LockRenewals,
 		CacheLookups, StaleAge, RefreshFailures, RefreshConsecutiveFailures, HardTTLExpired,
-		InvalidatedKeys, RecomputeDuration, SourceCalls, WriteSkew, DuplicateRecompute, IdempotencyChecks,
+		InvalidatedKeys, RecomputeDuration, SourceCalls, WriteSkew, StaleWritesRefused, DuplicateRecompute, IdempotencyChecks,
 		MissBursts, Retries, BackoffDelay, CircuitBreakerState, SourceInFlight, KeyGroupOverflow,
 
 		CommandDuration, CommandErrors, PipelineDuration, ScriptDuration, ScriptNoscript,
 		PoolHits, PoolMisses, PoolTimeouts, PoolWaits, PoolWaitDuration, PoolConnections, PoolStaleConnections,
 
 		ExporterUp, ExporterSampleDuration, ExporterLastSuccess, ExporterKeysScanned, ExporterScanCycles,
-		ExporterTruncated, ExporterErrors,
+		ExporterTruncated, ExporterErrors, ExporterKeyspaceCoverage,
 		LocksHeld, LocksWithoutTTL, LocksLongHeld, LockRemainingTTL,
 		KeysSampled, KeysWithoutTTL, KeysExpiring, ExpirySync,
 		ServerKeyspaceHits, ServerKeyspaceMisses, ServerExpiredKeys, ServerEvictedKeys, ServerMissBursts,
 		ServerCommandCalls, ServerCommandSeconds, ServerCommandFailed, ServerCommandLatency,
 		ServerClients, ServerMemoryUsed, ServerMemoryMax,
-		QueueLength, QueueOldestAge, StreamGroupPending, StreamGroupLag, StreamGroupOldestPending,
+		QueueLength, QueueOldestAge, StreamGroupPending, StreamGroupsDropped, StreamGroupLag, StreamGroupOldestPending,
 	}
 }
