@@ -140,7 +140,7 @@ type (
 		ExpSamples []expSample `yaml:"exp_samples"`
 	}
 	expSample struct {
-		Labels string `yaml:"labels"`
+		Labels string  `yaml:"labels"`
 		Value  float64 `yaml:"value"`
 	}
 )
@@ -278,7 +278,5 @@ func sortedKeys(m map[string]string) []string {
 	sort.Strings(keys)
 	return keys
 }
-
-
 
 func sortStrings(s []string) { sort.Strings(s) }

@@ -51,6 +51,11 @@ type Alert struct {
 	Labels map[string]string
 	// Annotations are summary, description and runbook_url.
 	Annotations map[string]string
+
+	// The parts of Expr that Grafana's rule needs separately.
+	grafanaQuery string
+	op           string
+	threshold    float64
 }
 
 // Group is one rule group of the rule file.
@@ -172,6 +177,9 @@ func (d definition) alerts(cfg Config) []Alert {
 				"description": strings.ReplaceAll(d.description, "{{threshold}}", l.text),
 				"runbook_url": cfg.RunbookBaseURL + "#" + RunbookAnchor(d.name),
 			},
+			grafanaQuery: d.grafanaQuery(),
+			op:           d.op,
+			threshold:    l.threshold,
 		})
 	}
 	return out

@@ -35,7 +35,15 @@ func render(cfg Config) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{RulesFile: rules}, nil
+	grafana, err := GrafanaRules(groups, GrafanaOptions{})
+	if err != nil {
+		return nil, err
+	}
+	am, err := AlertmanagerConfig()
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{RulesFile: rules, GrafanaFile: grafana, AlertmanagerFile: am}, nil
 }
 
 func sortedKeysBytes(m map[string][]byte) []string {

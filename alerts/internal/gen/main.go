@@ -33,6 +33,12 @@ func run(out, runbooks string) error {
 	if err := os.WriteFile(filepath.Join(out, alerts.RulesTestFile), tests, 0o644); err != nil {
 		return err
 	}
-	_ = runbooks
-	return nil
+	if runbooks == "" {
+		return nil
+	}
+	md, err := alerts.Runbooks(alerts.DefaultConfig())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(runbooks, md, 0o644)
 }
