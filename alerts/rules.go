@@ -203,16 +203,17 @@ func (d definition) grafanaQuery() string {
 	return fmt.Sprintf("%s and on (%s) (%s)", paren(d.query), d.guardOn, d.guard)
 }
 
-// paren wraps e in parentheses unless it is one vector selector or
-// function call, so that comparison and set operators bind as written.
+// paren wraps e in parentheses when it has a set operator (and, or,
+// unless), the only operators that bind looser than a comparison; other
+// expressions read as written.
 func paren(e string) string {
-	if simpleExpr.MatchString(e) {
-		return e
+	if setOperator.MatchString(e) {
+		return "(" + e + ")"
 	}
-	return "(" + e + ")"
+	return e
 }
 
-var simpleExpr = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^{}]*\})?$`)
+var setOperator = regexp.MustCompile(`\b(and|or|unless)\b`)
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
