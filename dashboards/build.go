@@ -23,6 +23,9 @@ type board struct {
 	// groups the variables offer: those that every emitter of the board's
 	// signals exports.
 	anchors []*signals.Metric
+	// keyGroupAnchors are the anchors of the key_group variable, when
+	// the board's anchors do not carry key_group.
+	keyGroupAnchors []*signals.Metric
 	// keyGroup gives the board a key_group variable; set it when the
 	// board's metrics carry the label.
 	keyGroup bool
@@ -126,8 +129,12 @@ func (b *board) variables() []cog.Builder[dashboard.VariableModel] {
 		queryVariable(varInstance, "instance", labelValues(b.anchors, []string{varJob}, "instance")),
 	}
 	if b.keyGroup {
+		anchors := b.keyGroupAnchors
+		if anchors == nil {
+			anchors = b.anchors
+		}
 		vars = append(vars, queryVariable(varKeyGroup, "key group",
-			labelValues(b.anchors, []string{varJob, varInstance}, keyGroupLabel)))
+			labelValues(anchors, []string{varJob, varInstance}, keyGroupLabel)))
 	}
 	return vars
 }

@@ -22,7 +22,9 @@ func keyspace() (*board, error) {
 		title:       "cachewatch / Keyspace & locks",
 		description: "What the Redis nodes hold and how they cope, sampled by the cachewatch exporter: locks, expiry shape, server statistics, queues and the sampler's own health.",
 		anchors:     []*s.Metric{s.ExporterUp},
-		keyGroup:    true,
+		// Every sampled key's group; lock groups are a subset.
+		keyGroupAnchors: []*s.Metric{s.KeysSampled},
+		keyGroup:        true,
 		rows: []row{{
 			title: "Symptom: locks pile up or never expire",
 			panels: []panel{{
