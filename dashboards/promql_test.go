@@ -50,14 +50,14 @@ func variableQueries(t *testing.T) map[string][2]string {
 // read them.
 func TestQueriesParseWithPromtool(t *testing.T) {
 	promtool := needPromtool(t)
-	var rules []rule
+	var rules []recordingRule
 	var origin []string
 	for _, q := range dashboards.Queries() {
-		rules = append(rules, rule{fmt.Sprintf("dashboards:query_%d", len(rules)), concrete.Replace(q.Expr)})
+		rules = append(rules, recordingRule{fmt.Sprintf("dashboards:query_%d", len(rules)), concrete.Replace(q.Expr)})
 		origin = append(origin, q.Board+" / "+q.Panel)
 	}
 	for name, v := range variableQueries(t) {
-		rules = append(rules, rule{fmt.Sprintf("dashboards:query_%d", len(rules)), concrete.Replace(v[0])})
+		rules = append(rules, recordingRule{fmt.Sprintf("dashboards:query_%d", len(rules)), concrete.Replace(v[0])})
 		origin = append(origin, name)
 	}
 	if out, err := checkRules(t, promtool, rules); err != nil {
@@ -68,14 +68,14 @@ func TestQueriesParseWithPromtool(t *testing.T) {
 	}
 }
 
-type rule struct {
+type recordingRule struct {
 	Record string `json:"record"`
 	Expr   string `json:"expr"`
 }
 
 // checkRules runs promtool check rules over the recording rules and
 // returns its output; an error unless promtool accepted all of them.
-func checkRules(t *testing.T, promtool string, rules []rule) (string, error) {
+func checkRules(t *testing.T, promtool string, rules []recordingRule) (string, error) {
 	t.Helper()
 	// JSON is YAML: the rule file needs no YAML library.
 	file, err := json.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboards", "rules": rules}}})
@@ -98,7 +98,7 @@ func checkRules(t *testing.T, promtool string, rules []rule) (string, error) {
 func TestPromtoolCheckCanFail(t *testing.T) {
 	promtool := needPromtool(t)
 	q := dashboards.Queries()[0]
-	broken := []rule{{"dashboards:ok", concrete.Replace(q.Expr)}, {"dashboards:broken", concrete.Replace(q.Expr) + ")"}}
+	broken := []recordingRule{{"dashboards:ok", concrete.Replace(q.Expr)}, {"dashboards:broken", concrete.Replace(q.Expr) + ")"}}
 	if out, err := checkRules(t, promtool, broken); err == nil {
 		t.Fatalf("promtool accepted an unbalanced query:\n%s", out)
 	}
