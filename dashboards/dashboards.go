@@ -106,11 +106,9 @@ func Queries() []Query {
 	for _, d := range ds {
 		for _, p := range panels(d.Model) {
 			for _, t := range p.Targets {
-				q, ok := t.(prometheus.Dataquery)
-				if !ok {
-					continue
+				if q, ok := t.(prometheus.Dataquery); ok {
+					out = append(out, Query{Board: d.UID, Panel: deref(p.Title), Expr: q.Expr})
 				}
-				out = append(out, Query{Board: d.UID, Panel: deref(p.Title), Expr: q.Expr})
 			}
 		}
 	}
