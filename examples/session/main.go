@@ -16,15 +16,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/examples/internal/serve"
 	"github.com/cachewatch/cachewatch/hooks"
 	"github.com/cachewatch/cachewatch/instrument"
 )
@@ -196,26 +194,10 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "HTTP address")
 	url := flag.String("redis", "redis://127.0.0.1:6379", "Redis URL (password from REDIS_PASSWORD)")
 	flag.Parse()
-	opts, err := redis.ParseURL(*url)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "session: --redis:", err)
-		os.Exit(2)
-	}
-	if pw := os.Getenv("REDIS_PASSWORD"); pw != "" {
-		opts.Password = pw
-	}
 	reg := prometheus.NewRegistry()
-	store, err := newStore(redis.NewClient(opts), reg)
+	store, err := newStore(serve.Redis("session", *url), reg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "session:", err)
-		os.Exit(1)
+		serve.Exit("session", 1, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("/", store.Handler())
-	slog.Info("session example listening", "addr", *listen)
-	if err := http.ListenAndServe(*listen, mux); err != nil {
-		fmt.Fprintln(os.Stderr, "session:", err)
-		os.Exit(1)
-	}
+	serve.HTTP("session", *listen, reg, store.Handler())
 }

@@ -15,15 +15,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/examples/internal/serve"
 	"github.com/cachewatch/cachewatch/hooks"
 	"github.com/cachewatch/cachewatch/instrument"
 )
@@ -108,28 +106,14 @@ func main() {
 	url := flag.String("redis", "redis://127.0.0.1:6379", "Redis URL (password from REDIS_PASSWORD)")
 	upstream := flag.String("upstream", "http://127.0.0.1:9000", "base URL of the slow upstream")
 	flag.Parse()
-	opts, err := redis.ParseURL(*url)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "swr: --redis:", err)
-		os.Exit(2)
-	}
-	if pw := os.Getenv("REDIS_PASSWORD"); pw != "" {
-		opts.Password = pw
-	}
 	reg := prometheus.NewRegistry()
-	svc, err := New(Config{Redis: redis.NewClient(opts), Upstream: *upstream,
+	svc, err := New(Config{Redis: serve.Redis("swr", *url), Upstream: *upstream,
 		FreshTTL: 30 * time.Second, HardTTL: 10 * time.Minute, Registerer: reg, Name: "swr"})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "swr:", err)
-		os.Exit(1)
+		serve.Exit("swr", 1, err)
 	}
 	defer svc.Close()
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/page/", svc)
-	slog.Info("swr example listening", "addr", *listen, "upstream", *upstream)
-	if err := http.ListenAndServe(*listen, mux); err != nil {
-		fmt.Fprintln(os.Stderr, "swr:", err)
-		os.Exit(1)
-	}
+	serve.HTTP("swr", *listen, reg, mux)
 }

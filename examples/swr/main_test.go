@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cachewatch/cachewatch/examples/internal/serve"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/signals"
@@ -128,8 +129,9 @@ func TestStaleServedWhileUpstreamFails(t *testing.T) {
 	if stale := f.lookups(t, "stale"); stale == 0 {
 		t.Error("no stale lookups counted while serving stale")
 	}
-	waitFor(t, func() bool { return metrictest.Sum(t, f.reg, signals.RefreshFailures.Name) >= 1 },
-		"the failed background refresh to be counted")
+	serve.WaitFor(t, "the failed background refresh to be counted", func() bool {
+		return metrictest.Sum(t, f.reg, signals.RefreshFailures.Name) >= 1
+	})
 }
 
 // With Redis down the handler still answers, from the upstream directly,
@@ -145,16 +147,5 @@ func TestDegradedModeWhenRedisIsDown(t *testing.T) {
 	}
 	if calls := f.origin.calls.Load(); calls < 1 || calls > 5 {
 		t.Errorf("upstream calls = %d, want 1..5", calls)
-	}
-}
-
-func waitFor(t *testing.T, ok func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second) // generous: a loaded CI machine
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

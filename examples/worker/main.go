@@ -17,15 +17,16 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/examples/internal/serve"
 	"github.com/cachewatch/cachewatch/hooks"
 	"github.com/cachewatch/cachewatch/instrument"
 )
@@ -221,28 +222,16 @@ func main() {
 	consumer := flag.String("consumer", "worker-1", "consumer name in the group")
 	listen := flag.String("listen", "127.0.0.1:8082", "address of /metrics")
 	flag.Parse()
-	opts, err := redis.ParseURL(*url)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker: --redis:", err)
-		os.Exit(2)
-	}
-	if pw := os.Getenv("REDIS_PASSWORD"); pw != "" {
-		opts.Password = pw
-	}
 	reg := prometheus.NewRegistry()
-	w, err := newWorker(redis.NewClient(opts), reg, *consumer)
+	w, err := newWorker(serve.Redis("worker", *url), reg, *consumer)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
+		serve.Exit("worker", 1, err)
 	}
-	go func() {
-		_ = http.ListenAndServe(*listen, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	}()
-	ctx, stop := signalContext()
+	go serve.HTTP("worker", *listen, reg, nil)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := w.Ensure(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
+		serve.Exit("worker", 1, err)
 	}
 	_ = w.Run(ctx)
 }

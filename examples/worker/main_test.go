@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/examples/internal/serve"
 	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
@@ -75,7 +76,7 @@ func TestJobsDoneOnceAndNewestResultWins(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	tl := &tally{out: map[string][]Outcome{}}
 	stop := startWorkers(t, srv, reg, 3, tl)
-	waitFor(t, func() bool { return tl.n.Load() >= int64(len(jobs)) }, "every job to be handled")
+	serve.WaitFor(t, "every job to be handled", func() bool { return tl.n.Load() >= int64(len(jobs)) })
 	stop()
 
 	var done, outdated, dup int
@@ -144,12 +145,12 @@ func TestStuckMessageIsReclaimed(t *testing.T) {
 	if len(got) != 1 || len(got[0].Messages) != 1 {
 		t.Fatalf("crashed worker read %v", got)
 	}
-	waitFor(t, func() bool {
+	serve.WaitFor(t, "the stuck message to be reclaimed", func() bool {
 		if err := w.Reclaim(ctx); err != nil {
 			t.Fatal(err)
 		}
 		return len(outs) == 1
-	}, "the stuck message to be reclaimed")
+	})
 	if outs[0] != Done {
 		t.Fatalf("reclaimed job outcome %d, want Done", outs[0])
 	}
@@ -232,17 +233,6 @@ func TestQueueVisibleThroughTheExporter(t *testing.T) {
 		if got := metrictest.Sum(t, reg, c.metric.Name, "queue", "jobs"); got != c.want {
 			t.Errorf("%s = %v, want %v", c.metric.Name, got, c.want)
 		}
-	}
-}
-
-func waitFor(t *testing.T, ok func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second) // generous: a loaded CI machine
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
