@@ -11,10 +11,11 @@ import (
 	"github.com/cachewatch/cachewatch/exporter/doctor"
 )
 
-// Exit statuses of doctor beyond 0 (no critical finding) and 2 (usage).
+// Exit statuses of doctor beyond 0 (everything sampled, no critical
+// finding) and 2 (usage).
 const (
-	exitCritical = 1 // at least one critical finding: fail the deploy gate
-	exitNoRedis  = 3 // no node could be sampled
+	exitCritical   = 1 // at least one critical finding: fail the deploy gate
+	exitIncomplete = 3 // something could not be sampled (node down, command refused, keyspace not covered)
 )
 
 func init() {
@@ -97,21 +98,30 @@ func (f *doctorFlags) run(ctx context.Context, c *cli) int {
 	o := f.opts
 	o.Exporter, o.Thresholds = opts, f.th
 	report, err := doctor.Run(ctx, o)
-	if err != nil {
+	if report == nil {
 		fmt.Fprintf(c.stderr, "cachewatch doctor: %s\n", redactErr(err))
-		return exitNoRedis
+		return exitIncomplete
 	}
-	if f.format == "json" {
-		err = report.WriteJSON(c.stdout)
-	} else {
-		err = report.WriteText(c.stdout)
+	if werr := f.write(c, report); werr != nil {
+		fmt.Fprintf(c.stderr, "cachewatch doctor: %s\n", redactErr(werr))
+		return exitIncomplete
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		fmt.Fprintf(c.stderr, "cachewatch doctor: %s\n", redactErr(err))
-		return exitNoRedis
-	}
-	if report.Critical() {
+		return exitIncomplete
+	case !report.Complete():
+		fmt.Fprintf(c.stderr, "cachewatch doctor: incomplete: %d thing(s) could not be sampled (listed in the report)\n", len(report.Incomplete))
+		return exitIncomplete
+	case report.Critical():
 		return exitCritical
 	}
 	return 0
+}
+
+func (f *doctorFlags) write(c *cli, r *doctor.Report) error {
+	if f.format == "json" {
+		return r.WriteJSON(c.stdout)
+	}
+	return r.WriteText(c.stdout)
 }
