@@ -24,8 +24,9 @@
 // the most requested and most contended keys for a debug handler.
 //
 // Keys only ever appear as key groups (package keygroup). Commands sent by
-// cachewatch's own instrumented client are timed but their lock and cache
-// outcomes are left to that client, which knows more than the wire shows.
+// cachewatch's own instrumented client and its Redlock adapter
+// (instrument/redlock) are timed but their lock and cache outcomes are left
+// to them, as they know more than the wire shows.
 //
 // Add the hook once per client. On a ClusterClient add it to the cluster
 // client itself, not to the node clients in OnNewNode as well: each command
