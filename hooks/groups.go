@@ -25,6 +25,7 @@ const (
 	lostExpired = iota
 	lostRenewFailed
 	lostNotOwner
+	lostExpiredOrNotOwner
 	numLostReasons
 )
 
@@ -32,7 +33,7 @@ var (
 	lookupResultNames  = [numLookupResults]string{"hit", "miss", "error"}
 	attemptResultNames = [numAttemptResults]string{"acquired", "busy", "error"}
 	attemptNames       = [2]string{"first", "retry"}
-	lostReasonNames    = [numLostReasons]string{"expired", "renew_failed", "not_owner"}
+	lostReasonNames    = [numLostReasons]string{"expired", "renew_failed", "not_owner", "expired_or_not_owner"}
 )
 
 // groupMetrics holds one key group's metric children, created on first use.

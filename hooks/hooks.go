@@ -12,8 +12,10 @@
 //     A retry is an attempt with the same key and owner token as one just
 //     answered busy (lock libraries keep their token across retries); an
 //     acquisition is timed from its first attempt to its success;
-//   - lost locks: an owner-checked release answered 0 (someone else owns the
-//     lock) or -1 (it had expired), an extension answered 0;
+//   - lost locks: an owner-checked release answered -1 (expired) or 0 (another
+//     owner's, for releases whose reply tells, such as redsync's; otherwise
+//     expired_or_not_owner, as bsm/redislock's answers 0 for both), an
+//     extension answered 0 (renew_failed);
 //   - cache lookups: GET, GETEX, HGET, MGET and HMGET replies, nil being a
 //     miss, per key group, with miss-burst detection.
 //

@@ -271,12 +271,15 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 }
 
 // lostReason is the lost-lock reason of an owner-checked release's or
-// extension's reply, or -1 when the reply loses no lock.
+// extension's reply, or -1 when the reply loses no lock. A release that
+// answers 0 for both an expired lock and another owner's says only that.
 func lostReason(role Role, n int64) int {
 	switch {
 	case n == 0 && role == RoleRelease:
+		return lostExpiredOrNotOwner
+	case n == 0 && role == RoleReleaseTellsExpiry:
 		return lostNotOwner
-	case n == -1 && role == RoleRelease:
+	case n == -1 && role.releases():
 		return lostExpired
 	case n == 0 && role == RoleExtend:
 		return lostRenewFailed
@@ -290,7 +293,7 @@ func lostReason(role Role, n int64) int {
 // lost lock.
 func (h *Hook) lockLost(role Role, key, token string, hasToken bool, reason int) {
 	kh := h.byGroup.keyHash(key)
-	if role == RoleRelease && hasToken && h.retries.mayWait(kh) {
+	if role.releases() && hasToken && h.retries.mayWait(kh) {
 		if _, busy := h.retries.busySince(h.retries.hash(kh, token)); busy {
 			return
 		}
