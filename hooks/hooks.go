@@ -345,7 +345,7 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		end := monotonic()
 		// The hook sees the reply's error as next's result: go-redis sets
 		// cmd.Err() only after the hook chain returns.
-		f := finished{cmd: cmd, args: args, err: err, d: seconds(end - start), end: end, span: span}
+		f := finished{cmd: cmd, args: args, err: err, d: seconds(end - start), start: start, end: end, span: span}
 		h.observe(ctx, c, &f)
 		if span != nil {
 			endSpan(span, f.class, f.failed)
@@ -377,7 +377,7 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		anyFailed := false
 		for _, cmd := range cmds {
 			args := cmd.Args()
-			f := finished{cmd: cmd, args: args, err: cmd.Err(), d: share, end: end}
+			f := finished{cmd: cmd, args: args, err: cmd.Err(), d: share, start: start, end: end}
 			h.observe(ctx, h.command(args), &f)
 			if f.failed && !anyFailed {
 				firstClass, anyFailed = f.class, true
@@ -410,6 +410,7 @@ type finished struct {
 	class  errClass      // set by observe when failed
 	failed bool          // err is an error (a nil reply is not)
 	d      float64       // latency in seconds (a share of it, in a pipeline)
+	start  time.Duration // monotonic time when it was sent (its pipeline, in one)
 	end    time.Duration // monotonic time at the end
 	span   trace.Span    // nil without tracing, and inside pipelines
 }

@@ -189,8 +189,9 @@ func attemptResult(err error) int {
 //
 // An acquisition that succeeds (or fails with an error) ends there: its
 // duration is the attempt's own latency on the first try, or the time since
-// the first busy attempt. Giving up leaves no trace on the wire, so the hook
-// never reports outcome="gave_up".
+// the first attempt was sent (so it includes that attempt's round trip).
+// Giving up leaves no trace on the wire, so the hook never reports
+// outcome="gave_up".
 func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, f *finished) {
 	kh := h.byGroup.keyHash(key)
 	g := h.byGroup.forKey(key, kh)
@@ -198,16 +199,15 @@ func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, f *fini
 	waited := f.d
 	if hasToken && (result == attemptBusy || h.retries.mayWait(kh)) {
 		sum := h.retries.hash(kh, token)
-		nowUs := uint32(f.end / time.Microsecond)
 		slot := h.retries.find(sum)
 		if slot >= 0 {
 			attempt = 1
 			since := uint32(h.retries.slots[slot].Load())
-			waited = seconds(time.Duration(nowUs-since) * time.Microsecond)
+			waited = seconds(time.Duration(uint32(f.end/time.Microsecond)-since) * time.Microsecond)
 		}
 		switch {
 		case result == attemptBusy:
-			h.retries.busyKey(kh, sum, nowUs, slot >= 0)
+			h.retries.busyKey(kh, sum, uint32(f.start/time.Microsecond), slot >= 0)
 		case slot >= 0: // acquired or failed: the acquisition is over
 			h.retries.forgetKey(kh, slot, sum)
 		}
