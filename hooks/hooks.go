@@ -80,7 +80,8 @@ type Options struct {
 	// share a registry: they share the collectors.
 	Registerer prometheus.Registerer
 	// Name is the client label of the command, script and pool metrics
-	// (default "default"). Give each hooked client on a registry its own.
+	// (default "default"). Each hook on a registry needs its own: New fails
+	// with ErrNameTaken for a Name another hook on the registry has.
 	Name string
 	// KeyGroups maps keys to key groups. nil means a classifier built from
 	// KeyGroupRules with the default derivation and cap.
@@ -115,8 +116,8 @@ type Options struct {
 }
 
 // Hook is a go-redis v9 hook (redis.Hook). It is safe for concurrent use and
-// may be added to several clients (give each its own Name if they must be
-// told apart).
+// may be added to several clients, which then share its series; to tell
+// clients apart, give each its own hook and Name.
 type Hook struct {
 	signals Signals
 	groups  *keygroup.Classifier
@@ -158,6 +159,9 @@ func New(opts Options) (*Hook, error) {
 		tracing: newTracing(opts.TracerProvider, opts.ServerAddress)}
 	if h.signals == 0 {
 		h.signals = AllSignals
+	}
+	if err := claimName(reg, name); err != nil {
+		return nil, err
 	}
 	v, err := h.register(reg)
 	if err != nil {
