@@ -126,12 +126,11 @@ func contention() (*board, error) {
 			title: "Cause: the source is called too often, or is slow",
 			panels: []panel{{
 				title: "Loader amplification (source calls per kept result)",
-				help: help{"Source (loader) calls per call whose result was kept: calls divided by calls less the results thrown away because the lease passed to another loader or the same version was already written. Above 1, a stampede got through the coalescing.",
+				help: help{"Source (loader) calls per call whose result was kept: calls divided by calls less the loaded values thrown away because the key was invalidated or the lease passed to another loader while loading. Above 1, loads overlapped: a stampede got through the coalescing, or leases expire before loads end.",
 					"exactly 1.", rbLoaderAmplified},
 				unit: units.Short,
 				targets: []target{{ratio(sourceCalls, "("+sourceCalls+" - "+
-					orZero(x.rate(s.StaleWritesRefused, kg), sourceCalls)+" - "+
-					orZero(x.rate(s.DuplicateRecompute, kg), sourceCalls)+")"), "{{key_group}}"}},
+					orZero(x.rate(s.StaleWritesRefused, kg), sourceCalls)+")"), "{{key_group}}"}},
 			}, {
 				title: "Source calls by result",
 				help: help{"Calls that reached the source by result; rejected means the fallback concurrency limit refused them.",

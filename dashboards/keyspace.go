@@ -168,7 +168,7 @@ func keyspace() (*board, error) {
 			}, {
 				title: "Oldest pending message age",
 				help: help{"Age of each consumer group's oldest unacknowledged message.",
-					"below the consumer's visibility timeout.", rbStreamLag},
+					"below the consumer's visibility timeout.", rbStreamPending},
 				unit:    units.Seconds,
 				targets: []target{{x.agg("max", s.StreamGroupOldestPending, []string{"queue", "group"}), "{{queue}} {{group}}"}},
 			}, {
