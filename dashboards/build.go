@@ -54,6 +54,8 @@ type panel struct {
 	stacked bool
 	// max caps the y axis (ratios: 1); zero leaves it free.
 	max float64
+	// limit, when set, draws the healthy limit as a dashed red line.
+	limit *float64
 }
 
 type target struct {
@@ -235,6 +237,12 @@ func (p panel) builder(id, span uint32) cog.Builder[dashboard.Panel] {
 	}
 	if p.max != 0 {
 		ts.Max(p.max)
+	}
+	if p.limit != nil {
+		ts.Thresholds(dashboard.NewThresholdsConfigBuilder().
+			Mode(dashboard.ThresholdsModeAbsolute).
+			Steps([]dashboard.Threshold{{Color: "green"}, {Value: p.limit, Color: "red"}})).
+			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeDashed))
 	}
 	return ts
 }
