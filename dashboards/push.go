@@ -34,6 +34,7 @@ type GrafanaError struct {
 	Message    string
 }
 
+// Error names the board, the status and Grafana's message, on one line.
 func (e *GrafanaError) Error() string {
 	return fmt.Sprintf("dashboards: Grafana refused %s: %d %s: %s",
 		e.UID, e.StatusCode, http.StatusText(e.StatusCode), e.Message)
