@@ -84,7 +84,9 @@ type Options struct {
 	// with ErrNameTaken for a Name another hook on the registry has.
 	Name string
 	// KeyGroups maps keys to key groups. nil means a classifier built from
-	// KeyGroupRules with the default derivation and cap.
+	// KeyGroupRules, or without rules the registry's shared default
+	// (keygroup.Shared), whose cap the hook shares with the instrumented
+	// clients on the registry.
 	KeyGroups *keygroup.Classifier
 	// KeyGroupRules are used when KeyGroups is nil.
 	KeyGroupRules []keygroup.Rule
@@ -167,7 +169,9 @@ func New(opts Options) (*Hook, error) {
 	if err != nil {
 		return nil, err
 	}
-	if h.groups == nil {
+	if h.groups == nil && len(opts.KeyGroupRules) == 0 {
+		h.groups = keygroup.Shared(reg)
+	} else if h.groups == nil {
 		if h.groups, err = newClassifier(reg, opts.KeyGroupRules); err != nil {
 			return nil, err
 		}

@@ -44,8 +44,8 @@ type Options struct {
 	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
 	// It may be shared with instrument clients and hooks.
 	Registerer prometheus.Registerer
-	// KeyGroups maps mutex names to key groups; nil means the default
-	// classifier.
+	// KeyGroups maps mutex names to key groups; nil means the registry's
+	// shared default (keygroup.Shared).
 	KeyGroups *keygroup.Classifier
 	// Backoff bounds the retries of Mutex.Lock (full jitter). redsync's own
 	// WithTries and WithRetryDelay options are not used: each attempt is one
@@ -115,10 +115,7 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	r.retries = counter(signals.Retries)
 	r.delays = histogram(signals.BackoffDelay)
 	if r.groups == nil {
-		overflow := counter(signals.KeyGroupOverflow)
-		if err == nil {
-			r.groups, err = keygroup.New(keygroup.Options{Overflow: overflow.WithLabelValues()})
-		}
+		r.groups = keygroup.Shared(reg)
 	}
 	if err != nil {
 		return nil, err
