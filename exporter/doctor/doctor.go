@@ -3,6 +3,11 @@
 // severity, the evidence, and the fix. It samples the whole keyspace twice,
 // Interval apart, so that locks whose owner token did not change in between
 // can be called long-held.
+//
+// Doctor bounds its own load: it retries a sample that made no progress only
+// a few times, with growing pauses, and never retries a command the ACL
+// refused. What it could not sample is listed in Report.Incomplete beside
+// the findings it could make.
 package doctor
 
 import (
