@@ -151,7 +151,7 @@ func TestExporterCommand(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"exporter", "--redis.url", "redis://" + srv.Addr, "--redis.password-file", pwFile,
-			"--web.listen-address", listen, "--web.config.file", webCfg, "--sample.interval", "100ms"}, io.Discard, &stderr)
+			"--web.listen-address", listen, "--web.config.file", webCfg, "--sample.interval", "100ms", "--queue", "nosuch"}, io.Discard, &stderr)
 	}()
 	body := waitForBody(t, "http://"+listen+"/metrics", "prom", "scrape-pw", `cachewatch_exporter_up{node="`+srv.Addr+`"} 1`)
 	if !strings.Contains(body, "go_goroutines") {
@@ -171,6 +171,10 @@ func TestExporterCommand(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), password) {
 		t.Fatal("the Redis password was logged")
+	}
+	// A --queue that does not exist is logged, once.
+	if n := strings.Count(stderr.String(), "queue=nosuch"); n != 1 {
+		t.Fatalf("missing queue logged %d times:\n%s", n, stderr.String())
 	}
 }
 

@@ -32,7 +32,20 @@ import (
 const exitUsage = 2
 
 // command is one subcommand. Each lives in its own file and registers itself
-// in init, so adding a command touches no other file.
+// in init, so adding a command touches no other file:
+//
+//	func init() { register(command{name: "demo", help: "…", define: defineDemo}) }
+//
+//	func defineDemo(cmd *kingpin.CmdClause) action {
+//		addr := cmd.Flag("redis.addr", "…").Default("…").String()
+//		return func(ctx context.Context, c *cli) int {
+//			if bad { return c.usageError(fmt.Errorf("--redis.addr %q: …", *addr)) }
+//			c.logger.Info("…") // --log.level / --log.format already applied
+//			return 0
+//		}
+//	}
+//
+// Connection flags shared with exporter and doctor: redisFlags.register.
 type command struct {
 	name, help string
 	// define adds the command's flags to cmd and returns what to run when

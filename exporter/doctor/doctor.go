@@ -3,6 +3,11 @@
 // severity, the evidence, and the fix. It samples the whole keyspace twice,
 // Interval apart, so that locks whose owner token did not change in between
 // can be called long-held.
+//
+// Doctor bounds its own load: it retries a sample that made no progress only
+// a few times, with growing pauses, and never retries a command the ACL
+// refused. What it could not sample is listed in Report.Incomplete beside
+// the findings it could make.
 package doctor
 
 import (
@@ -236,7 +241,7 @@ func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration)
 	for _, s := range e.Snapshots() {
 		before[s.Node] = s.ScanCycles
 	}
-	progress := progressOf(e.Snapshots())
+	last := progressOf(e.Snapshots())
 	backoff := firstBackoff
 	for stalls := 0; ; {
 		snaps := e.Sample(ctx)
@@ -246,15 +251,21 @@ func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration)
 		if err := noNodeUp(snaps); err != nil {
 			return snaps, err
 		}
-		done := true
+		// Only the nodes still to cover count: healthy nodes completing
+		// pass after pass must not hide one that makes no progress.
+		done, moved := true, false
 		for _, s := range snaps {
-			done = done && (!s.Up || s.ScanCycles > before[s.Node])
+			if s.Up && s.ScanCycles <= before[s.Node] {
+				done = false
+				moved = moved || progressOf([]*exporter.NodeSnapshot{s})[s.Node] > last[s.Node]
+			}
 		}
+		last = progressOf(snaps)
 		if done || time.Now().After(deadline) {
 			return snaps, nil
 		}
-		if p := progressOf(snaps); p > progress {
-			progress, stalls, backoff = p, 0, firstBackoff
+		if moved {
+			stalls, backoff = 0, firstBackoff
 			continue
 		}
 		if stalls++; stalls >= maxStalls || onlyRefused(snaps) {
@@ -267,11 +278,11 @@ func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration)
 	}
 }
 
-// progressOf sums the keys scanned and passes completed over all nodes.
-func progressOf(snaps []*exporter.NodeSnapshot) uint64 {
-	var p uint64
+// progressOf returns the keys scanned plus passes completed of each node.
+func progressOf(snaps []*exporter.NodeSnapshot) map[string]uint64 {
+	p := make(map[string]uint64, len(snaps))
 	for _, s := range snaps {
-		p += s.KeysScanned + s.ScanCycles
+		p[s.Node] = s.KeysScanned + s.ScanCycles
 	}
 	return p
 }
