@@ -57,6 +57,7 @@ func TestFlagErrorsExitTwo(t *testing.T) {
 		{"password in url", []string{"exporter", "--redis.url", "redis://u:hunter2@h:1"}, "must not contain a password"},
 		{"password in query", []string{"exporter", "--redis.url", "redis://h:1/0?password=hunter2"}, `--redis.url: parameter "password": a password in the URL is refused`},
 		{"password in alias query", []string{"doctor", "--redis", "redis://h:1?requirepass=hunter2"}, `parameter "requirepass"`},
+		{"url fragment", []string{"exporter", "--redis.url", "redis://h:1/0#hunter2"}, "--redis.url: a #fragment is not allowed"},
 		{"unknown url parameter", []string{"exporter", "--redis.url", "redis://h:1/?protocol=hunter2"}, `--redis.url: unknown parameter "protocol"`},
 		{"bad url parameter", []string{"exporter", "--redis.url", "redis://h:1/?dial_timeout=-1s"}, "parameter dial_timeout: want a positive duration"},
 		{"url port", []string{"exporter", "--redis.url", "redis://h:70000"}, `--redis.url: port "70000" is outside 1-65535`},
