@@ -122,6 +122,11 @@ func TestHelpAndVersion(t *testing.T) {
 	if code := run(context.Background(), []string{"--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "cachewatch ") {
 		t.Fatalf("--version: code %d, out %q", code, out.String())
 	}
+	// The --log.* flags are global: before or after the command.
+	out.Reset()
+	if code := run(context.Background(), []string{"--log.level=error", "version", "--log.format=json"}, &out, &errOut); code != 0 {
+		t.Fatalf("global log flags: code %d, %s", code, errOut.String())
+	}
 }
 
 // The command wires flags, the password file, sampling and the web server:
