@@ -122,6 +122,13 @@ func TestHelpAndVersion(t *testing.T) {
 	if code := run(context.Background(), []string{"--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "cachewatch ") {
 		t.Fatalf("--version: code %d, out %q", code, out.String())
 	}
+	// Single-dash long flags of earlier versions still work.
+	out.Reset()
+	errOut.Reset()
+	if code := run(context.Background(), []string{"doctor", "-redis.url", "redis://h:1", "-miss-ratio=2"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "--miss-ratio must be in (0, 1], got 2") {
+		t.Fatalf("single-dash flags: code %d, %s", code, errOut.String())
+	}
 	// The --log.* flags are global: before or after the command.
 	out.Reset()
 	if code := run(context.Background(), []string{"--log.level=error", "version", "--log.format=json"}, &out, &errOut); code != 0 {
