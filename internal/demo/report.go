@@ -1,0 +1,275 @@
+package demo
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// Phase names.
+const (
+	PhaseUnprotected = "unprotected"
+	PhaseCachewatch  = "cachewatch"
+)
+
+// Report is the outcome of a run: per phase, each figure as the cachewatch
+// metrics tell it and as the demo counted it.
+type Report struct {
+	Server             string        `json:"server"`
+	Embedded           bool          `json:"embedded"`
+	Instances          int           `json:"instances"`
+	CallersPerInstance int           `json:"callers_per_instance"`
+	Keys               int           `json:"keys"`
+	FreshTTL           string        `json:"fresh_ttl"`
+	Phases             []PhaseReport `json:"phases"`
+	Exporter           ExporterNote  `json:"exporter"`
+	// Queries are the PromQL expressions behind the report's figures and
+	// charts, by figure name.
+	Queries map[string]string `json:"promql"`
+}
+
+// Figure is one measured quantity: Metric as read back from the cachewatch
+// metrics, Truth as the demo counted it. Either is nil where it cannot be
+// known: a signal that does not see this phase's traffic, or a count the
+// demo's callers cannot make.
+type Figure struct {
+	Metric *float64 `json:"metric"`
+	Truth  *float64 `json:"truth"`
+}
+
+// PhaseReport is one phase's figures.
+type PhaseReport struct {
+	Name     string  `json:"name"`
+	Seconds  float64 `json:"seconds"`
+	Requests int64   `json:"requests"`
+	// Refreshes are the times a key needed a new value from the database
+	// (the demo's own count: calls for one key closer together than half
+	// the fresh TTL are one refresh).
+	Refreshes int64 `json:"refreshes"`
+
+	LoaderCalls           Figure `json:"loader_calls"`
+	LoaderCallsPerRefresh Figure `json:"loader_calls_per_refresh"`
+	CallerP50Ms           Figure `json:"caller_p50_ms"`
+	CallerP99Ms           Figure `json:"caller_p99_ms"`
+	StaleServed           Figure `json:"stale_served"`
+	CacheMisses           Figure `json:"cache_misses"`
+	FirstTryLockAttempts  Figure `json:"first_try_lock_attempts"`
+	FirstTryContention    Figure `json:"first_try_lock_contention"`
+	LocksLost             Figure `json:"locks_lost"`
+	// WriteSkewPrevented counts older versions refused by compare-and-set;
+	// OlderWritesLanded those that replaced a newer value (only the demo
+	// can see those: no signal observes a plain SET's version).
+	WriteSkewPrevented Figure `json:"write_skew_prevented"`
+	OlderWritesLanded  Figure `json:"older_writes_landed"`
+	// MissBursts' truth is the number of stampedes: refreshes that took
+	// more than one database call.
+	MissBursts Figure `json:"miss_bursts"`
+
+	Timeline []Point `json:"timeline"`
+}
+
+// Point is one half-second of a phase: caller latency quantiles of the
+// requests in it and the loader calls so far (metric and truth).
+type Point struct {
+	T                 float64 `json:"t"`
+	P50Ms             float64 `json:"p50_ms"`
+	P99Ms             float64 `json:"p99_ms"`
+	Requests          int     `json:"requests"`
+	LoaderCallsMetric float64 `json:"loader_calls_metric"`
+	LoaderCallsTruth  float64 `json:"loader_calls_truth"`
+}
+
+// ExporterNote says what the exporter could sample of the demo's Redis.
+type ExporterNote struct {
+	Up          bool     `json:"up"`
+	KeysScanned uint64   `json:"keys_scanned"`
+	Missing     []string `json:"missing,omitempty"`
+}
+
+func num(v float64) *float64 { return &v }
+
+func ratio(a, b float64) *float64 {
+	if b == 0 {
+		return num(0)
+	}
+	return num(a / b)
+}
+
+func ms(d time.Duration) *float64 { return num(float64(d.Microseconds()) / 1000) }
+
+// loaderCalls is how the metrics count a phase's database calls: the
+// cachewatch client counts its loader calls; for the naive services, the
+// hook sees the SETEX that follows each one.
+func loaderCalls(phase string, s phaseSignals) float64 {
+	if phase == PhaseUnprotected {
+		return s.ValueWrites
+	}
+	return s.SourceCalls
+}
+
+func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline []Point) PhaseReport {
+	p50, p99, _ := t.latency.quantiles(0, 1<<62)
+	refreshes := float64(db.refreshes)
+	calls := loaderCalls(spec.name, s)
+	r := PhaseReport{
+		Name: spec.name, Seconds: spec.duration.Seconds(), Requests: t.requests.Load(), Refreshes: db.refreshes,
+		LoaderCalls:           Figure{num(calls), num(float64(db.calls))},
+		LoaderCallsPerRefresh: Figure{ratio(calls, refreshes), ratio(float64(db.calls), refreshes)},
+		CallerP50Ms:           Figure{nil, ms(p50)},
+		CallerP99Ms:           Figure{nil, ms(p99)},
+		StaleServed:           Figure{num(s.Stale), num(float64(t.stale.Load()))},
+		FirstTryLockAttempts:  Figure{num(s.FirstAttempts), num(float64(t.firstAttempts.Load()))},
+		FirstTryContention: Figure{ratio(s.FirstBusy, s.FirstAttempts),
+			ratio(float64(t.firstBusy.Load()), float64(t.firstAttempts.Load()))},
+		LocksLost:          Figure{num(s.LocksLost), num(float64(t.locksLost.Load()))},
+		WriteSkewPrevented: Figure{num(s.WriteSkew), num(float64(t.olderRefused.Load()))},
+		OlderWritesLanded:  Figure{nil, num(float64(t.olderLanded.Load()))},
+		MissBursts:         Figure{num(s.MissBursts), num(float64(db.stampedes))},
+	}
+	if spec.name == PhaseUnprotected {
+		r.CacheMisses = Figure{num(s.Misses), num(float64(t.misses.Load()))}
+	} else {
+		// A Fetch does not tell its caller whether it missed.
+		r.CacheMisses = Figure{num(s.Misses), nil}
+	}
+	from := time.Duration(0)
+	for i := range timeline {
+		to := time.Duration(timeline[i].T * float64(time.Second))
+		p50, p99, n := t.latency.quantiles(from, to)
+		timeline[i].P50Ms, timeline[i].P99Ms, timeline[i].Requests = *ms(p50), *ms(p99), n
+		from = to
+	}
+	r.Timeline = timeline
+	return r
+}
+
+// exporterSummary lists what the exporter could not sample; on miniredis,
+// INFO knows only the clients and stats sections.
+func exporterSummary(exp *exporter.Exporter, embedded bool) ExporterNote {
+	var n ExporterNote
+	stages := map[string]bool{}
+	for _, s := range exp.Snapshots() {
+		n.Up = n.Up || s.Up
+		n.KeysScanned += s.KeysScanned
+		for _, e := range s.Errors {
+			stages[e.Stage] = true
+		}
+		if s.Server != nil && s.Server.Version == "" && embedded {
+			stages["info"] = true
+		}
+	}
+	for st := range stages {
+		n.Missing = append(n.Missing, missingNote(st, embedded))
+	}
+	sort.Strings(n.Missing)
+	return n
+}
+
+func missingNote(stage string, embedded bool) string {
+	if stage == "info" && embedded {
+		return "info: miniredis answers INFO with clients and stats only — no server hits/misses, expired keys, command stats, memory or latency series (run with --redis for them)"
+	}
+	return stage + ": the sampler's " + stage + " stage failed; see cachewatch_exporter_sample_errors_total"
+}
+
+// chartQueries are the PromQL expressions behind the figures, from the
+// signals catalog's names.
+func chartQueries() map[string]string {
+	rate := func(m *signals.Metric, sel string) string {
+		return fmt.Sprintf("sum(rate(%s%s[1m]))", m.Name, sel)
+	}
+	return map[string]string{
+		"loader_calls_unprotected": rate(signals.CommandDuration, `{command="setex"}`),
+		"loader_calls_cachewatch":  rate(signals.SourceCalls, ""),
+		"caller_latency": fmt.Sprintf(`histogram_quantile(0.99, sum by (le) (rate(%s_bucket[1m])))`,
+			signals.CommandDuration.Name),
+		"stale_served": rate(signals.CacheLookups, `{result="stale"}`),
+		"cache_misses": rate(signals.CacheLookups, `{result="miss"}`),
+		"first_try_lock_contention": rate(signals.LockAttempts, `{attempt="first",result="busy"}`) + " / " +
+			rate(signals.LockAttempts, `{attempt="first"}`),
+		"locks_lost":           rate(signals.LocksLost, ""),
+		"write_skew_prevented": rate(signals.WriteSkew, ""),
+		"miss_bursts":          fmt.Sprintf("sum(increase(%s[5m]))", signals.MissBursts.Name),
+	}
+}
+
+// WriteText prints the side-by-side report.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\ncachewatch demo on %s: %d instances × %d callers, %d hot keys, fresh TTL %s\n",
+		r.Server, r.Instances, r.CallersPerInstance, r.Keys, r.FreshTTL)
+	fmt.Fprintf(&b, "metric = read back from the cachewatch metrics; truth = what the demo counted itself; – = not observable\n\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "\t")
+	for _, p := range r.Phases {
+		fmt.Fprintf(tw, "%s\t\t", p.Name)
+	}
+	fmt.Fprint(tw, "\n\t")
+	for range r.Phases {
+		fmt.Fprint(tw, "metric\ttruth\t")
+	}
+	fmt.Fprintln(tw)
+	rows := []struct {
+		label string
+		pick  func(PhaseReport) Figure
+		f     string
+	}{
+		{"loader (database) calls per refresh", func(p PhaseReport) Figure { return p.LoaderCallsPerRefresh }, "%.2f"},
+		{"loader (database) calls", func(p PhaseReport) Figure { return p.LoaderCalls }, "%.0f"},
+		{"caller p50 (ms)", func(p PhaseReport) Figure { return p.CallerP50Ms }, "%.1f"},
+		{"caller p99 (ms)", func(p PhaseReport) Figure { return p.CallerP99Ms }, "%.1f"},
+		{"stale served", func(p PhaseReport) Figure { return p.StaleServed }, "%.0f"},
+		{"cache misses", func(p PhaseReport) Figure { return p.CacheMisses }, "%.0f"},
+		{"first-try lock contention", func(p PhaseReport) Figure { return percent(p.FirstTryContention) }, "%.1f%%"},
+		{"locks lost", func(p PhaseReport) Figure { return p.LocksLost }, "%.0f"},
+		{"write skew prevented", func(p PhaseReport) Figure { return p.WriteSkewPrevented }, "%.0f"},
+		{"older writes that landed", func(p PhaseReport) Figure { return p.OlderWritesLanded }, "%.0f"},
+		{fmt.Sprintf("miss bursts, ≥%d misses/%v (truth: stampedes)", burstThreshold, burstWindow), func(p PhaseReport) Figure { return p.MissBursts }, "%.0f"},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t", row.label)
+		for _, p := range r.Phases {
+			fig := row.pick(p)
+			fmt.Fprintf(tw, "%s\t%s\t", cell(fig.Metric, row.f), cell(fig.Truth, row.f))
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range r.Phases {
+		fmt.Fprintf(&b, "\n%s: %d requests, %d refreshes in %.0fs", p.Name, p.Requests, p.Refreshes, p.Seconds)
+	}
+	b.WriteString("\n")
+	if len(r.Exporter.Missing) > 0 {
+		b.WriteString("\nexporter: sampled " + fmt.Sprint(r.Exporter.KeysScanned) + " keys; not available here:\n")
+		for _, m := range r.Exporter.Missing {
+			b.WriteString("  " + m + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func percent(f Figure) Figure {
+	scale := func(v *float64) *float64 {
+		if v == nil {
+			return nil
+		}
+		return num(*v * 100)
+	}
+	return Figure{scale(f.Metric), scale(f.Truth)}
+}
+
+func cell(v *float64, format string) string {
+	if v == nil {
+		return "–"
+	}
+	return fmt.Sprintf(format, *v)
+}
