@@ -40,8 +40,8 @@ const (
 // ErrBadOptions wraps every invalid option; ErrRedisUnreachable a Redis the
 // demo could not reach.
 var (
-	ErrBadOptions       = errors.New("demo: bad options")
-	ErrRedisUnreachable = errors.New("demo: Redis unreachable")
+	ErrBadOptions       = errors.New("invalid option")
+	ErrRedisUnreachable = errors.New("Redis unreachable")
 )
 
 // Options configures a run. The zero value runs the default demo on an
@@ -64,6 +64,9 @@ type Options struct {
 	// Registry receives every metric; nil means a new one (Report does not
 	// need it). Serve it to watch the run.
 	Registry *prometheus.Registry
+	// Announce, when set, is called once the Redis is ready, with what the
+	// run uses ("embedded miniredis …" or "Redis at host:port").
+	Announce func(server string)
 	// Progress, when set, is called every half second with the live figures.
 	Progress func(Progress)
 }
@@ -99,13 +102,13 @@ func (o *Options) defaults() error {
 	}
 	switch {
 	case o.Duration < 4*time.Second:
-		return fmt.Errorf("%w: duration %v is under 4s", ErrBadOptions, o.Duration)
+		return fmt.Errorf("%w: --duration %v is under 4s", ErrBadOptions, o.Duration)
 	case o.Instances < 1 || o.Instances > 64:
-		return fmt.Errorf("%w: instances %d not in 1..64", ErrBadOptions, o.Instances)
+		return fmt.Errorf("%w: --instances %d not in 1..64", ErrBadOptions, o.Instances)
 	case o.Callers < 1 || o.Callers > 64:
-		return fmt.Errorf("%w: callers %d not in 1..64", ErrBadOptions, o.Callers)
+		return fmt.Errorf("%w: --callers %d not in 1..64", ErrBadOptions, o.Callers)
 	case o.Keys < 1 || o.Keys > 1000:
-		return fmt.Errorf("%w: keys %d not in 1..1000", ErrBadOptions, o.Keys)
+		return fmt.Errorf("%w: --keys %d not in 1..1000", ErrBadOptions, o.Keys)
 	case o.FreshTTL < 100*time.Millisecond:
 		return fmt.Errorf("%w: fresh TTL %v is under 100ms", ErrBadOptions, o.FreshTTL)
 	}
@@ -142,7 +145,7 @@ func connect(ctx context.Context, o Options) (*redisTarget, error) {
 		return nil, fmt.Errorf("%w: --redis wants redis://[user@]host:port[/db] or rediss://…", ErrBadOptions)
 	}
 	if _, has := u.User.Password(); has {
-		return nil, fmt.Errorf("%w: the Redis URL must not contain a password; use the password env var", ErrBadOptions)
+		return nil, fmt.Errorf("%w: the --redis URL must not contain a password; put it in the password environment variable", ErrBadOptions)
 	}
 	ro, err := redis.ParseURL(o.RedisURL)
 	if err != nil {
@@ -187,11 +190,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	e := &env{
 		newClient: func() *redis.Client { return redis.NewClient(target.opts) },
 		reg:       o.Registry, groups: groups, quiet: quiet, freshTTL: o.FreshTTL,
-		db:       newDatabase(defaultLatency, o.FreshTTL/2),
-		versions: newVersions(),
+		db: newDatabase(defaultLatency, o.FreshTTL/2),
+		// Round trips get 1s (the client's default is 250ms): the embedded
+		// miniredis starts a Lua interpreter for every script call, and a
+		// demo runs on busy laptops and CI machines.
+		redisTimeout: time.Second,
+		versions:     newVersions(),
 	}
-	if target.embedded {
-		e.redisTimeout = time.Second
+	if o.Announce != nil {
+		o.Announce(target.server)
 	}
 
 	admin := redis.NewClient(target.opts)

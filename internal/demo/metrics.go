@@ -65,15 +65,17 @@ func labelsMatch(series *dto.Metric, match []string) bool {
 // phaseSignals are the catalog figures the report compares, read from one
 // snapshot; a phase's figures are the difference of two of them.
 type phaseSignals struct {
-	SourceCalls, ValueWrites  float64
-	Misses, Stale, MissBursts float64
-	FirstAttempts, FirstBusy  float64
-	LocksLost, WriteSkew      float64
+	SourceCalls, ValueWrites, Fallbacks float64
+	Misses, Stale, MissBursts           float64
+	FirstAttempts, FirstBusy            float64
+	LocksLost, WriteSkew                float64
 }
 
 func readSignals(s snapshot) phaseSignals {
 	return phaseSignals{
-		SourceCalls: s.sum(signals.SourceCalls),
+		// "rejected" counts loads refused a fallback slot: no call made.
+		SourceCalls: s.sum(signals.SourceCalls, "result", "success") + s.sum(signals.SourceCalls, "result", "error"),
+		Fallbacks:   s.sum(signals.CacheLookups, "result", "fallback"),
 		// The naive services write each loaded value with SETEX; the hook
 		// times every command, so its SETEX count is their loader calls.
 		ValueWrites:   s.sum(signals.CommandDuration, "command", "setex"),
@@ -90,7 +92,8 @@ func readSignals(s snapshot) phaseSignals {
 func (a phaseSignals) minus(b phaseSignals) phaseSignals {
 	return phaseSignals{
 		SourceCalls: a.SourceCalls - b.SourceCalls, ValueWrites: a.ValueWrites - b.ValueWrites,
-		Misses: a.Misses - b.Misses, Stale: a.Stale - b.Stale, MissBursts: a.MissBursts - b.MissBursts,
+		Fallbacks: a.Fallbacks - b.Fallbacks,
+		Misses:    a.Misses - b.Misses, Stale: a.Stale - b.Stale, MissBursts: a.MissBursts - b.MissBursts,
 		FirstAttempts: a.FirstAttempts - b.FirstAttempts, FirstBusy: a.FirstBusy - b.FirstBusy,
 		LocksLost: a.LocksLost - b.LocksLost, WriteSkew: a.WriteSkew - b.WriteSkew,
 	}

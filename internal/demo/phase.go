@@ -65,9 +65,7 @@ type env struct {
 	groups    *keygroup.Classifier
 	quiet     *slog.Logger
 	freshTTL  time.Duration
-	// redisTimeout bounds the cachewatch client's round trips: longer on
-	// the embedded miniredis, which starts a Lua interpreter for every
-	// script call (about 0.5 ms each, under one lock).
+	// redisTimeout bounds the cachewatch client's round trips.
 	redisTimeout time.Duration
 
 	db       *database

@@ -55,13 +55,17 @@ type PhaseReport struct {
 
 	LoaderCalls           Figure `json:"loader_calls"`
 	LoaderCallsPerRefresh Figure `json:"loader_calls_per_refresh"`
-	CallerP50Ms           Figure `json:"caller_p50_ms"`
-	CallerP99Ms           Figure `json:"caller_p99_ms"`
-	StaleServed           Figure `json:"stale_served"`
-	CacheMisses           Figure `json:"cache_misses"`
-	FirstTryLockAttempts  Figure `json:"first_try_lock_attempts"`
-	FirstTryContention    Figure `json:"first_try_lock_contention"`
-	LocksLost             Figure `json:"locks_lost"`
+	// Fallbacks are lookups the cachewatch client served by loading
+	// directly because Redis failed or timed out: loader calls outside the
+	// one-per-refresh lease (0 unless Redis struggled).
+	Fallbacks            Figure `json:"fallbacks"`
+	CallerP50Ms          Figure `json:"caller_p50_ms"`
+	CallerP99Ms          Figure `json:"caller_p99_ms"`
+	StaleServed          Figure `json:"stale_served"`
+	CacheMisses          Figure `json:"cache_misses"`
+	FirstTryLockAttempts Figure `json:"first_try_lock_attempts"`
+	FirstTryContention   Figure `json:"first_try_lock_contention"`
+	LocksLost            Figure `json:"locks_lost"`
 	// WriteSkewPrevented counts older versions refused by compare-and-set;
 	// OlderWritesLanded those that replaced a newer value (only the demo
 	// can see those: no signal observes a plain SET's version).
@@ -121,6 +125,7 @@ func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline 
 		Name: spec.name, Seconds: spec.duration.Seconds(), Requests: t.requests.Load(), Refreshes: db.refreshes,
 		LoaderCalls:           Figure{num(calls), num(float64(db.calls))},
 		LoaderCallsPerRefresh: Figure{ratio(calls, refreshes), ratio(float64(db.calls), refreshes)},
+		Fallbacks:             Figure{num(s.Fallbacks), nil},
 		CallerP50Ms:           Figure{nil, ms(p50)},
 		CallerP99Ms:           Figure{nil, ms(p99)},
 		StaleServed:           Figure{num(s.Stale), num(float64(t.stale.Load()))},
@@ -134,6 +139,7 @@ func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline 
 	}
 	if spec.name == PhaseUnprotected {
 		r.CacheMisses = Figure{num(s.Misses), num(float64(t.misses.Load()))}
+		r.Fallbacks = Figure{} // no cachewatch client in this phase
 	} else {
 		// A Fetch does not tell its caller whether it missed.
 		r.CacheMisses = Figure{num(s.Misses), nil}
@@ -186,10 +192,11 @@ func chartQueries() map[string]string {
 	}
 	return map[string]string{
 		"loader_calls_unprotected": rate(signals.CommandDuration, `{command="setex"}`),
-		"loader_calls_cachewatch":  rate(signals.SourceCalls, ""),
+		"loader_calls_cachewatch":  rate(signals.SourceCalls, `{result!="rejected"}`),
 		"caller_latency": fmt.Sprintf(`histogram_quantile(0.99, sum by (le) (rate(%s_bucket[1m])))`,
 			signals.CommandDuration.Name),
 		"stale_served": rate(signals.CacheLookups, `{result="stale"}`),
+		"fallbacks":    rate(signals.CacheLookups, `{result="fallback"}`),
 		"cache_misses": rate(signals.CacheLookups, `{result="miss"}`),
 		"first_try_lock_contention": rate(signals.LockAttempts, `{attempt="first",result="busy"}`) + " / " +
 			rate(signals.LockAttempts, `{attempt="first"}`),
@@ -222,6 +229,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}{
 		{"loader (database) calls per refresh", func(p PhaseReport) Figure { return p.LoaderCallsPerRefresh }, "%.2f"},
 		{"loader (database) calls", func(p PhaseReport) Figure { return p.LoaderCalls }, "%.0f"},
+		{"… of them direct, Redis failing", func(p PhaseReport) Figure { return p.Fallbacks }, "%.0f"},
 		{"caller p50 (ms)", func(p PhaseReport) Figure { return p.CallerP50Ms }, "%.1f"},
 		{"caller p99 (ms)", func(p PhaseReport) Figure { return p.CallerP99Ms }, "%.1f"},
 		{"stale served", func(p PhaseReport) Figure { return p.StaleServed }, "%.0f"},
