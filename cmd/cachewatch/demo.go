@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -21,8 +24,11 @@ import (
 	"github.com/cachewatch/cachewatch/internal/demo"
 )
 
+// exitRedisUnreachable is the demo's status when --redis cannot be reached.
+const exitRedisUnreachable = 3
+
 func init() {
-	register("demo", command{summary: "watch a cache stampede happen, then get fixed by cachewatch (needs nothing but Go)", run: runDemo})
+	register(command{name: "demo", help: "Watch a cache stampede happen, then get fixed by cachewatch (needs nothing but Go).", define: defineDemo})
 }
 
 type demoFlags struct {
@@ -31,61 +37,51 @@ type demoFlags struct {
 	instances, callers, keys             int
 }
 
-func (f *demoFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` redis://[user@]host:port[/db] to run against (password in $"+PasswordEnv+"); default an embedded miniredis")
-	fs.DurationVar(&f.duration, "duration", demo.DefaultDuration, "length of the whole run, both phases")
-	fs.IntVar(&f.instances, "instances", demo.DefaultInstances, "simulated service instances")
-	fs.IntVar(&f.callers, "callers", demo.DefaultCallers, "concurrent callers per instance")
-	fs.IntVar(&f.keys, "keys", demo.DefaultKeys, "hot keys")
-	fs.StringVar(&f.format, "format", "text", "report format on stdout: text or json")
-	fs.StringVar(&f.reportFile, "report", "", "also write a self-contained HTML report with charts to `file`")
-	fs.StringVar(&f.listen, "web.listen-address", "127.0.0.1:0", "`address` to serve /metrics on while the demo runs")
+func defineDemo(cmd *kingpin.CmdClause) action {
+	f := &demoFlags{}
+	cmd.Flag("redis", "Redis URL redis://[user@]host:port[/db] to run against (password in $"+PasswordEnv+"); default an embedded miniredis.").
+		PlaceHolder("URL").StringVar(&f.redisURL)
+	cmd.Flag("duration", "Length of the whole run, both phases.").Default(demo.DefaultDuration.String()).DurationVar(&f.duration)
+	cmd.Flag("instances", "Simulated service instances.").Default(strconv.Itoa(demo.DefaultInstances)).IntVar(&f.instances)
+	cmd.Flag("callers", "Concurrent callers per instance.").Default(strconv.Itoa(demo.DefaultCallers)).IntVar(&f.callers)
+	cmd.Flag("keys", "Hot keys.").Default(strconv.Itoa(demo.DefaultKeys)).IntVar(&f.keys)
+	cmd.Flag("format", "Report format on stdout: text or json.").Default("text").EnumVar(&f.format, "text", "json")
+	cmd.Flag("report", "Also write a self-contained HTML report with charts to this file.").PlaceHolder("FILE.html").StringVar(&f.reportFile)
+	cmd.Flag("web.listen-address", "Address to serve /metrics on while the demo runs (default a free loopback port).").
+		Default("127.0.0.1:0").StringVar(&f.listen)
+	return f.run
 }
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var f demoFlags
-	fs := flag.NewFlagSet("cachewatch demo", flag.ContinueOnError)
-	f.register(fs)
-	// Parse errors get one line, not the whole usage; -h prints the usage.
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "Usage: cachewatch demo [flags]")
-			fs.PrintDefaults()
-			return 0
-		}
-		return demoUsageError(stderr, err)
+// validate checks what kingpin cannot: ranges.
+func (f *demoFlags) validate() error {
+	switch {
+	case f.instances < 1 || f.callers < 1 || f.keys < 1:
+		return errors.New("--instances, --callers and --keys must be at least 1")
+	case f.reportFile != "" && strings.HasSuffix(f.reportFile, string(os.PathSeparator)):
+		return fmt.Errorf("--report %q: want a file name", f.reportFile)
 	}
-	if fs.NArg() > 0 {
-		return demoUsageError(stderr, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	return nil
+}
+
+func (f *demoFlags) run(ctx context.Context, c *cli) int {
+	if err := f.validate(); err != nil {
+		return c.usageError(err)
 	}
-	if f.format != "text" && f.format != "json" {
-		return demoUsageError(stderr, fmt.Errorf("--format %q: want text or json", f.format))
-	}
-	if f.instances < 1 || f.callers < 1 || f.keys < 1 {
-		return demoUsageError(stderr, errors.New("--instances, --callers and --keys must be at least 1"))
-	}
-	if f.reportFile != "" && strings.HasSuffix(f.reportFile, string(os.PathSeparator)) {
-		return demoUsageError(stderr, fmt.Errorf("--report %q: want a file name", f.reportFile))
-	}
+	// go-redis logs each failed dial itself; the demo reports the one error
+	// that matters in one line, and shows go-redis's lines at debug level.
+	redis.SetLogger(debugRedisLogger{c.logger})
 
 	// With --format json, stdout carries only the JSON document.
-	progressOut := stdout
+	progressOut := c.stdout
 	if f.format == "json" {
-		progressOut = stderr
+		progressOut = c.stderr
 	}
 	terminal := isTerminal(progressOut)
-
-	// go-redis logs every failed dial on its own; the demo reports the
-	// one error that matters in one line.
-	redis.SetLogger(quietRedisLog{})
 
 	reg := prometheus.NewRegistry()
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
-		fmt.Fprintf(stderr, "cachewatch demo: --web.listen-address: %v\n", err)
-		return 2
+		return c.usageError(fmt.Errorf("--web.listen-address: %w", err))
 	}
 	srv := &http.Server{Handler: metricsMux(reg), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -103,18 +99,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	report, err := demo.Run(ctx, opts)
 	demo.EndProgress(progressOut, terminal)
-	if err != nil {
-		fmt.Fprintf(stderr, "cachewatch demo: %v\n", err)
-		switch {
-		case errors.Is(err, demo.ErrBadOptions):
-			return 2
-		case errors.Is(err, demo.ErrRedisUnreachable):
-			return exitNoRedis
+	switch {
+	case errors.Is(err, demo.ErrBadOptions):
+		return c.usageError(err)
+	case err != nil:
+		fmt.Fprintf(c.stderr, "cachewatch demo: error: %s\n", redactErr(err))
+		if errors.Is(err, demo.ErrRedisUnreachable) {
+			return exitRedisUnreachable
 		}
 		return 1
 	}
-	if err := writeDemoReport(report, f, stdout); err != nil {
-		fmt.Fprintf(stderr, "cachewatch demo: %v\n", err)
+	if err := writeDemoReport(report, f, c.stdout); err != nil {
+		fmt.Fprintf(c.stderr, "cachewatch demo: error: %s\n", err)
 		return 1
 	}
 	if f.reportFile != "" {
@@ -123,12 +119,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func demoUsageError(stderr io.Writer, err error) int {
-	fmt.Fprintf(stderr, "cachewatch demo: %v (see cachewatch demo -h)\n", err)
-	return 2
-}
-
-func writeDemoReport(r *demo.Report, f demoFlags, stdout io.Writer) error {
+func writeDemoReport(r *demo.Report, f *demoFlags, stdout io.Writer) error {
 	if f.reportFile != "" {
 		out, err := os.Create(f.reportFile)
 		if err != nil {
@@ -163,7 +154,10 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// quietRedisLog drops go-redis's internal log lines.
-type quietRedisLog struct{}
+// debugRedisLogger shows go-redis's own log lines at debug level only,
+// redacted like every other line.
+type debugRedisLogger struct{ l *slog.Logger }
 
-func (quietRedisLog) Printf(context.Context, string, ...any) {}
+func (r debugRedisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.DebugContext(ctx, redact(strings.TrimSpace(fmt.Sprintf(format, v...))), "component", "go-redis")
+}

@@ -114,7 +114,9 @@ func notBlank(file string) error {
 
 type blankError struct{ bounds image.Rectangle }
 
-func (e *blankError) Error() string { return "the report screenshot is blank (" + e.bounds.String() + ")" }
+func (e *blankError) Error() string {
+	return "the report screenshot is blank (" + e.bounds.String() + ")"
+}
 
 func between(s, from, to string) string {
 	_, after, ok := strings.Cut(s, from)

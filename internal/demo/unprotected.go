@@ -27,7 +27,7 @@ return 0`
 var releaseScript = redis.NewScript(releaseScriptSrc)
 
 // demoScripts names the hand-written release script for the hooks.
-var demoScripts = []hooks.Script{{Name: "demo_release", Src: releaseScriptSrc, Role: hooks.RoleRelease}}
+var demoScripts = []hooks.Script{{Name: "demo_release", Src: releaseScriptSrc, Role: hooks.RoleReleaseTellsExpiry}}
 
 // Tuning of the unprotected services' anti-patterns.
 const (
