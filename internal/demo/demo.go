@@ -234,6 +234,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	stopExporter()
 	rep.Exporter = exporterSummary(exp, target.embedded)
 	rep.Queries = chartQueries()
+	if target.embedded {
+		rep.Notes = append(rep.Notes, "caller latency on the embedded miniredis includes a Lua interpreter started for every "+
+			"script call the cachewatch client makes, one at a time, and this machine's load; run with --redis for latency figures")
+	}
 	return rep, nil
 }
 

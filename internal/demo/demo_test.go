@@ -189,3 +189,17 @@ func checkJSON(t *testing.T, r *Report) {
 		t.Errorf("JSON lacks the figures or their PromQL: %.300s", b)
 	}
 }
+
+// Every figure's PromQL comes from a panel of the generated dashboards; a
+// renamed panel must fail here, not leave the report without its query.
+func TestChartQueriesFindEveryPanel(t *testing.T) {
+	q := chartQueries()
+	for name, want := range figurePanels {
+		if q[name].Expr == "" {
+			t.Errorf("figure %s: no panel %q on dashboard %s", name, want.panel, want.board)
+		}
+	}
+	if !strings.Contains(q["loader_calls_cachewatch"].Expr, signals.SourceCalls.Name) {
+		t.Errorf("loader calls query %q does not read %s", q["loader_calls_cachewatch"].Expr, signals.SourceCalls.Name)
+	}
+}

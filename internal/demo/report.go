@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cachewatch/cachewatch/dashboards"
 	"github.com/cachewatch/cachewatch/exporter"
-	"github.com/cachewatch/cachewatch/signals"
 )
 
 // Phase names.
@@ -29,9 +29,11 @@ type Report struct {
 	FreshTTL           string        `json:"fresh_ttl"`
 	Phases             []PhaseReport `json:"phases"`
 	Exporter           ExporterNote  `json:"exporter"`
+	// Notes say what to keep in mind reading this run's figures.
+	Notes []string `json:"notes,omitempty"`
 	// Queries are the PromQL expressions behind the report's figures and
-	// charts, by figure name.
-	Queries map[string]string `json:"promql"`
+	// charts, by figure name, from the generated dashboards.
+	Queries map[string]Query `json:"promql"`
 }
 
 // Figure is one measured quantity: Metric as read back from the cachewatch
@@ -184,26 +186,45 @@ func missingNote(stage string, embedded bool) string {
 	return stage + ": the sampler's " + stage + " stage failed; see cachewatch_exporter_sample_errors_total"
 }
 
-// chartQueries are the PromQL expressions behind the figures, from the
-// signals catalog's names.
-func chartQueries() map[string]string {
-	rate := func(m *signals.Metric, sel string) string {
-		return fmt.Sprintf("sum(rate(%s%s[1m]))", m.Name, sel)
+// Query is the PromQL behind one figure or chart: the panel of the
+// generated dashboards that shows it, with the dashboards' variables ($job,
+// $instance, $key_group, $__rate_interval) left in.
+type Query struct {
+	Expr      string `json:"expr"`
+	Dashboard string `json:"dashboard"`
+	Panel     string `json:"panel"`
+}
+
+// figurePanels names, per figure, the dashboard panel that shows it.
+var figurePanels = map[string]struct{ board, panel string }{
+	"loader_calls_per_refresh":  {"cachewatch-contention", "Loader amplification (source calls per kept result)"},
+	"loader_calls_cachewatch":   {"cachewatch-contention", "Source calls by result"},
+	"loader_calls_unprotected":  {"cachewatch-redis", "Commands by command"},
+	"caller_latency":            {"cachewatch-redis", "Command latency p99 by command"},
+	"stale_served":              {"cachewatch-contention", "Cache lookups by result (share)"},
+	"cache_misses":              {"cachewatch-contention", "Cache lookups by result (share)"},
+	"first_try_lock_contention": {"cachewatch-contention", "Contention rate (busy first attempts / first attempts)"},
+	"locks_lost":                {"cachewatch-contention", "Lost locks by reason"},
+	"write_skew_prevented":      {"cachewatch-contention", "Write skew and refused stale writes"},
+	"miss_bursts":               {"cachewatch-contention", "Miss bursts"},
+	"exporter_lock_state":       {"cachewatch-keyspace", "Locks held"},
+	"exporter_expiry_sync":      {"cachewatch-keyspace", "Expiry synchronisation per key group"},
+}
+
+// chartQueries finds each figure's panel in the generated dashboards and
+// takes its first query.
+func chartQueries() map[string]Query {
+	out := map[string]Query{}
+	all := dashboards.Queries()
+	for name, want := range figurePanels {
+		for _, q := range all {
+			if q.Board == want.board && q.Panel == want.panel {
+				out[name] = Query{Expr: q.Expr, Dashboard: q.Board, Panel: q.Panel}
+				break
+			}
+		}
 	}
-	return map[string]string{
-		"loader_calls_unprotected": rate(signals.CommandDuration, `{command="setex"}`),
-		"loader_calls_cachewatch":  rate(signals.SourceCalls, `{result!="rejected"}`),
-		"caller_latency": fmt.Sprintf(`histogram_quantile(0.99, sum by (le) (rate(%s_bucket[1m])))`,
-			signals.CommandDuration.Name),
-		"stale_served": rate(signals.CacheLookups, `{result="stale"}`),
-		"fallbacks":    rate(signals.CacheLookups, `{result="fallback"}`),
-		"cache_misses": rate(signals.CacheLookups, `{result="miss"}`),
-		"first_try_lock_contention": rate(signals.LockAttempts, `{attempt="first",result="busy"}`) + " / " +
-			rate(signals.LockAttempts, `{attempt="first"}`),
-		"locks_lost":           rate(signals.LocksLost, ""),
-		"write_skew_prevented": rate(signals.WriteSkew, ""),
-		"miss_bursts":          fmt.Sprintf("sum(increase(%s[5m]))", signals.MissBursts.Name),
-	}
+	return out
 }
 
 // WriteText prints the side-by-side report.
@@ -255,6 +276,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "\n%s: %d requests, %d refreshes in %.0fs", p.Name, p.Requests, p.Refreshes, p.Seconds)
 	}
 	b.WriteString("\n")
+	for _, n := range r.Notes {
+		b.WriteString("\nnote: " + n + "\n")
+	}
 	if len(r.Exporter.Missing) > 0 {
 		b.WriteString("\nexporter: sampled " + fmt.Sprint(r.Exporter.KeysScanned) + " keys; not available here:\n")
 		for _, m := range r.Exporter.Missing {
