@@ -1,0 +1,274 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// Bounds of the waits. Generous on purpose: CI runs this on a busy 2-core
+// machine. They bound polls; nothing is asserted on time.
+const (
+	dataTimeout  = 4 * time.Minute
+	alertTimeout = 4 * time.Minute
+	pollEvery    = 2 * time.Second
+)
+
+// Job names of the two scrape targets.
+const (
+	appJob      = "cachewatch-app"
+	exporterJob = "cachewatch-exporter"
+)
+
+// dashboardVars stands in for Grafana's template variables: every job,
+// instance and key group; a rate window of several 1s scrapes.
+var dashboardVars = strings.NewReplacer(
+	"${__rate_interval}", "15s", "$__rate_interval", "15s",
+	"${__interval}", "5s", "$__interval", "5s",
+	"${job}", ".+", "$job", ".+",
+	"${instance}", ".+", "$instance", ".+",
+	"${key_group}", ".+", "$key_group", ".+",
+)
+
+// leftoverVar finds a template variable the replacer did not know.
+var leftoverVar = regexp.MustCompile(`\$\{?[A-Za-z_]`)
+
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts Redis, Prometheus and Alertmanager and runs for about a minute; skipped with -short")
+	}
+	began := time.Now()
+	bins := findBinaries(t)
+	ctx := context.Background()
+
+	// Redis, the traffic against it, and the exporter sampling it plus a
+	// node where nothing answers (exporter errors, up 0).
+	redis := redistest.Start(t)
+	deadPort, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := loopback(deadPort)
+	traffic, appAddr := startTraffic(t, redis.Addr, dead)
+	exp, expAddr := startExporter(t, redis.Addr, dead)
+
+	// Alertmanager delivering to the test's webhook, Prometheus loading
+	// the generated rules.
+	hook := startWebhook(t)
+	am, amAddr := startAlertmanager(t, bins.alertmanager, hook.srv.URL)
+	rules := writeRules(t, t.TempDir())
+	prom, api := startPrometheus(t, bins.prometheus, rules, amAddr, []scrapeJob{
+		{name: appJob, targets: []string{appAddr}},
+		{name: exporterJob, targets: []string{expAddr}},
+	})
+	t.Logf("stack up after %v: redis %s, traffic %s, exporter %s, alertmanager %s", time.Since(began).Round(time.Millisecond), redis.Addr, appAddr, expAddr, amAddr)
+	defer func() {
+		for _, p := range []*process{exp, am, prom} {
+			p.alive(t)
+		}
+		t.Logf("e2e: elapsed %v", time.Since(began).Round(time.Millisecond))
+	}()
+
+	panels := dashboardQueries()
+	loaded := loadedRules(t, api)
+
+	t.Run("expressions parse", func(t *testing.T) {
+		var exprs []string
+		for _, p := range panels {
+			exprs = append(exprs, panelExpr(t, p))
+		}
+		for _, r := range loaded {
+			exprs = append(exprs, r.expr)
+		}
+		for _, e := range exprs {
+			if _, err := query(ctx, api, e); err != nil {
+				if isParseError(err) {
+					t.Errorf("Prometheus cannot parse %q: %v", e, err)
+				} else {
+					t.Errorf("query %q: %v", e, err)
+				}
+			}
+		}
+	})
+
+	waitTargetsUp(t, ctx, api)
+
+	// The alert is caused on purpose: first it must not be firing.
+	alertQuery := fmt.Sprintf(`ALERTS{alertname=%q}`, locksWithoutTTLAlert)
+	if n, err := query(ctx, api, alertQuery); err != nil || n != 0 {
+		t.Fatalf("%s before any lock without TTL exists: %d series, err %v", alertQuery, n, err)
+	}
+	if err := traffic.raw.Set(ctx, stuckLock, "crashed-owner", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	caused := time.Now()
+
+	t.Run("every panel query returns series", func(t *testing.T) {
+		waitForSeries(t, ctx, api, "panel", panelNames(t, panels))
+	})
+	t.Run("every recording rule produces series", func(t *testing.T) {
+		recs := map[string]string{}
+		for _, r := range loaded {
+			if r.record {
+				recs["recording rule "+r.name] = r.name
+			}
+		}
+		if len(recs) == 0 {
+			t.Fatal("the rule file has no recording rules")
+		}
+		waitForSeries(t, ctx, api, "recording rule", recs)
+	})
+	t.Run("alert delivered to the webhook", func(t *testing.T) {
+		var got webhookAlert
+		err := poll(ctx, alertTimeout, time.Second, func() error {
+			var ok bool
+			if got, ok = hook.find(locksWithoutTTLAlert); !ok {
+				return fmt.Errorf("no firing %s delivered", locksWithoutTTLAlert)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s delivered %v after the lock without TTL was written: labels %v", locksWithoutTTLAlert,
+			got.received.Sub(caused).Round(time.Millisecond), got.Labels)
+		if got.Labels["key_group"] != stuckLockGroup {
+			t.Errorf("key_group = %q, want %q", got.Labels["key_group"], stuckLockGroup)
+		}
+		if got.Labels["severity"] == "" {
+			t.Error("no severity label")
+		}
+		if u := got.Annotations["runbook_url"]; !strings.Contains(u, "docs/runbooks.md#") {
+			t.Errorf("runbook_url = %q, want a link into docs/runbooks.md", u)
+		}
+		for _, a := range []string{"summary", "description"} {
+			if got.Annotations[a] == "" {
+				t.Errorf("no %s annotation", a)
+			}
+		}
+	})
+}
+
+// startExporter builds cachewatch and runs `cachewatch exporter` on the live
+// Redis and a dead address, sampling every second, with the traffic's queues.
+// Its key budget is below the keyspace's size, so passes span samples.
+func startExporter(t *testing.T, live, dead string) (*process, string) {
+	t.Helper()
+	bin := buildCachewatch(t, t.TempDir())
+	p, port := startOnFreePort(t, "exporter", bin, func(port int) []string {
+		return []string{"exporter",
+			"--redis.addr=" + live, "--redis.addr=" + dead, "--redis.mode=standalone",
+			"--web.listen-address=" + loopback(port),
+			"--sample.interval=1s", "--sample.max-keys=200", "--locks.long-held=2s", "--server.miss-burst=3",
+			"--queue=" + streamQueue, "--queue=" + listQueue, "--queue=" + delayedQueue,
+			"--log.level=error",
+		}
+	}, func(port int) error { return httpOK("http://" + loopback(port) + "/metrics") })
+	return p, loopback(port)
+}
+
+// loadedRule is a rule as Prometheus loaded it.
+type loadedRule struct {
+	name, expr string
+	record     bool
+}
+
+// loadedRules returns the rules Prometheus loaded from the rule file, failing
+// t if one is unhealthy or there are none.
+func loadedRules(t *testing.T, api promv1.API) []loadedRule {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := api.Rules(ctx, nil)
+	if err != nil {
+		t.Fatalf("rules API: %v", err)
+	}
+	var out []loadedRule
+	for _, g := range res.Groups {
+		for _, r := range g.Rules {
+			switch r := r.(type) {
+			case promv1.RecordingRule:
+				out = append(out, loadedRule{name: r.Name, expr: r.Query, record: true})
+			case promv1.AlertingRule:
+				out = append(out, loadedRule{name: r.Name, expr: r.Query})
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("Prometheus loaded no rules")
+	}
+	return out
+}
+
+// panelExpr is a panel's query with the dashboard variables filled in.
+func panelExpr(t *testing.T, p panelQuery) string {
+	e := dashboardVars.Replace(p.Expr)
+	if v := leftoverVar.FindString(e); v != "" {
+		t.Errorf("%s / %s: unknown dashboard variable %q in %q", p.Board, p.Panel, v, p.Expr)
+	}
+	return e
+}
+
+func panelNames(t *testing.T, panels []panelQuery) map[string]string {
+	out := map[string]string{}
+	for i, p := range panels {
+		out[fmt.Sprintf("%s / %s [%d]", p.Board, p.Panel, i)] = panelExpr(t, p)
+	}
+	return out
+}
+
+// waitForSeries polls until every query (by description) returns at least
+// one series, then fails t naming those that never did.
+func waitForSeries(t *testing.T, ctx context.Context, api promv1.API, what string, queries map[string]string) {
+	t.Helper()
+	pending := map[string]string{}
+	for k, v := range queries {
+		pending[k] = v
+	}
+	err := poll(ctx, dataTimeout, pollEvery, func() error {
+		for desc, q := range pending {
+			if n, err := query(ctx, api, q); err == nil && n > 0 {
+				delete(pending, desc)
+			}
+		}
+		if len(pending) > 0 {
+			return fmt.Errorf("%d of %d %s queries return no series", len(pending), len(queries), what)
+		}
+		return nil
+	})
+	if err == nil {
+		return
+	}
+	var names []string
+	for desc, q := range pending {
+		names = append(names, fmt.Sprintf("%s: %s", desc, q))
+	}
+	sort.Strings(names)
+	t.Errorf("%v:\n  %s", err, strings.Join(names, "\n  "))
+}
+
+// waitTargetsUp waits until Prometheus has scraped both targets successfully.
+func waitTargetsUp(t *testing.T, ctx context.Context, api promv1.API) {
+	t.Helper()
+	err := poll(ctx, dataTimeout, time.Second, func() error {
+		n, err := query(ctx, api, `up == 1`)
+		if err != nil {
+			return err
+		}
+		if n < 2 {
+			return fmt.Errorf("%d of 2 targets up", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
