@@ -233,6 +233,7 @@ func waitForSeries(t *testing.T, ctx context.Context, api promv1.API, what strin
 	for k, v := range queries {
 		pending[k] = v
 	}
+	start := time.Now()
 	err := poll(ctx, dataTimeout, pollEvery, func() error {
 		for desc, q := range pending {
 			if n, err := query(ctx, api, q); err == nil && n > 0 {
@@ -245,6 +246,7 @@ func waitForSeries(t *testing.T, ctx context.Context, api promv1.API, what strin
 		return nil
 	})
 	if err == nil {
+		t.Logf("all %d %s queries returned series after %v", len(queries), what, time.Since(start).Round(time.Millisecond))
 		return
 	}
 	var names []string
