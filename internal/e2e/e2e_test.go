@@ -17,8 +17,9 @@ import (
 // Bounds of the waits. Generous on purpose: CI runs this on a busy 2-core
 // machine. They bound polls; nothing is asserted on time.
 const (
-	dataTimeout  = 4 * time.Minute
-	alertTimeout = 4 * time.Minute
+	dataTimeout = 4 * time.Minute
+	// alertTimeout counts from the moment the alert is caused.
+	alertTimeout = 5 * time.Minute
 	pollEvery    = 2 * time.Second
 )
 
@@ -114,6 +115,9 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("every panel query returns series", func(t *testing.T) {
 		waitForSeries(t, ctx, api, "panel", panelNames(t, panels))
 	})
+	t.Run("the signals report what the traffic did", func(t *testing.T) {
+		waitForSeries(t, ctx, api, "traffic", happened(dead))
+	})
 	t.Run("every recording rule produces series", func(t *testing.T) {
 		recs := map[string]string{}
 		for _, r := range loaded {
@@ -128,7 +132,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 	t.Run("alert delivered to the webhook", func(t *testing.T) {
 		var got webhookAlert
-		err := poll(ctx, alertTimeout, time.Second, func() error {
+		err := poll(ctx, time.Until(caused.Add(alertTimeout)), time.Second, func() error {
 			var ok bool
 			if got, ok = hook.find(locksWithoutTTLAlert); !ok {
 				return fmt.Errorf("no firing %s delivered", locksWithoutTTLAlert)

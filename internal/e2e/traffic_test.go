@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -19,6 +21,10 @@ import (
 	"github.com/cachewatch/cachewatch/hooks"
 	"github.com/cachewatch/cachewatch/instrument"
 )
+
+// liveTimeout bounds the caches' Redis round trips on the live Redis: long
+// enough that a loaded 2-core machine does not open their breakers.
+const liveTimeout = 2 * time.Second
 
 // Keys and queues the traffic uses; the exporter is told about the queues.
 const (
@@ -118,15 +124,18 @@ func (tr *traffic) clients() {
 	tr.pool = hooked("pool", &redis.Options{Addr: tr.addr, PoolSize: 2, PoolTimeout: 20 * time.Millisecond,
 		ReadTimeout: 2 * time.Second})
 
+	// The client's warnings (Redis timeouts on a loaded machine) would drown
+	// the test's output; the metrics report them.
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var err error
-	if tr.cw, err = instrument.New(tr.app, instrument.Options{Registerer: tr.reg, Name: "app"}); err != nil {
+	if tr.cw, err = instrument.New(tr.app, instrument.Options{Registerer: tr.reg, Name: "app", Logger: quiet}); err != nil {
 		t.Fatalf("instrument.New: %v", err)
 	}
 	// A client of a Redis that does not answer: every Fetch falls back to
 	// the source behind the circuit breaker.
 	deadRDB := redis.NewClient(&redis.Options{Addr: tr.dead, MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
 	t.Cleanup(func() { _ = deadRDB.Close() })
-	if tr.cwDead, err = instrument.New(deadRDB, instrument.Options{Registerer: tr.reg, Name: "unreachable"}); err != nil {
+	if tr.cwDead, err = instrument.New(deadRDB, instrument.Options{Registerer: tr.reg, Name: "unreachable", Logger: quiet}); err != nil {
 		t.Fatalf("instrument.New (unreachable): %v", err)
 	}
 }
@@ -218,7 +227,7 @@ func (tr *traffic) cacheReads(name string) func(context.Context) {
 }
 
 func (tr *traffic) readProducts(ctx context.Context, name string) {
-	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: 300 * time.Millisecond, HardTTL: time.Hour, Name: name})
+	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: 300 * time.Millisecond, HardTTL: time.Hour, Name: name, RedisTimeout: liveTimeout})
 	defer ca.Close()
 	n := 0
 	every(ctx, 15*time.Millisecond, func(ctx context.Context) {
@@ -241,7 +250,7 @@ func (tr *traffic) readProducts(ctx context.Context, name string) {
 // are served stale while every refresh fails (stale-forever).
 func (tr *traffic) failingRefreshes(ctx context.Context) {
 	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: 200 * time.Millisecond, HardTTL: time.Hour,
-		FailureHoldoff: 100 * time.Millisecond, Name: "prices"})
+		FailureHoldoff: 100 * time.Millisecond, Name: "prices", RedisTimeout: liveTimeout})
 	defer ca.Close()
 	loaded := map[string]bool{}
 	every(ctx, 50*time.Millisecond, func(ctx context.Context) {
@@ -263,13 +272,14 @@ func (tr *traffic) failingRefreshes(ctx context.Context) {
 // longer) while the source fails, which cachewatch refuses to serve.
 func (tr *traffic) hardTTL(ctx context.Context) {
 	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: 50 * time.Millisecond, HardTTL: 100 * time.Millisecond,
-		FailureHoldoff: -1, LocalCopies: -1, Name: "quotes"})
+		FailureHoldoff: -1, LocalCopies: -1, Name: "quotes", RedisTimeout: liveTimeout})
 	defer ca.Close()
 	n := 0
 	every(ctx, 400*time.Millisecond, func(ctx context.Context) {
 		n++
+		succeed := n%3 == 1 // read once here: a background refresh may call the loader later
 		_, _ = ca.Fetch(ctx, "quote:1", func(context.Context) (string, error) {
-			if n%3 == 1 {
+			if succeed {
 				return "q", nil
 			}
 			return "", errors.New("quote source down")
@@ -281,7 +291,7 @@ func (tr *traffic) hardTTL(ctx context.Context) {
 // threshold.
 func (tr *traffic) missBursts(ctx context.Context) {
 	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: time.Second, HardTTL: 2 * time.Second,
-		BurstWindow: time.Second, BurstThreshold: 5, Name: "search"})
+		BurstWindow: time.Second, BurstThreshold: 5, Name: "search", RedisTimeout: liveTimeout})
 	defer ca.Close()
 	n := 0
 	every(ctx, 40*time.Millisecond, func(ctx context.Context) {
@@ -293,7 +303,7 @@ func (tr *traffic) missBursts(ctx context.Context) {
 // staleWrites: a key invalidated while its load runs; the loaded value must
 // not be stored. Also idempotency checks, first and duplicate.
 func (tr *traffic) staleWrites(ctx context.Context) {
-	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: time.Minute, Name: "drafts"})
+	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: time.Minute, Name: "drafts", RedisTimeout: liveTimeout})
 	defer ca.Close()
 	n := 0
 	every(ctx, 300*time.Millisecond, func(ctx context.Context) {
@@ -441,5 +451,52 @@ func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+	}
+}
+
+// happened lists, per thing the traffic and the seeded keyspace cause, a
+// query that returns series only once Prometheus has seen it happen (a
+// counter above 0, a gauge at its expected value). A panel query can return
+// series that are all 0; these prove the signals report what the traffic
+// really did. dead is the exporter's unreachable node.
+func happened(dead string) map[string]string {
+	return map[string]string{
+		"instrument: busy first lock attempts":     `sum(cachewatch_lock_attempts_total{key_group="lock:orders:*", attempt="first", result="busy"}) > 0`,
+		"instrument: retries after backoff":        `sum(cachewatch_retries_total{key_group="lock:orders:*"}) > 0`,
+		"instrument: locks lost (expired)":         `sum(cachewatch_locks_lost_total{key_group="lock:report:*"}) > 0`,
+		"instrument: lease renewals":               `sum(cachewatch_lock_renewals_total{key_group="lock:batch:*", result="renewed"}) > 0`,
+		"instrument: hits":                         `sum(cachewatch_cache_lookups_total{key_group="product:*", result="hit"}) > 0`,
+		"instrument: stale serves":                 `sum(cachewatch_cache_lookups_total{key_group="product:*", result="stale"}) > 0`,
+		"instrument: coalesced callers":            `sum(cachewatch_cache_lookups_total{key_group="product:*", result="coalesced"}) > 0`,
+		"instrument: fallback loads, Redis down":   `sum(cachewatch_cache_lookups_total{key_group="profile:*", result="fallback"}) > 0`,
+		"instrument: circuit breaker opened":       `max_over_time(cachewatch_circuit_breaker_state{name="unreachable"}[10m]) == 2`,
+		"instrument: refresh failures":             `sum(cachewatch_cache_refresh_failures_total{key_group="price:*"}) > 0`,
+		"instrument: consecutive refresh failures": `max_over_time(cachewatch_cache_refresh_consecutive_failures{key_group="price:*"}[10m]) > 1`,
+		"instrument: hard-TTL refusals":            `sum(cachewatch_cache_hard_ttl_expired_total{key_group="quote:*"}) > 0`,
+		"instrument: miss bursts":                  `sum(cachewatch_cache_miss_bursts_total{job="` + appJob + `", key_group="search:*"}) > 0`,
+		"instrument: write skew":                   `sum(cachewatch_write_skew_total{key_group="account:*"}) > 0`,
+		"instrument: duplicate recomputes":         `sum(cachewatch_duplicate_recompute_total{key_group="account:*"}) > 0`,
+		"instrument: duplicate idempotency keys":   `sum(cachewatch_idempotency_checks_total{key_group="idem:*", result="duplicate"}) > 0`,
+		"instrument: invalidated keys":             `sum(cachewatch_cache_invalidated_keys_total{key_group="product:*"}) > 0`,
+		"hook: busy lock attempts on the wire":     `sum(cachewatch_lock_attempts_total{key_group="lock:legacy:*", result="busy"}) > 0`,
+		"hook: release by another owner":           `sum(cachewatch_locks_lost_total{key_group="lock:legacy:*"}) > 0`,
+		"hook: GET misses":                         `sum(cachewatch_cache_lookups_total{key_group="cache:legacy:*", result="miss"}) > 0`,
+		"hook: miss bursts":                        `sum(cachewatch_cache_miss_bursts_total{key_group="cache:missing:*"}) > 0`,
+		"hook: named script timed":                 `sum(cachewatch_redis_script_duration_seconds_count{client="raw", script="release"}) > 0`,
+		"hook: NOSCRIPT":                           `sum(cachewatch_redis_script_noscript_total{client="raw", script="release"}) > 0`,
+		"hook: WRONGTYPE errors":                   `sum(cachewatch_redis_command_errors_total{client="raw", command="lpush"}) > 0`,
+		"hook: pool timeouts (starvation)":         `sum(cachewatch_redis_pool_timeouts_total{client="pool"}) > 0`,
+		"hook: pipelines and transactions":         `count(cachewatch_redis_pipeline_duration_seconds_count{client="raw"} > 0) == 2`,
+		"exporter: the lock without TTL":           `max(cachewatch_exporter_locks_without_ttl{key_group="` + stuckLockGroup + `"}) == 1`,
+		"exporter: long-held locks":                `max(cachewatch_exporter_locks_long_held{key_group="lock:nightly:*"}) == 1`,
+		"exporter: keys without TTL":               `max(cachewatch_exporter_keys_without_ttl{key_group="config:*"}) == 20`,
+		"exporter: synchronised expiry":            `max(cachewatch_exporter_expiry_synchronisation{key_group="session:*"}) > 10`,
+		"exporter: truncated samples":              `sum(cachewatch_exporter_sample_truncated_total) > 0`,
+		"exporter: complete scan passes":           `sum(cachewatch_exporter_scan_cycles_total) > 0`,
+		"exporter: server miss bursts":             `sum(cachewatch_exporter_server_miss_bursts_total) > 0`,
+		"exporter: stream pending":                 `max(cachewatch_exporter_stream_group_pending{queue="` + streamQueue + `", group="` + streamGroup + `"}) > 0`,
+		"exporter: overdue delayed jobs":           `max(cachewatch_exporter_queue_oldest_age_seconds{queue="` + delayedQueue + `"}) > 30`,
+		"exporter: unreachable node down":          `max(cachewatch_exporter_up{node="` + dead + `"}) == 0`,
+		"exporter: connect errors":                 `sum(cachewatch_exporter_sample_errors_total{node="` + dead + `", stage="connect"}) > 0`,
 	}
 }
