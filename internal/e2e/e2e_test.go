@@ -11,6 +11,7 @@ import (
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 
+	"github.com/cachewatch/cachewatch/dashboards"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -78,7 +79,10 @@ func TestEndToEnd(t *testing.T) {
 		t.Logf("e2e: elapsed %v", time.Since(began).Round(time.Millisecond))
 	}()
 
-	panels := dashboardQueries()
+	panels := dashboards.Queries()
+	if len(panels) == 0 {
+		t.Fatal("dashboards.Queries() is empty")
+	}
 	loaded := loadedRules(t, api)
 
 	t.Run("expressions parse", func(t *testing.T) {
@@ -213,7 +217,7 @@ func loadedRules(t *testing.T, api promv1.API) []loadedRule {
 }
 
 // panelExpr is a panel's query with the dashboard variables filled in.
-func panelExpr(t *testing.T, p panelQuery) string {
+func panelExpr(t *testing.T, p dashboards.Query) string {
 	e := dashboardVars.Replace(p.Expr)
 	if v := leftoverVar.FindString(e); v != "" {
 		t.Errorf("%s / %s: unknown dashboard variable %q in %q", p.Board, p.Panel, v, p.Expr)
@@ -221,7 +225,7 @@ func panelExpr(t *testing.T, p panelQuery) string {
 	return e
 }
 
-func panelNames(t *testing.T, panels []panelQuery) map[string]string {
+func panelNames(t *testing.T, panels []dashboards.Query) map[string]string {
 	out := map[string]string{}
 	for i, p := range panels {
 		out[fmt.Sprintf("%s / %s [%d]", p.Board, p.Panel, i)] = panelExpr(t, p)

@@ -1,39 +1,14 @@
 package e2e
 
-// STAND-IN, to be deleted when dashboards/ and alerts/ land on main: one
-// query per catalog metric in the dashboards' style, and a tiny rule file.
+// STAND-IN, to be deleted when alerts/ lands on main: a tiny rule file.
 
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
-
-	"github.com/cachewatch/cachewatch/signals"
 )
 
-type panelQuery struct{ Board, Panel, Expr string }
-
-func dashboardQueries() []panelQuery {
-	var out []panelQuery
-	for _, m := range signals.All() {
-		sel := `job=~"$job", instance=~"$instance"`
-		if slices.Contains(m.LabelNames(), "key_group") {
-			sel += `, key_group=~"$key_group"`
-		}
-		var expr string
-		switch m.Kind {
-		case signals.Counter:
-			expr = `sum by (job) (rate(` + m.Name + `{` + sel + `}[$__rate_interval]))`
-		case signals.Gauge:
-			expr = `max by (job) (` + m.Name + `{` + sel + `})`
-		case signals.Histogram:
-			expr = `histogram_quantile(0.99, sum by (le) (rate(` + m.Name + `_bucket{` + sel + `}[$__rate_interval])))`
-		}
-		out = append(out, panelQuery{Board: "standin", Panel: m.Name, Expr: expr})
-	}
-	return out
-}
+var devRules string
 
 const standinRules = `groups:
 - name: cachewatch-standin
@@ -55,8 +30,15 @@ const locksWithoutTTLAlert = "CachewatchLocksWithoutTTL"
 
 func writeRules(t *testing.T, dir string) string {
 	p := filepath.Join(dir, "rules.yml")
-	if err := os.WriteFile(p, []byte(standinRules), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(rulesText()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+func rulesText() string {
+	if devRules != "" {
+		return devRules
+	}
+	return standinRules
 }
