@@ -12,8 +12,10 @@
 //     A retry is an attempt with the same key and owner token as one just
 //     answered busy (lock libraries keep their token across retries); an
 //     acquisition is timed from its first attempt to its success;
-//   - lost locks: an owner-checked release answered 0 (someone else owns the
-//     lock) or -1 (it had expired), an extension answered 0;
+//   - lost locks: an owner-checked release answered -1 (expired) or 0 (another
+//     owner's, for releases whose reply tells, such as redsync's; otherwise
+//     expired_or_not_owner, as bsm/redislock's answers 0 for both), an
+//     extension answered 0 (renew_failed);
 //   - cache lookups: GET, GETEX, HGET, MGET and HMGET replies, nil being a
 //     miss, per key group, with miss-burst detection.
 //
@@ -24,8 +26,9 @@
 // the most requested and most contended keys for a debug handler.
 //
 // Keys only ever appear as key groups (package keygroup). Commands sent by
-// cachewatch's own instrumented client are timed but their lock and cache
-// outcomes are left to that client, which knows more than the wire shows.
+// cachewatch's own instrumented client and its Redlock adapter
+// (instrument/redlock) are timed but their lock and cache outcomes are left
+// to them, as they know more than the wire shows.
 //
 // Add the hook once per client. On a ClusterClient add it to the cluster
 // client itself, not to the node clients in OnNewNode as well: each command
@@ -77,7 +80,8 @@ type Options struct {
 	// share a registry: they share the collectors.
 	Registerer prometheus.Registerer
 	// Name is the client label of the command, script and pool metrics
-	// (default "default"). Give each hooked client on a registry its own.
+	// (default "default"). Each hook on a registry needs its own: New fails
+	// with ErrNameTaken for a Name another hook on the registry has.
 	Name string
 	// KeyGroups maps keys to key groups. nil means a classifier built from
 	// KeyGroupRules with the default derivation and cap.
@@ -112,8 +116,8 @@ type Options struct {
 }
 
 // Hook is a go-redis v9 hook (redis.Hook). It is safe for concurrent use and
-// may be added to several clients (give each its own Name if they must be
-// told apart).
+// may be added to several clients, which then share its series; to tell
+// clients apart, give each its own hook and Name.
 type Hook struct {
 	signals Signals
 	groups  *keygroup.Classifier
@@ -155,6 +159,9 @@ func New(opts Options) (*Hook, error) {
 		tracing: newTracing(opts.TracerProvider, opts.ServerAddress)}
 	if h.signals == 0 {
 		h.signals = AllSignals
+	}
+	if err := claimName(reg, name); err != nil {
+		return nil, err
 	}
 	v, err := h.register(reg)
 	if err != nil {
@@ -342,7 +349,7 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		end := monotonic()
 		// The hook sees the reply's error as next's result: go-redis sets
 		// cmd.Err() only after the hook chain returns.
-		f := finished{cmd: cmd, args: args, err: err, d: seconds(end - start), end: end, span: span}
+		f := finished{cmd: cmd, args: args, err: err, d: seconds(end - start), start: start, end: end, span: span}
 		h.observe(ctx, c, &f)
 		if span != nil {
 			endSpan(span, f.class, f.failed)
@@ -374,7 +381,7 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		anyFailed := false
 		for _, cmd := range cmds {
 			args := cmd.Args()
-			f := finished{cmd: cmd, args: args, err: cmd.Err(), d: share, end: end}
+			f := finished{cmd: cmd, args: args, err: cmd.Err(), d: share, start: start, end: end}
 			h.observe(ctx, h.command(args), &f)
 			if f.failed && !anyFailed {
 				firstClass, anyFailed = f.class, true
@@ -407,6 +414,7 @@ type finished struct {
 	class  errClass      // set by observe when failed
 	failed bool          // err is an error (a nil reply is not)
 	d      float64       // latency in seconds (a share of it, in a pipeline)
+	start  time.Duration // monotonic time when it was sent (its pipeline, in one)
 	end    time.Duration // monotonic time at the end
 	span   trace.Span    // nil without tracing, and inside pipelines
 }

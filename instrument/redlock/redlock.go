@@ -9,6 +9,12 @@
 // every attempt is counted, and classifies redsync's errors into the
 // instrument package's sentinels (instrument.ErrLockBusy, instrument.ErrRedis,
 // instrument.ErrNotOwner), so callers branch the same way on both.
+//
+// The adapter marks the commands it sends through redsync as the instrument
+// client marks its own, so a cachewatch hook on the same go-redis clients
+// times them but leaves their lock outcomes to the adapter: each attempt is
+// counted once, retries as retries. The Context of a held Mutex is not
+// marked: the guarded work's commands are the hook's to count.
 package redlock
 
 import (
@@ -28,6 +34,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/ctxsleep"
+	"github.com/cachewatch/cachewatch/internal/origin"
 	"github.com/cachewatch/cachewatch/keygroup"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -208,7 +215,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			r.retries.WithLabelValues(m.group).Inc()
 		}
 		m.ops.Lock()
-		err := m.mu.TryLockContext(ctx)
+		err := m.mu.TryLockContext(origin.Instrumented(ctx))
 		m.ops.Unlock()
 		result := classify(err)
 		r.attempts.WithLabelValues(m.group, result, which).Inc()
@@ -266,7 +273,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	defer span.End()
 	m.endHeartbeat()
 	m.ops.Lock()
-	ok, err := m.mu.UnlockContext(ctx)
+	ok, err := m.mu.UnlockContext(origin.Instrumented(ctx))
 	m.ops.Unlock()
 	m.state.Lock()
 	defer m.state.Unlock()
@@ -297,7 +304,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 func (m *Mutex) Extend(ctx context.Context) error {
 	r := m.r
 	m.ops.Lock()
-	ok, err := m.mu.ExtendContext(ctx)
+	ok, err := m.mu.ExtendContext(origin.Instrumented(ctx))
 	m.ops.Unlock()
 	switch {
 	case ok:
