@@ -65,7 +65,7 @@ func TestEndToEnd(t *testing.T) {
 	// Alertmanager delivering to the test's webhook, Prometheus loading
 	// the generated rules.
 	hook := startWebhook(t)
-	am, amAddr := startAlertmanager(t, bins.alertmanager, hook.srv.URL)
+	am, amAddr := startAlertmanager(t, bins.alertmanager, alertmanagerConfig(t, hook.srv.URL))
 	rules := writeRules(t, t.TempDir())
 	prom, api := startPrometheus(t, bins.prometheus, rules, amAddr, []scrapeJob{
 		{name: appJob, targets: []string{appAddr}},
@@ -146,8 +146,8 @@ func TestEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s delivered %v after the lock without TTL was written: labels %v", locksWithoutTTLAlert,
-			got.received.Sub(caused).Round(time.Millisecond), got.Labels)
+		t.Logf("%s delivered to receiver %s %v after the lock without TTL was written: labels %v", locksWithoutTTLAlert,
+			got.receiver, got.received.Sub(caused).Round(time.Millisecond), got.Labels)
 		if got.Labels["key_group"] != stuckLockGroup {
 			t.Errorf("key_group = %q, want %q", got.Labels["key_group"], stuckLockGroup)
 		}

@@ -25,6 +25,7 @@ type webhookAlert struct {
 	Annotations map[string]string `json:"annotations"`
 	StartsAt    time.Time         `json:"startsAt"`
 
+	receiver string    // the Alertmanager receiver that sent it
 	received time.Time // when the webhook got it
 }
 
@@ -41,8 +42,8 @@ func startWebhook(t *testing.T) *webhook {
 	w := &webhook{}
 	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		var n struct {
-			Version string         `json:"version"`
-			Alerts  []webhookAlert `json:"alerts"`
+			Receiver string         `json:"receiver"`
+			Alerts   []webhookAlert `json:"alerts"`
 		}
 		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&n) != nil {
 			http.Error(rw, "want a POSTed Alertmanager notification", http.StatusBadRequest)
@@ -51,7 +52,7 @@ func startWebhook(t *testing.T) *webhook {
 		now := time.Now()
 		w.mu.Lock()
 		for _, a := range n.Alerts {
-			a.received = now
+			a.receiver, a.received = n.Receiver, now
 			w.alerts = append(w.alerts, a)
 		}
 		w.mu.Unlock()
@@ -72,22 +73,13 @@ func (w *webhook) find(name string) (webhookAlert, bool) {
 	return webhookAlert{}, false
 }
 
-// startAlertmanager runs a real Alertmanager, clustering off, that sends
-// every alert to the webhook within about a second of receiving it.
-func startAlertmanager(t *testing.T, bin, webhookURL string) (*process, string) {
+// startAlertmanager runs a real Alertmanager, clustering off, with the
+// configuration cfg (YAML as a map).
+func startAlertmanager(t *testing.T, bin string, config map[string]any) (*process, string) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "alertmanager.yml")
-	writeJSON(t, cfg, map[string]any{
-		"route": map[string]any{
-			"receiver": "test-webhook", "group_by": []string{"alertname", "key_group"},
-			"group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h",
-		},
-		"receivers": []any{map[string]any{
-			"name":            "test-webhook",
-			"webhook_configs": []any{map[string]any{"url": webhookURL, "send_resolved": false}},
-		}},
-	})
+	writeJSON(t, cfg, config)
 	p, port := startOnFreePort(t, "alertmanager", bin, func(port int) []string {
 		return []string{
 			"--config.file=" + cfg, "--storage.path=" + filepath.Join(dir, "data"),

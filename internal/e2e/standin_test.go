@@ -42,3 +42,16 @@ func rulesText() string {
 	}
 	return standinRules
 }
+
+func alertmanagerConfig(t *testing.T, webhookURL string) map[string]any {
+	return map[string]any{
+		"route": map[string]any{
+			"receiver": "test-webhook", "group_by": []string{"alertname", "key_group"},
+			"group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h",
+		},
+		"receivers": []any{map[string]any{
+			"name":            "test-webhook",
+			"webhook_configs": []any{map[string]any{"url": webhookURL, "send_resolved": false}},
+		}},
+	}
+}
