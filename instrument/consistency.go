@@ -214,18 +214,57 @@ const invalidateBatch = 500
 // Every process's Caches are notified (pub/sub) and drop their copies of
 // these keys (CacheOptions.LocalCopies).
 func (c *Client) Invalidate(ctx context.Context, keys ...string) (int64, error) {
+	targets := make([]target, len(keys))
+	for i, k := range keys {
+		targets[i] = target{key: k, counted: []string{k}}
+	}
+	return c.invalidate(ctx, targets)
+}
+
+// invalidateStored removes what Caches store for keys (as passed to
+// Fetch): each value and its refresh lease, so that a load in flight can no
+// longer store what it read (the write script requires the lease).
+func (c *Client) invalidateStored(ctx context.Context, keys []string) (int64, error) {
+	targets := make([]target, len(keys))
+	for i, k := range keys {
+		names := keysFor(k)
+		targets[i] = target{key: k, counted: []string{names.value}, extra: []string{names.lease}}
+	}
+	return c.invalidate(ctx, targets)
+}
+
+// invalidate unlinks targets in batches and announces each batch.
+func (c *Client) invalidate(ctx context.Context, targets []target) (int64, error) {
 	var removed int64
-	for start := 0; start < len(keys); start += invalidateBatch {
-		batch := keys[start:min(start+invalidateBatch, len(keys))]
+	for start := 0; start < len(targets); start += invalidateBatch {
+		batch := targets[start:min(start+invalidateBatch, len(targets))]
 		n, err := c.unlink(ctx, c.rdb, batch, byKeys)
 		removed += n
-		c.announce(ctx, keysNotice(batch))
+		c.announce(ctx, keysNotice(counted(batch)))
 		if err != nil {
 			return removed, err
 		}
 	}
-	c.invalidated(ctx, byKeys, len(keys), removed)
+	c.invalidated(ctx, byKeys, len(targets), removed)
 	return removed, nil
+}
+
+// target is one key to invalidate: the names it is stored under (it counts
+// as removed when one of them existed) and the names removed with it
+// without being counted (a cached value's refresh lease).
+type target struct {
+	key     string // as the caller named it: its key group labels the count
+	counted []string
+	extra   []string
+}
+
+// counted returns the counted names of targets: those the notices list.
+func counted(targets []target) []string {
+	var names []string
+	for _, t := range targets {
+		names = append(names, t.counted...)
+	}
+	return names
 }
 
 // InvalidateMatch removes every key matching the SCAN pattern (glob) on
@@ -254,7 +293,7 @@ func (c *Client) InvalidateMatch(ctx context.Context, pattern string) (int64, er
 // unlinkMatching scans one node for pattern and unlinks what it finds.
 func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient, pattern string, removed *atomic.Int64) error {
 	iter := node.Scan(c.ctx(ctx), 0, pattern, invalidateBatch).Iterator()
-	batch := make([]string, 0, invalidateBatch)
+	batch := make([]target, 0, invalidateBatch)
 	flush := func() error {
 		n, err := c.unlink(ctx, node, batch, byPattern)
 		removed.Add(n)
@@ -262,7 +301,8 @@ func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient,
 		return err
 	}
 	for iter.Next(c.ctx(ctx)) {
-		if batch = append(batch, iter.Val()); len(batch) == invalidateBatch {
+		k := iter.Val()
+		if batch = append(batch, target{key: k, counted: []string{k}}); len(batch) == invalidateBatch {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -281,24 +321,32 @@ const (
 	byPattern = "pattern"
 )
 
-// unlink removes keys through rdb in one pipeline of single-key UNLINKs and
-// counts the keys removed, per key group.
-func (c *Client) unlink(ctx context.Context, rdb redis.UniversalClient, keys []string, by string) (int64, error) {
-	if len(keys) == 0 {
+// unlink removes targets through rdb in one pipeline of single-key UNLINKs
+// and counts the targets removed, per key group.
+func (c *Client) unlink(ctx context.Context, rdb redis.UniversalClient, targets []target, by string) (int64, error) {
+	if len(targets) == 0 {
 		return 0, nil
 	}
-	cmds := make([]*redis.IntCmd, len(keys))
+	cmds := make([][]*redis.IntCmd, len(targets))
 	_, err := rdb.Pipelined(c.ctx(ctx), func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.Unlink(c.ctx(ctx), k)
+		for i, t := range targets {
+			for _, name := range t.counted {
+				cmds[i] = append(cmds[i], p.Unlink(c.ctx(ctx), name))
+			}
+			for _, name := range t.extra {
+				p.Unlink(c.ctx(ctx), name)
+			}
 		}
 		return nil
 	})
 	var n int64
-	for i, cmd := range cmds {
-		if cmd.Val() > 0 {
-			n++
-			c.m.invalidated.WithLabelValues(c.group(keys[i]), by).Inc()
+	for i, t := range targets {
+		for _, cmd := range cmds[i] {
+			if cmd.Val() > 0 {
+				n++
+				c.m.invalidated.WithLabelValues(c.group(t.key), by).Inc()
+				break
+			}
 		}
 	}
 	if err != nil {

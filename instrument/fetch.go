@@ -53,7 +53,9 @@ type CacheOptions struct {
 	Beta float64
 	// LeaseTTL bounds one load: the refresh lease expires after it, and
 	// callers waiting on another process's load try to take over after it
-	// (default 10s).
+	// (default 10s). A load is stored only while its lease holds: one that
+	// outlives LeaseTTL, or that an Invalidate overtook, is returned to its
+	// callers but not stored (cachewatch_cache_stale_writes_refused_total).
 	LeaseTTL time.Duration
 	// FailureHoldoff is how long a failed load keeps the lease, so a failing
 	// source is retried once per hold-off instead of by every caller
@@ -205,17 +207,17 @@ func (ca *Cache[T]) Close() error {
 	return ca.notify.close()
 }
 
-// Invalidate removes keys from the cache — their stored values, by UNLINK
-// (Client.Invalidate) — and drops the copies of them (LocalCopies) of this
-// process at once and of the other processes' Caches when the pub/sub
-// notice reaches them, so that the next Fetch of each loads it again. It
-// returns how many were stored.
+// Invalidate removes keys from the cache — their stored values and
+// refresh leases, by UNLINK — and drops the copies of them (LocalCopies) of
+// this process at once and of the other processes' Caches when the pub/sub
+// notice reaches them, so that the next Fetch of each loads it again.
+// Removing the lease also voids every load of those keys in flight, in any
+// process: such a load may have read the source before the change that
+// prompted the invalidation, so its result is returned to its callers but
+// not stored (cachewatch_cache_stale_writes_refused_total). It returns how
+// many keys had a stored value.
 func (ca *Cache[T]) Invalidate(ctx context.Context, keys ...string) (int64, error) {
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = keysFor(k).value
-	}
-	n, err := ca.c.Invalidate(ctx, names...)
+	n, err := ca.c.invalidateStored(ctx, keys)
 	for _, k := range keys {
 		ca.local.drop(k)
 	}
@@ -732,15 +734,26 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	// Keep the key a little past its hard TTL, so a lookup can tell "too
 	// old" (counted, refused) from "never cached".
 	expire := hard + max(hard/10, time.Second)
-	_, err := ca.deg.call(ctx, "fetch write", func(rctx context.Context) ([]any, error) {
-		err := luascript.FetchWrite.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
+	res, err := ca.deg.call(ctx, "fetch write", func(rctx context.Context) ([]any, error) {
+		n, err := luascript.FetchWrite.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
 			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), took.Milliseconds(), neg,
-			expire.Milliseconds(), k.channel).Err()
-		return nil, err
+			expire.Milliseconds(), k.channel).Int64()
+		return []any{n}, err
 	})
 	if err != nil {
 		span.RecordError(err)
 		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
+		return
+	}
+	if res[0] != int64(1) {
+		// The key was invalidated, or the lease ran out and may have passed
+		// to another loader, while this load ran: what it read may be older
+		// than what came after, so it is not stored (the callers of this
+		// load still get it).
+		ca.c.m.staleWritesRefused.WithLabelValues(group).Inc()
+		span.AddEvent("stale write refused")
+		ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch", slog.String("key_group", group),
+			slog.String("key", key), slog.String("outcome", "stale_write_refused"))
 		return
 	}
 	span.AddEvent("written")
