@@ -177,13 +177,13 @@ type Cache[T any] struct {
 	// groupM caches per-group metric handles; bounded like the groups.
 	groupsMu sync.RWMutex
 	groupM   map[string]*groupMetrics
-	bg       sync.WaitGroup // background refreshes, awaited by Close
+	bg       *background // every goroutine the Cache starts, ended by Close
 }
 
 // NewCache returns a Cache over c's Redis client.
 func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 	o := opts.withDefaults(c.name)
-	ca := &Cache[T]{c: c, o: o, notify: newNotifier(c.rdb, c.ctx), deg: newDegraded(c.rdb, o.Name, o, c.m)}
+	ca := &Cache[T]{c: c, o: o, notify: newNotifier(c.rdb, c.ctx), deg: newDegraded(c.rdb, o.Name, o, c.m), bg: newBackground()}
 	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.now,
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]failureRun{}
@@ -195,12 +195,20 @@ func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 	return ca
 }
 
-// Close waits for background refreshes to finish and closes the wake-up
-// subscription and the Cache's share of the Client's invalidation
-// subscription. Fetch still works after Close, polling instead (and its
-// copies no longer hear of other processes' invalidations).
+// Close stops the Cache's background work and returns once every
+// goroutine it started has ended: it waits for the lookups and refreshes
+// in flight (each bounded by LeaseTTL), ends the waits of orphan-lease
+// releases after one last attempt, and closes the wake-up subscription and
+// the Cache's share of the Client's invalidation subscription. It is safe
+// at any time, concurrently with Fetch, and more than once.
+//
+// Fetch still works after Close, without background work: each lookup
+// runs on its caller's goroutine, bounded by its context, a stale value is
+// served without a refresh (the lease is given back at once for another process to take),
+// waiters poll, and the process's copies no longer hear of other
+// processes' invalidations.
 func (ca *Cache[T]) Close() error {
-	ca.bg.Wait()
+	ca.bg.close()
 	if ca.unlisten != nil {
 		ca.unlisten()
 	}
@@ -317,8 +325,8 @@ func (ca *Cache[T]) fly(ctx context.Context, span trace.Span, f *flight[T], key 
 	// The flight's events go to the leader's span, even when no span was
 	// started (nothing records) and ctx carries the caller's own.
 	fctx := trace.ContextWithSpan(withCallerDeadline(context.WithoutCancel(ctx), dl), span)
-	fctx, cancel := context.WithTimeout(fctx, ca.o.LeaseTTL)
-	go func() {
+	flight := func(fctx context.Context) {
+		fctx, cancel := context.WithTimeout(fctx, ca.o.LeaseTTL)
 		defer cancel()
 		// The key group is classified once per flight, not per caller: in
 		// a stampede most callers only join a flight.
@@ -326,7 +334,12 @@ func (ca *Cache[T]) fly(ctx context.Context, span trace.Span, f *flight[T], key 
 		o, err := ca.lookup(fctx, key, group, load)
 		o.group, o.gm = group, ca.metricsFor(group)
 		ca.flights.land(key, f, o, err)
-	}()
+	}
+	if !ca.bg.start(func() { flight(fctx) }) {
+		// Closed: no goroutine outlives Close, so the leader runs the
+		// flight itself, bounded by its own context as well.
+		flight(trace.ContextWithSpan(ctx, span))
+	}
 }
 
 // judge decides again, at this caller's clock, how a cached value served
@@ -595,15 +608,23 @@ func (ca *Cache[T]) read(ctx context.Context, k keys, token string) (stored, err
 // could refresh the key until LeaseTTL passed. Redis may run the read only
 // once it recovers, so the release is tried a few times, off every caller's
 // path.
+//
+// Close cuts the waits short: one last attempt, then the goroutine ends
+// (a lease it could not release expires after LeaseTTL).
 func (ca *Cache[T]) releaseOrphan(k keys, token string) {
-	go func() {
+	ca.bg.start(func() {
 		for _, wait := range []time.Duration{ca.o.RedisTimeout, time.Second, 4 * time.Second} {
-			time.Sleep(wait)
-			ctx, cancel := context.WithTimeout(context.Background(), ca.o.RedisTimeout)
-			_ = luascript.FetchRelease.Run(ca.c.ctx(ctx), ca.c.rdb, []string{k.lease}, token).Err()
-			cancel()
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-ca.bg.stop:
+				timer.Stop()
+				ca.giveBack(k, token)
+				return
+			}
+			ca.giveBack(k, token)
 		}
-	}()
+	})
 }
 
 func parseStored(res []any) (stored, error) {
@@ -676,9 +697,7 @@ func (ca *Cache[T]) cacheable(err error) bool {
 // lease the read granted. Its context outlives the caller's.
 func (ca *Cache[T]) refreshInBackground(ctx context.Context, key, group string, k keys, token string, load func(context.Context) (T, error)) {
 	link := trace.LinkFromContext(ctx)
-	ca.bg.Add(1)
-	go func() {
-		defer ca.bg.Done()
+	started := ca.bg.start(func() {
 		rctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), ca.o.LeaseTTL)
 		defer cancel()
 		rctx, span := ca.c.spans.start(rctx, "cachewatch.Refresh", trace.WithLinks(link),
@@ -694,7 +713,18 @@ func (ca *Cache[T]) refreshInBackground(ctx context.Context, key, group string, 
 			return
 		}
 		ca.store(rctx, key, group, k, token, v, err, ca.c.now().Sub(start))
-	}()
+	})
+	if !started { // closed: give the lease back for another process to refresh
+		ca.giveBack(k, token)
+	}
+}
+
+// giveBack releases a refresh lease this Cache will not use, bounded by the
+// Redis timeout (if that fails, the lease expires after LeaseTTL).
+func (ca *Cache[T]) giveBack(k keys, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), ca.o.RedisTimeout)
+	defer cancel()
+	_ = luascript.FetchRelease.Run(ca.c.ctx(ctx), ca.c.rdb, []string{k.lease}, token).Err()
 }
 
 // callSource calls the loader, timing and counting it.

@@ -80,8 +80,8 @@ func TestFetchLocalCopies(t *testing.T) {
 			t.Fatalf("process %d with Redis stopped: %q, %v; want the stale copy", i, v, err)
 		}
 	}
-	for _, ca := range caches {
-		ca.bg.Wait() // the revalidations failed against the stopped Redis
+	for _, ca := range caches { // the revalidations failed against the stopped Redis
+		waitFor(t, "the revalidation to fail", func() bool { return !ca.local.get(key).revalidating.Load() })
 	}
 	srv.Resume()
 	// Redis ran the abandoned revalidation reads on resuming, and one of
@@ -107,7 +107,7 @@ func TestFetchLocalCopies(t *testing.T) {
 	}
 	close(release)
 	for _, ca := range caches {
-		ca.bg.Wait()
+		ca.bg.wait()
 	}
 	if calls.Load() != 1 {
 		t.Fatalf("%d refreshes, want 1 across 3 processes (lease held: %d, breaker open: %v)",
@@ -122,7 +122,7 @@ func TestFetchLocalCopies(t *testing.T) {
 		if _, err := ca.Fetch(ctx, key, load); err != nil {
 			t.Fatal(err)
 		}
-		ca.bg.Wait()
+		ca.bg.wait()
 		if v, err := ca.Fetch(ctx, key, load); err != nil || v != "v2" {
 			t.Fatalf("process %d after the refresh: %q, %v; want v2", i, v, err)
 		}

@@ -21,6 +21,7 @@ type notifier struct {
 	ps     *redis.PubSub
 	topics map[string]*topic
 	closed bool
+	wg     sync.WaitGroup // the goroutines below, awaited by close
 }
 
 type topic struct {
@@ -39,7 +40,7 @@ func newNotifier(rdb redis.UniversalClient, mark func(context.Context) context.C
 func (n *notifier) connLocked(ctx context.Context) *redis.PubSub {
 	if n.ps == nil {
 		n.ps = n.rdb.Subscribe(n.mark(context.WithoutCancel(ctx)))
-		go n.dispatch(n.ps)
+		n.goLocked(func() { n.dispatch(n.ps) })
 	}
 	return n.ps
 }
@@ -67,13 +68,13 @@ func (n *notifier) subscribe(ctx context.Context, channel string, bound time.Dur
 	}
 	t.refs++
 	ps := n.connLocked(ctx)
-	n.mu.Unlock()
-
 	if !ok {
 		// Subscribe may wait on the pub/sub connection's lock while it
 		// reconnects: never on the caller's time.
-		go func() { _ = ps.Subscribe(n.mark(context.WithoutCancel(ctx)), channel) }()
+		n.goLocked(func() { _ = ps.Subscribe(n.mark(context.WithoutCancel(ctx)), channel) })
 	}
+	n.mu.Unlock()
+
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	select {
@@ -106,7 +107,7 @@ func (s *subscription) close() {
 	}
 	delete(n.topics, s.channel)
 	if ps := n.ps; ps != nil && !n.closed {
-		go func() { _ = ps.Unsubscribe(n.mark(context.Background()), s.channel) }()
+		n.goLocked(func() { _ = ps.Unsubscribe(n.mark(context.Background()), s.channel) })
 	}
 }
 
@@ -133,13 +134,26 @@ func (n *notifier) dispatch(ps *redis.PubSub) {
 	}
 }
 
-// close ends the pub/sub connection.
+// goLocked runs fn in a goroutine that close waits for. n.mu is held (so
+// close, which sets closed under it, cannot be waiting yet).
+func (n *notifier) goLocked(fn func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		fn()
+	}()
+}
+
+// close ends the pub/sub connection and waits for the notifier's
+// goroutines, which end with it.
 func (n *notifier) close() error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.closed = true
-	if n.ps == nil {
-		return nil
+	var err error
+	if n.ps != nil {
+		err = n.ps.Close()
 	}
-	return n.ps.Close()
+	n.mu.Unlock()
+	n.wg.Wait()
+	return err
 }

@@ -92,6 +92,7 @@ type invalidations struct {
 	mu     sync.Mutex
 	ps     *redis.PubSub
 	caches map[*int]func(notice string)
+	wg     *sync.WaitGroup // the connection's goroutines, awaited by remove
 }
 
 func newInvalidations(rdb redis.UniversalClient, mark func(context.Context) context.Context) *invalidations {
@@ -107,8 +108,17 @@ func (v *invalidations) add(fn func(notice string)) (remove func()) {
 		ctx := v.mark(context.Background())
 		ps := v.rdb.Subscribe(ctx)
 		v.ps = ps
-		go func() { _ = ps.Subscribe(ctx, invalidationChannel) }()
-		go v.dispatch(ps)
+		wg := new(sync.WaitGroup) // one per connection: a new one may open while the last is awaited
+		v.wg = wg
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_ = ps.Subscribe(ctx, invalidationChannel)
+		}()
+		go func() {
+			defer wg.Done()
+			v.dispatch(ps)
+		}()
 	}
 	id := new(int)
 	v.caches[id] = fn
@@ -116,17 +126,22 @@ func (v *invalidations) add(fn func(notice string)) (remove func()) {
 }
 
 // remove stops handing notices to a Cache; the last one closes the
-// connection.
+// connection and waits for its goroutines.
 func (v *invalidations) remove(id *int) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	if _, ok := v.caches[id]; !ok {
+		v.mu.Unlock()
 		return
 	}
 	delete(v.caches, id)
+	var closed *sync.WaitGroup
 	if len(v.caches) == 0 && v.ps != nil {
 		_ = v.ps.Close()
-		v.ps = nil
+		v.ps, closed = nil, v.wg
+	}
+	v.mu.Unlock()
+	if closed != nil {
+		closed.Wait()
 	}
 }
 
