@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -211,26 +212,32 @@ const invalidateBatch = 500
 // Invalidate removes keys with UNLINK (the memory is freed off Redis's main
 // thread), pipelined in batches of single-key UNLINKs so that keys on
 // different Cluster slots need no grouping. It returns how many existed.
+//
+// A key is named as it was written: the name passed to SetVersioned,
+// FirstSeen or a plain SET, or the name passed to Cache.Fetch — Invalidate
+// removes what a Cache stores for that name too (its value and refresh
+// lease; see Cache.Invalidate), so the storage layout never matters.
 // Every process's Caches are notified (pub/sub) and drop their copies of
 // these keys (CacheOptions.LocalCopies).
 func (c *Client) Invalidate(ctx context.Context, keys ...string) (int64, error) {
 	targets := make([]target, len(keys))
 	for i, k := range keys {
-		targets[i] = target{key: k, counted: []string{k}}
+		targets[i] = targetFor(k)
 	}
 	return c.invalidate(ctx, targets)
 }
 
-// invalidateStored removes what Caches store for keys (as passed to
-// Fetch): each value and its refresh lease, so that a load in flight can no
-// longer store what it read (the write script requires the lease).
-func (c *Client) invalidateStored(ctx context.Context, keys []string) (int64, error) {
-	targets := make([]target, len(keys))
-	for i, k := range keys {
-		names := keysFor(k)
-		targets[i] = target{key: k, counted: []string{names.value}, extra: []string{names.lease}}
+// targetFor names everything stored for key: the key itself and, when a
+// Cache would store it under another name, that name, plus the refresh
+// lease, whose removal voids the loads in flight (the write script
+// requires the lease).
+func targetFor(key string) target {
+	names := keysFor(key)
+	t := target{key: key, counted: []string{key}, extra: []string{names.lease}}
+	if names.value != key {
+		t.counted = append(t.counted, names.value)
 	}
-	return c.invalidate(ctx, targets)
+	return t
 }
 
 // invalidate unlinks targets in batches and announces each batch.
@@ -270,20 +277,40 @@ func counted(targets []target) []string {
 // InvalidateMatch removes every key matching the SCAN pattern (glob) on
 // every master: SCAN MATCH, never KEYS, so Redis is never blocked on the
 // whole keyspace, and UNLINK batch by batch as the scan goes. Keys written
-// during the scan may survive it. Every process's Caches are notified
-// (pub/sub) and drop all their copies (CacheOptions.LocalCopies).
+// during the scan may survive it.
+//
+// As with Invalidate, the pattern names keys as they were written: a
+// pattern that would match a name passed to Cache.Fetch ("product:4*" for
+// "product:42") also matches what the Cache stores for it ("product:{42}"):
+// the keyspace is scanned once for the pattern as given, once for the
+// Cache's layout when it differs, and once for the refresh leases, which
+// are removed (voiding the loads in flight: see Cache.Invalidate) but not
+// counted. Every process's Caches are notified (pub/sub) and drop
+// all their copies (CacheOptions.LocalCopies).
 func (c *Client) InvalidateMatch(ctx context.Context, pattern string) (int64, error) {
 	if pattern == "" {
 		return 0, errors.New("cachewatch: InvalidateMatch: empty pattern")
 	}
+	patterns := []string{pattern}
+	stored := keysFor(pattern)
+	if stored.value != pattern {
+		patterns = append(patterns, stored.value)
+	}
+	// A load in flight holds a lease before any value is stored.
+	patterns = append(patterns, stored.lease)
 	var removed atomic.Int64
 	var err error
-	if cluster, ok := c.rdb.(*redis.ClusterClient); ok {
-		err = cluster.ForEachMaster(c.ctx(ctx), func(ctx context.Context, node *redis.Client) error {
-			return c.unlinkMatching(ctx, node, pattern, &removed)
-		})
-	} else {
-		err = c.unlinkMatching(ctx, c.rdb, pattern, &removed)
+	for _, p := range patterns {
+		if cluster, ok := c.rdb.(*redis.ClusterClient); ok {
+			err = cluster.ForEachMaster(c.ctx(ctx), func(ctx context.Context, node *redis.Client) error {
+				return c.unlinkMatching(ctx, node, p, &removed)
+			})
+		} else {
+			err = c.unlinkMatching(ctx, c.rdb, p, &removed)
+		}
+		if err != nil {
+			break
+		}
 	}
 	c.announce(ctx, patternNotice(pattern))
 	c.invalidated(ctx, byPattern, -1, removed.Load())
@@ -301,8 +328,7 @@ func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient,
 		return err
 	}
 	for iter.Next(c.ctx(ctx)) {
-		k := iter.Val()
-		if batch = append(batch, target{key: k, counted: []string{k}}); len(batch) == invalidateBatch {
+		if batch = append(batch, scanned(iter.Val())); len(batch) == invalidateBatch {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -312,6 +338,18 @@ func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient,
 		return callErr(ctx, "scan "+strconv.Quote(pattern), err)
 	}
 	return flush()
+}
+
+// scanned is the target of a key found by InvalidateMatch: a Cache's value
+// goes with its refresh lease; a refresh lease is removed but not counted.
+func scanned(name string) target {
+	switch {
+	case !hashTagged(name):
+		return target{key: name, counted: []string{name}}
+	case strings.HasSuffix(name, "}"+leaseSuffix):
+		return target{key: name, extra: []string{name}}
+	}
+	return target{key: name, counted: []string{name}, extra: []string{name + leaseSuffix}}
 }
 
 // How keys to invalidate were named, as in the invalidated keys metric's

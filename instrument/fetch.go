@@ -215,17 +215,19 @@ func (ca *Cache[T]) Close() error {
 	return ca.notify.close()
 }
 
-// Invalidate removes keys from the cache — their stored values and
-// refresh leases, by UNLINK — and drops the copies of them (LocalCopies) of
-// this process at once and of the other processes' Caches when the pub/sub
-// notice reaches them, so that the next Fetch of each loads it again.
-// Removing the lease also voids every load of those keys in flight, in any
-// process: such a load may have read the source before the change that
-// prompted the invalidation, so its result is returned to its callers but
-// not stored (cachewatch_cache_stale_writes_refused_total). It returns how
-// many keys had a stored value.
+// Invalidate removes keys (named as passed to Fetch) from the cache —
+// their stored values and refresh leases, by UNLINK — and drops this
+// process's copies of them (LocalCopies) at once and the other processes'
+// when the pub/sub notice reaches them, so that the next Fetch of each
+// loads it again. Removing the lease also voids every load of those keys
+// in flight, in any process: such a load may have read the source before
+// the change that prompted the invalidation, so its result is returned to
+// its callers but not stored (cachewatch_cache_stale_writes_refused_total).
+// It returns how many keys were stored. Client.Invalidate with the same
+// names does the same, except that this process's copies are dropped only
+// when the notice comes back.
 func (ca *Cache[T]) Invalidate(ctx context.Context, keys ...string) (int64, error) {
-	n, err := ca.c.invalidateStored(ctx, keys)
+	n, err := ca.c.Invalidate(ctx, keys...)
 	for _, k := range keys {
 		ca.local.drop(k)
 	}
@@ -480,8 +482,11 @@ func keysFor(key string) keys {
 			v = "{" + key + "}"
 		}
 	}
-	return keys{value: v, lease: v + ":lease", channel: "cachewatch:fetch:" + v}
+	return keys{value: v, lease: v + leaseSuffix, channel: "cachewatch:fetch:" + v}
 }
+
+// leaseSuffix follows a cached value's name in its refresh lease's name.
+const leaseSuffix = ":lease"
 
 // hashTagged reports whether Redis Cluster would hash only part of key.
 func hashTagged(key string) bool {

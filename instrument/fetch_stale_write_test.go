@@ -53,22 +53,26 @@ func waitClosed(t *testing.T, what string, ch <-chan struct{}) {
 // loaded, the write is refused and counted, and the next Fetch loads again.
 func TestFetchLoadStartedBeforeInvalidateIsNotStored(t *testing.T) {
 	srv := redistest.Start(t)
-	for _, where := range []string{"same process", "other process"} {
+	for _, where := range []string{"same process", "other process", "other process, by pattern"} {
 		t.Run(where, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			clk := newFetchClock()
 			a := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{})
 			invalidator := a
-			if where == "other process" {
+			if where != "same process" {
 				invalidator = newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{})
 			}
 			ctx := context.Background()
-			key := "product:" + map[string]string{"same process": "1", "other process": "2"}[where]
+			key := "product:" + map[string]string{"same process": "1", "other process": "2", "other process, by pattern": "3"}[where]
 			load, started, release := blockedLoad("v1")
 			done := fetchInBackground(a, key, load)
 			waitClosed(t, "the loader to read the source", started)
 			// The source changes to v2 and the writer invalidates.
-			if _, err := invalidator.Invalidate(ctx, key); err != nil {
+			invalidate := func() (int64, error) { return invalidator.Invalidate(ctx, key) }
+			if where == "other process, by pattern" {
+				invalidate = func() (int64, error) { return invalidator.c.InvalidateMatch(ctx, "product:3*") }
+			}
+			if _, err := invalidate(); err != nil {
 				t.Fatal(err)
 			}
 			close(release)

@@ -430,7 +430,8 @@ func TestFetchCluster(t *testing.T) {
 			}
 		}
 		if calls.Load() != 1 {
-			t.Fatalf("%s: loader called %d times on the cluster, want 1", key, calls.Load())
+			g := caches[0].c.group(key)
+			t.Fatalf("%s: loader called %d times on the cluster, want 1 miss=%v coal=%v fb=%v err=%v refused=%v hit=%v", key, calls.Load(), lookups(caches[0], g, resultMiss), lookups(caches[0], g, resultCoalesced), lookups(caches[0], g, resultFallback), lookups(caches[0], g, resultError), staleWritesRefused(caches[0], g), lookups(caches[0], g, resultHit))
 		}
 		g := caches[0].c.group(key)
 		if m, c := lookups(caches[0], g, resultMiss), lookups(caches[0], g, resultCoalesced); m != 1 || m+c != 100 {
