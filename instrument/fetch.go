@@ -97,15 +97,12 @@ type CacheOptions struct {
 	//
 	// So a stale copy is served for as long as one read of Redis takes,
 	// even if another process has just refreshed the key: the
-	// stale-while-revalidate contract, at process level. Invalidate and
-	// InvalidateMatch (of the Client or a Cache) notify every process's
-	// Caches over pub/sub (one subscription per Client, shared by its
-	// Caches), which drop their copies of the keys removed; a
-	// key deleted behind cachewatch's back is served from a stale copy until
-	// the revalidating read finds it gone. (With Redis ACLs, grant the
-	// client's user the channels cachewatch:invalidate and
-	// cachewatch:fetch:*, which also wake waiters; without them both fall
-	// back to polling and revalidation.)
+	// stale-while-revalidate contract, at process level. Invalidate (of
+	// the Client or a Cache) and the Client's InvalidateMatch notify every
+	// process's Caches over pub/sub (the Client's one connection, on its
+	// Namespace's channels), which drop their copies of the keys removed;
+	// a key deleted behind cachewatch's back is served from a stale copy
+	// until the revalidating read finds it gone.
 	LocalCopies int
 
 	// BurstWindow and BurstThreshold configure the miss-burst detector:
@@ -167,13 +164,13 @@ type Cache[T any] struct {
 	c       *Client
 	o       CacheOptions
 	flights flights[T]
-	notify  *notifier
 	deg     *degraded
 	bursts  *burst.Detector
 	fails   failureRuns
 	local   *localCopies[T] // nil unless LocalCopies > 0
 	// unlisten ends the copies' invalidation notices (nil without copies).
 	unlisten func()
+	closeHub sync.Once
 	// groupM caches per-group metric handles; bounded like the groups.
 	groupsMu sync.RWMutex
 	groupM   map[string]*groupMetrics
@@ -183,14 +180,15 @@ type Cache[T any] struct {
 // NewCache returns a Cache over c's Redis client.
 func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 	o := opts.withDefaults(c.name)
-	ca := &Cache[T]{c: c, o: o, notify: newNotifier(c.rdb, c.ctx), deg: newDegraded(c.rdb, o.Name, o, c.m), bg: newBackground()}
+	ca := &Cache[T]{c: c, o: o, deg: newDegraded(c.rdb, o.Name, o, c.m), bg: newBackground()}
+	c.hub.open()
 	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.now,
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]failureRun{}
 	ca.groupM = map[string]*groupMetrics{}
 	if o.LocalCopies > 0 {
 		ca.local = &localCopies[T]{max: o.LocalCopies}
-		ca.unlisten = c.invalidations.add(ca.dropNoticed)
+		ca.unlisten = c.hub.listen(ca.dropNoticed)
 	}
 	return ca
 }
@@ -209,10 +207,14 @@ func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 // processes' invalidations.
 func (ca *Cache[T]) Close() error {
 	ca.bg.close()
-	if ca.unlisten != nil {
-		ca.unlisten()
-	}
-	return ca.notify.close()
+	var err error
+	ca.closeHub.Do(func() {
+		if ca.unlisten != nil {
+			ca.unlisten()
+		}
+		err = ca.c.hub.close()
+	})
+	return err
 }
 
 // Invalidate removes keys (named as passed to Fetch) from the cache —
@@ -482,7 +484,7 @@ func keysFor(key string) keys {
 			v = "{" + key + "}"
 		}
 	}
-	return keys{value: v, lease: v + leaseSuffix, channel: "cachewatch:fetch:" + v}
+	return keys{value: v, lease: v + leaseSuffix}
 }
 
 // leaseSuffix follows a cached value's name in its refresh lease's name.
@@ -518,6 +520,7 @@ const (
 // lookup is one flight: read, then serve, refresh, load or wait.
 func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error)) (outcome[T], error) {
 	k := keysFor(key)
+	k.channel = ca.c.hub.fetchChannel(k.value)
 	span := trace.SpanFromContext(ctx)
 	ca.fails.expire(ca.c.m.refreshConsecutive, ca.c.now().UnixMilli())
 	if ca.deg.open() {
@@ -823,7 +826,7 @@ func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token
 // lease here and this caller loads.
 func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error)) (T, string, error) {
 	var zero T
-	sub := ca.notify.subscribe(ctx, k.channel, ca.o.RedisTimeout)
+	sub := ca.subscribe(ctx, k.channel)
 	defer sub.close()
 	ticker := time.NewTicker(ca.o.PollInterval)
 	defer ticker.Stop()
@@ -855,6 +858,15 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 			return zero, resultError, fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", key, ctx.Err())
 		}
 	}
+}
+
+// subscribe registers a waiter for the wake-up on channel; after Close the
+// Cache no longer uses the Client's connection, and its waiters poll.
+func (ca *Cache[T]) subscribe(ctx context.Context, channel string) *subscription {
+	if ca.bg.isClosed() {
+		return &subscription{h: ca.c.hub, channel: channel, t: &topic{ready: make(chan struct{}), wake: make(chan struct{})}}
+	}
+	return ca.c.hub.subscribe(ctx, channel, ca.o.RedisTimeout)
 }
 
 // testHookWaiting, when set by a test, is called each time a waiter blocks.

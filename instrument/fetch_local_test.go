@@ -180,7 +180,7 @@ func TestInvalidateReachesOtherProcessesCopies(t *testing.T) {
 	admin := srv.Client(t)
 	ctx := context.Background()
 	waitFor(t, "both caches to subscribe to invalidation notices", func() bool {
-		return admin.PubSubNumSub(ctx, invalidationChannel).Val()[invalidationChannel] == 2
+		return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"] == 2
 	})
 	var version atomic.Int64
 	load := func(context.Context) (string, error) { return "v" + strconv.FormatInt(version.Add(1), 10), nil }
@@ -268,7 +268,7 @@ func TestInvalidationSubscriptionPerClient(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := context.Background()
-	subscribers := func() int64 { return admin.PubSubNumSub(ctx, invalidationChannel).Val()[invalidationChannel] }
+	subscribers := func() int64 { return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"] }
 	c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
