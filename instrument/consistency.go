@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -211,40 +212,105 @@ const invalidateBatch = 500
 // Invalidate removes keys with UNLINK (the memory is freed off Redis's main
 // thread), pipelined in batches of single-key UNLINKs so that keys on
 // different Cluster slots need no grouping. It returns how many existed.
+//
+// A key is named as it was written: the name passed to SetVersioned,
+// FirstSeen or a plain SET, or the name passed to Cache.Fetch — Invalidate
+// removes what a Cache stores for that name too (its value and refresh
+// lease; see Cache.Invalidate), so the storage layout never matters.
 // Every process's Caches are notified (pub/sub) and drop their copies of
 // these keys (CacheOptions.LocalCopies).
 func (c *Client) Invalidate(ctx context.Context, keys ...string) (int64, error) {
+	targets := make([]target, len(keys))
+	for i, k := range keys {
+		targets[i] = targetFor(k)
+	}
+	return c.invalidate(ctx, targets)
+}
+
+// targetFor names everything stored for key: the key itself and, when a
+// Cache would store it under another name, that name, plus the refresh
+// lease, whose removal voids the loads in flight (the write script
+// requires the lease).
+func targetFor(key string) target {
+	names := keysFor(key)
+	t := target{key: key, counted: []string{key}, extra: []string{names.lease}}
+	if names.value != key {
+		t.counted = append(t.counted, names.value)
+	}
+	return t
+}
+
+// invalidate unlinks targets in batches and announces each batch.
+func (c *Client) invalidate(ctx context.Context, targets []target) (int64, error) {
 	var removed int64
-	for start := 0; start < len(keys); start += invalidateBatch {
-		batch := keys[start:min(start+invalidateBatch, len(keys))]
+	for start := 0; start < len(targets); start += invalidateBatch {
+		batch := targets[start:min(start+invalidateBatch, len(targets))]
 		n, err := c.unlink(ctx, c.rdb, batch, byKeys)
 		removed += n
-		c.announce(ctx, keysNotice(batch))
+		c.announce(ctx, keysNotice(counted(batch)))
 		if err != nil {
 			return removed, err
 		}
 	}
-	c.invalidated(ctx, byKeys, len(keys), removed)
+	c.invalidated(ctx, byKeys, len(targets), removed)
 	return removed, nil
+}
+
+// target is one key to invalidate: the names it is stored under (it counts
+// as removed when one of them existed) and the names removed with it
+// without being counted (a cached value's refresh lease).
+type target struct {
+	key     string // as the caller named it: its key group labels the count
+	counted []string
+	extra   []string
+}
+
+// counted returns the counted names of targets: those the notices list.
+func counted(targets []target) []string {
+	var names []string
+	for _, t := range targets {
+		names = append(names, t.counted...)
+	}
+	return names
 }
 
 // InvalidateMatch removes every key matching the SCAN pattern (glob) on
 // every master: SCAN MATCH, never KEYS, so Redis is never blocked on the
 // whole keyspace, and UNLINK batch by batch as the scan goes. Keys written
-// during the scan may survive it. Every process's Caches are notified
-// (pub/sub) and drop all their copies (CacheOptions.LocalCopies).
+// during the scan may survive it.
+//
+// As with Invalidate, the pattern names keys as they were written: a
+// pattern that would match a name passed to Cache.Fetch ("product:4*" for
+// "product:42") also matches what the Cache stores for it ("product:{42}"):
+// the keyspace is scanned once for the pattern as given, once for the
+// Cache's layout when it differs, and once for the refresh leases, which
+// are removed (voiding the loads in flight: see Cache.Invalidate) but not
+// counted. Every process's Caches are notified (pub/sub) and drop
+// all their copies (CacheOptions.LocalCopies).
 func (c *Client) InvalidateMatch(ctx context.Context, pattern string) (int64, error) {
 	if pattern == "" {
 		return 0, errors.New("cachewatch: InvalidateMatch: empty pattern")
 	}
+	patterns := []string{pattern}
+	stored := keysFor(pattern)
+	if stored.value != pattern {
+		patterns = append(patterns, stored.value)
+	}
+	// A load in flight holds a lease before any value is stored.
+	patterns = append(patterns, stored.lease)
 	var removed atomic.Int64
 	var err error
-	if cluster, ok := c.rdb.(*redis.ClusterClient); ok {
-		err = cluster.ForEachMaster(c.ctx(ctx), func(ctx context.Context, node *redis.Client) error {
-			return c.unlinkMatching(ctx, node, pattern, &removed)
-		})
-	} else {
-		err = c.unlinkMatching(ctx, c.rdb, pattern, &removed)
+	for _, p := range patterns {
+		if cluster, ok := c.rdb.(*redis.ClusterClient); ok {
+			err = cluster.ForEachMaster(c.ctx(ctx), func(ctx context.Context, node *redis.Client) error {
+				return c.unlinkMatching(ctx, node, p, &removed)
+			})
+		} else {
+			err = c.unlinkMatching(ctx, c.rdb, p, &removed)
+		}
+		if err != nil {
+			break
+		}
 	}
 	c.announce(ctx, patternNotice(pattern))
 	c.invalidated(ctx, byPattern, -1, removed.Load())
@@ -254,7 +320,7 @@ func (c *Client) InvalidateMatch(ctx context.Context, pattern string) (int64, er
 // unlinkMatching scans one node for pattern and unlinks what it finds.
 func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient, pattern string, removed *atomic.Int64) error {
 	iter := node.Scan(c.ctx(ctx), 0, pattern, invalidateBatch).Iterator()
-	batch := make([]string, 0, invalidateBatch)
+	batch := make([]target, 0, invalidateBatch)
 	flush := func() error {
 		n, err := c.unlink(ctx, node, batch, byPattern)
 		removed.Add(n)
@@ -262,7 +328,7 @@ func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient,
 		return err
 	}
 	for iter.Next(c.ctx(ctx)) {
-		if batch = append(batch, iter.Val()); len(batch) == invalidateBatch {
+		if batch = append(batch, scanned(iter.Val())); len(batch) == invalidateBatch {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -274,6 +340,18 @@ func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient,
 	return flush()
 }
 
+// scanned is the target of a key found by InvalidateMatch: a Cache's value
+// goes with its refresh lease; a refresh lease is removed but not counted.
+func scanned(name string) target {
+	switch {
+	case !hashTagged(name):
+		return target{key: name, counted: []string{name}}
+	case strings.HasSuffix(name, "}"+leaseSuffix):
+		return target{key: name, extra: []string{name}}
+	}
+	return target{key: name, counted: []string{name}, extra: []string{name + leaseSuffix}}
+}
+
 // How keys to invalidate were named, as in the invalidated keys metric's
 // "by" label.
 const (
@@ -281,24 +359,32 @@ const (
 	byPattern = "pattern"
 )
 
-// unlink removes keys through rdb in one pipeline of single-key UNLINKs and
-// counts the keys removed, per key group.
-func (c *Client) unlink(ctx context.Context, rdb redis.UniversalClient, keys []string, by string) (int64, error) {
-	if len(keys) == 0 {
+// unlink removes targets through rdb in one pipeline of single-key UNLINKs
+// and counts the targets removed, per key group.
+func (c *Client) unlink(ctx context.Context, rdb redis.UniversalClient, targets []target, by string) (int64, error) {
+	if len(targets) == 0 {
 		return 0, nil
 	}
-	cmds := make([]*redis.IntCmd, len(keys))
+	cmds := make([][]*redis.IntCmd, len(targets))
 	_, err := rdb.Pipelined(c.ctx(ctx), func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.Unlink(c.ctx(ctx), k)
+		for i, t := range targets {
+			for _, name := range t.counted {
+				cmds[i] = append(cmds[i], p.Unlink(c.ctx(ctx), name))
+			}
+			for _, name := range t.extra {
+				p.Unlink(c.ctx(ctx), name)
+			}
 		}
 		return nil
 	})
 	var n int64
-	for i, cmd := range cmds {
-		if cmd.Val() > 0 {
-			n++
-			c.m.invalidated.WithLabelValues(c.group(keys[i]), by).Inc()
+	for i, t := range targets {
+		for _, cmd := range cmds[i] {
+			if cmd.Val() > 0 {
+				n++
+				c.m.invalidated.WithLabelValues(c.group(t.key), by).Inc()
+				break
+			}
 		}
 	}
 	if err != nil {

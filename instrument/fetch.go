@@ -53,7 +53,9 @@ type CacheOptions struct {
 	Beta float64
 	// LeaseTTL bounds one load: the refresh lease expires after it, and
 	// callers waiting on another process's load try to take over after it
-	// (default 10s).
+	// (default 10s). A load is stored only while its lease holds: one that
+	// outlives LeaseTTL, or that an Invalidate overtook, is returned to its
+	// callers but not stored (cachewatch_cache_stale_writes_refused_total).
 	LeaseTTL time.Duration
 	// FailureHoldoff is how long a failed load keeps the lease, so a failing
 	// source is retried once per hold-off instead of by every caller
@@ -95,15 +97,12 @@ type CacheOptions struct {
 	//
 	// So a stale copy is served for as long as one read of Redis takes,
 	// even if another process has just refreshed the key: the
-	// stale-while-revalidate contract, at process level. Invalidate and
-	// InvalidateMatch (of the Client or a Cache) notify every process's
-	// Caches over pub/sub (one subscription per Client, shared by its
-	// Caches), which drop their copies of the keys removed; a
-	// key deleted behind cachewatch's back is served from a stale copy until
-	// the revalidating read finds it gone. (With Redis ACLs, grant the
-	// client's user the channels cachewatch:invalidate and
-	// cachewatch:fetch:*, which also wake waiters; without them both fall
-	// back to polling and revalidation.)
+	// stale-while-revalidate contract, at process level. Invalidate (of
+	// the Client or a Cache) and the Client's InvalidateMatch notify every
+	// process's Caches over pub/sub (the Client's one connection, on its
+	// Namespace's channels), which drop their copies of the keys removed;
+	// a key deleted behind cachewatch's back is served from a stale copy
+	// until the revalidating read finds it gone.
 	LocalCopies int
 
 	// BurstWindow and BurstThreshold configure the miss-burst detector:
@@ -165,57 +164,72 @@ type Cache[T any] struct {
 	c       *Client
 	o       CacheOptions
 	flights flights[T]
-	notify  *notifier
 	deg     *degraded
 	bursts  *burst.Detector
 	fails   failureRuns
 	local   *localCopies[T] // nil unless LocalCopies > 0
 	// unlisten ends the copies' invalidation notices (nil without copies).
 	unlisten func()
+	closeHub sync.Once
 	// groupM caches per-group metric handles; bounded like the groups.
 	groupsMu sync.RWMutex
 	groupM   map[string]*groupMetrics
-	bg       sync.WaitGroup // background refreshes, awaited by Close
+	bg       *background // every goroutine the Cache starts, ended by Close
 }
 
 // NewCache returns a Cache over c's Redis client.
 func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 	o := opts.withDefaults(c.name)
-	ca := &Cache[T]{c: c, o: o, notify: newNotifier(c.rdb, c.ctx), deg: newDegraded(c.rdb, o.Name, o, c.m)}
+	ca := &Cache[T]{c: c, o: o, deg: newDegraded(c.rdb, o.Name, o, c.m), bg: newBackground()}
+	c.hub.open()
 	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.now,
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]failureRun{}
 	ca.groupM = map[string]*groupMetrics{}
 	if o.LocalCopies > 0 {
 		ca.local = &localCopies[T]{max: o.LocalCopies}
-		ca.unlisten = c.invalidations.add(ca.dropNoticed)
+		ca.unlisten = c.hub.listen(ca.dropNoticed)
 	}
 	return ca
 }
 
-// Close waits for background refreshes to finish and closes the wake-up
-// subscription and the Cache's share of the Client's invalidation
-// subscription. Fetch still works after Close, polling instead (and its
-// copies no longer hear of other processes' invalidations).
+// Close stops the Cache's background work and returns once every
+// goroutine it started has ended: it waits for the lookups and refreshes
+// in flight (each bounded by LeaseTTL), ends the waits of orphan-lease
+// releases after one last attempt, and closes the wake-up subscription and
+// the Cache's share of the Client's invalidation subscription. It is safe
+// at any time, concurrently with Fetch, and more than once.
+//
+// Fetch still works after Close, without background work: each lookup
+// runs on its caller's goroutine, bounded by its context, a stale value is
+// served without a refresh (the lease is given back at once for another process to take),
+// waiters poll, and the process's copies no longer hear of other
+// processes' invalidations.
 func (ca *Cache[T]) Close() error {
-	ca.bg.Wait()
-	if ca.unlisten != nil {
-		ca.unlisten()
-	}
-	return ca.notify.close()
+	ca.bg.close()
+	var err error
+	ca.closeHub.Do(func() {
+		if ca.unlisten != nil {
+			ca.unlisten()
+		}
+		err = ca.c.hub.close()
+	})
+	return err
 }
 
-// Invalidate removes keys from the cache — their stored values, by UNLINK
-// (Client.Invalidate) — and drops the copies of them (LocalCopies) of this
-// process at once and of the other processes' Caches when the pub/sub
-// notice reaches them, so that the next Fetch of each loads it again. It
-// returns how many were stored.
+// Invalidate removes keys (named as passed to Fetch) from the cache —
+// their stored values and refresh leases, by UNLINK — and drops this
+// process's copies of them (LocalCopies) at once and the other processes'
+// when the pub/sub notice reaches them, so that the next Fetch of each
+// loads it again. Removing the lease also voids every load of those keys
+// in flight, in any process: such a load may have read the source before
+// the change that prompted the invalidation, so its result is returned to
+// its callers but not stored (cachewatch_cache_stale_writes_refused_total).
+// It returns how many keys were stored. Client.Invalidate with the same
+// names does the same, except that this process's copies are dropped only
+// when the notice comes back.
 func (ca *Cache[T]) Invalidate(ctx context.Context, keys ...string) (int64, error) {
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = keysFor(k).value
-	}
-	n, err := ca.c.Invalidate(ctx, names...)
+	n, err := ca.c.Invalidate(ctx, keys...)
 	for _, k := range keys {
 		ca.local.drop(k)
 	}
@@ -315,8 +329,8 @@ func (ca *Cache[T]) fly(ctx context.Context, span trace.Span, f *flight[T], key 
 	// The flight's events go to the leader's span, even when no span was
 	// started (nothing records) and ctx carries the caller's own.
 	fctx := trace.ContextWithSpan(withCallerDeadline(context.WithoutCancel(ctx), dl), span)
-	fctx, cancel := context.WithTimeout(fctx, ca.o.LeaseTTL)
-	go func() {
+	flight := func(fctx context.Context) {
+		fctx, cancel := context.WithTimeout(fctx, ca.o.LeaseTTL)
 		defer cancel()
 		// The key group is classified once per flight, not per caller: in
 		// a stampede most callers only join a flight.
@@ -324,7 +338,12 @@ func (ca *Cache[T]) fly(ctx context.Context, span trace.Span, f *flight[T], key 
 		o, err := ca.lookup(fctx, key, group, load)
 		o.group, o.gm = group, ca.metricsFor(group)
 		ca.flights.land(key, f, o, err)
-	}()
+	}
+	if !ca.bg.start(func() { flight(fctx) }) {
+		// Closed: no goroutine outlives Close, so the leader runs the
+		// flight itself, bounded by its own context as well.
+		flight(trace.ContextWithSpan(ctx, span))
+	}
 }
 
 // judge decides again, at this caller's clock, how a cached value served
@@ -465,8 +484,11 @@ func keysFor(key string) keys {
 			v = "{" + key + "}"
 		}
 	}
-	return keys{value: v, lease: v + ":lease", channel: "cachewatch:fetch:" + v}
+	return keys{value: v, lease: v + leaseSuffix}
 }
+
+// leaseSuffix follows a cached value's name in its refresh lease's name.
+const leaseSuffix = ":lease"
 
 // hashTagged reports whether Redis Cluster would hash only part of key.
 func hashTagged(key string) bool {
@@ -498,6 +520,7 @@ const (
 // lookup is one flight: read, then serve, refresh, load or wait.
 func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error)) (outcome[T], error) {
 	k := keysFor(key)
+	k.channel = ca.c.hub.fetchChannel(k.value)
 	span := trace.SpanFromContext(ctx)
 	ca.fails.expire(ca.c.m.refreshConsecutive, ca.c.now().UnixMilli())
 	if ca.deg.open() {
@@ -593,15 +616,23 @@ func (ca *Cache[T]) read(ctx context.Context, k keys, token string) (stored, err
 // could refresh the key until LeaseTTL passed. Redis may run the read only
 // once it recovers, so the release is tried a few times, off every caller's
 // path.
+//
+// Close cuts the waits short: one last attempt, then the goroutine ends
+// (a lease it could not release expires after LeaseTTL).
 func (ca *Cache[T]) releaseOrphan(k keys, token string) {
-	go func() {
+	ca.bg.start(func() {
 		for _, wait := range []time.Duration{ca.o.RedisTimeout, time.Second, 4 * time.Second} {
-			time.Sleep(wait)
-			ctx, cancel := context.WithTimeout(context.Background(), ca.o.RedisTimeout)
-			_ = luascript.FetchRelease.Run(ca.c.ctx(ctx), ca.c.rdb, []string{k.lease}, token).Err()
-			cancel()
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-ca.bg.stop:
+				timer.Stop()
+				ca.giveBack(k, token)
+				return
+			}
+			ca.giveBack(k, token)
 		}
-	}()
+	})
 }
 
 func parseStored(res []any) (stored, error) {
@@ -674,9 +705,7 @@ func (ca *Cache[T]) cacheable(err error) bool {
 // lease the read granted. Its context outlives the caller's.
 func (ca *Cache[T]) refreshInBackground(ctx context.Context, key, group string, k keys, token string, load func(context.Context) (T, error)) {
 	link := trace.LinkFromContext(ctx)
-	ca.bg.Add(1)
-	go func() {
-		defer ca.bg.Done()
+	started := ca.bg.start(func() {
 		rctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), ca.o.LeaseTTL)
 		defer cancel()
 		rctx, span := ca.c.spans.start(rctx, "cachewatch.Refresh", trace.WithLinks(link),
@@ -692,7 +721,18 @@ func (ca *Cache[T]) refreshInBackground(ctx context.Context, key, group string, 
 			return
 		}
 		ca.store(rctx, key, group, k, token, v, err, ca.c.now().Sub(start))
-	}()
+	})
+	if !started { // closed: give the lease back for another process to refresh
+		ca.giveBack(k, token)
+	}
+}
+
+// giveBack releases a refresh lease this Cache will not use, bounded by the
+// Redis timeout (if that fails, the lease expires after LeaseTTL).
+func (ca *Cache[T]) giveBack(k keys, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), ca.o.RedisTimeout)
+	defer cancel()
+	_ = luascript.FetchRelease.Run(ca.c.ctx(ctx), ca.c.rdb, []string{k.lease}, token).Err()
 }
 
 // callSource calls the loader, timing and counting it.
@@ -732,15 +772,26 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	// Keep the key a little past its hard TTL, so a lookup can tell "too
 	// old" (counted, refused) from "never cached".
 	expire := hard + max(hard/10, time.Second)
-	_, err := ca.deg.call(ctx, "fetch write", func(rctx context.Context) ([]any, error) {
-		err := luascript.FetchWrite.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
+	res, err := ca.deg.call(ctx, "fetch write", func(rctx context.Context) ([]any, error) {
+		n, err := luascript.FetchWrite.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
 			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), took.Milliseconds(), neg,
-			expire.Milliseconds(), k.channel).Err()
-		return nil, err
+			expire.Milliseconds(), k.channel).Int64()
+		return []any{n}, err
 	})
 	if err != nil {
 		span.RecordError(err)
 		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
+		return
+	}
+	if res[0] != int64(1) {
+		// The key was invalidated, or the lease ran out and may have passed
+		// to another loader, while this load ran: what it read may be older
+		// than what came after, so it is not stored (the callers of this
+		// load still get it).
+		ca.c.m.staleWritesRefused.WithLabelValues(group).Inc()
+		span.AddEvent("stale write refused")
+		ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch", slog.String("key_group", group),
+			slog.String("key", key), slog.String("outcome", "stale_write_refused"))
 		return
 	}
 	span.AddEvent("written")
@@ -775,7 +826,7 @@ func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token
 // lease here and this caller loads.
 func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error)) (T, string, error) {
 	var zero T
-	sub := ca.notify.subscribe(ctx, k.channel, ca.o.RedisTimeout)
+	sub := ca.subscribe(ctx, k.channel)
 	defer sub.close()
 	ticker := time.NewTicker(ca.o.PollInterval)
 	defer ticker.Stop()
@@ -807,6 +858,15 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 			return zero, resultError, fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", key, ctx.Err())
 		}
 	}
+}
+
+// subscribe registers a waiter for the wake-up on channel; after Close the
+// Cache no longer uses the Client's connection, and its waiters poll.
+func (ca *Cache[T]) subscribe(ctx context.Context, channel string) *subscription {
+	if ca.bg.isClosed() {
+		return &subscription{h: ca.c.hub, channel: channel, t: &topic{ready: make(chan struct{}), wake: make(chan struct{})}}
+	}
+	return ca.c.hub.subscribe(ctx, channel, ca.o.RedisTimeout)
 }
 
 // testHookWaiting, when set by a test, is called each time a waiter blocks.

@@ -71,7 +71,7 @@ func BenchmarkFetchStaleCrowd(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				clock.Add(int64(2 * time.Minute)) // stale again (the last refresh made it fresh)
-				ca.bg.Wait()
+				ca.bg.wait()
 				b.StartTimer()
 				l, _ := crowd.Run(callers, func() error { _, err := ca.Fetch(ctx, "crowd:1", load); return err })
 				lat = append(lat, l...)

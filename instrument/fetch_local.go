@@ -179,9 +179,7 @@ func revalidating(ctx context.Context) bool { return ctx.Value(revalidateKey{}) 
 // with any concurrent Fetch: the read refreshes the process's copy and, when
 // the value is due and the lease free, refreshes it under the lease.
 func (ca *Cache[T]) revalidate(ctx context.Context, span trace.Span, key, group string, load func(context.Context) (T, error)) {
-	ca.bg.Add(1)
-	go func() {
-		defer ca.bg.Done()
+	started := ca.bg.start(func() {
 		defer ca.local.revalidated(key)
 		rctx := trace.ContextWithSpan(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), span)
 		rctx = context.WithValue(rctx, revalidateKey{}, true)
@@ -200,5 +198,8 @@ func (ca *Cache[T]) revalidate(ctx context.Context, span trace.Span, key, group 
 			ca.c.log.LogAttrs(rctx, slog.LevelDebug, "cachewatch fetch: revalidate",
 				slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
 		}
-	}()
+	})
+	if !started { // closed: the copy is served until its hard TTL, unrevalidated
+		ca.local.revalidated(key)
+	}
 }

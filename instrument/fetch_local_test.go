@@ -80,8 +80,8 @@ func TestFetchLocalCopies(t *testing.T) {
 			t.Fatalf("process %d with Redis stopped: %q, %v; want the stale copy", i, v, err)
 		}
 	}
-	for _, ca := range caches {
-		ca.bg.Wait() // the revalidations failed against the stopped Redis
+	for _, ca := range caches { // the revalidations failed against the stopped Redis
+		waitFor(t, "the revalidation to fail", func() bool { return !ca.local.get(key).revalidating.Load() })
 	}
 	srv.Resume()
 	// Redis ran the abandoned revalidation reads on resuming, and one of
@@ -107,7 +107,7 @@ func TestFetchLocalCopies(t *testing.T) {
 	}
 	close(release)
 	for _, ca := range caches {
-		ca.bg.Wait()
+		ca.bg.wait()
 	}
 	if calls.Load() != 1 {
 		t.Fatalf("%d refreshes, want 1 across 3 processes (lease held: %d, breaker open: %v)",
@@ -122,7 +122,7 @@ func TestFetchLocalCopies(t *testing.T) {
 		if _, err := ca.Fetch(ctx, key, load); err != nil {
 			t.Fatal(err)
 		}
-		ca.bg.Wait()
+		ca.bg.wait()
 		if v, err := ca.Fetch(ctx, key, load); err != nil || v != "v2" {
 			t.Fatalf("process %d after the refresh: %q, %v; want v2", i, v, err)
 		}
@@ -180,7 +180,7 @@ func TestInvalidateReachesOtherProcessesCopies(t *testing.T) {
 	admin := srv.Client(t)
 	ctx := context.Background()
 	waitFor(t, "both caches to subscribe to invalidation notices", func() bool {
-		return admin.PubSubNumSub(ctx, invalidationChannel).Val()[invalidationChannel] == 2
+		return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"] == 2
 	})
 	var version atomic.Int64
 	load := func(context.Context) (string, error) { return "v" + strconv.FormatInt(version.Add(1), 10), nil }
@@ -268,7 +268,7 @@ func TestInvalidationSubscriptionPerClient(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := context.Background()
-	subscribers := func() int64 { return admin.PubSubNumSub(ctx, invalidationChannel).Val()[invalidationChannel] }
+	subscribers := func() int64 { return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"] }
 	c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)

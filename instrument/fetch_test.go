@@ -166,7 +166,7 @@ func TestFetchStaleServedOneRefresh(t *testing.T) {
 	}
 	close(release)
 	for _, ca := range caches {
-		ca.bg.Wait()
+		ca.bg.wait()
 	}
 	ca := caches[0]
 	g := ca.c.group("price:7")
@@ -224,7 +224,7 @@ func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
 		if err != nil || v != "v1" {
 			t.Fatalf("stale fetch %d: %q, %v; want v1", i, v, err)
 		}
-		ca.bg.Wait() // the background refresh has failed
+		ca.bg.wait() // the background refresh has failed
 		if got := testutil.ToFloat64(ca.c.m.refreshConsecutive.WithLabelValues(g)); got != float64(i) {
 			t.Fatalf("consecutive failures gauge = %v after %d failed refreshes", got, i)
 		}
@@ -282,7 +282,7 @@ func TestFetchFailureRunEndsWithTheValue(t *testing.T) {
 		if _, err := ca.Fetch(ctx, "ledger:1", failing); err != nil {
 			t.Fatal(err)
 		}
-		ca.bg.Wait()
+		ca.bg.wait()
 	}
 	if got := gauge(); got != 2 {
 		t.Fatalf("gauge = %v after 2 failed refreshes, want 2", got)
@@ -400,7 +400,7 @@ func TestFetchXFetchRefreshesEarly(t *testing.T) {
 		t.Fatal(v, err)
 	}
 	v, err := ca.Fetch(context.Background(), "rank:1", load)
-	ca.bg.Wait()
+	ca.bg.wait()
 	g := ca.c.group("rank:1")
 	if err != nil || v != "v1" || calls.Load() != 2 || lookups(ca, g, resultHit) != 1 {
 		t.Fatalf("fresh fetch with XFetch: %q, %v, %d calls, %v hits; want v1 served and one early refresh",
@@ -430,7 +430,8 @@ func TestFetchCluster(t *testing.T) {
 			}
 		}
 		if calls.Load() != 1 {
-			t.Fatalf("%s: loader called %d times on the cluster, want 1", key, calls.Load())
+			g := caches[0].c.group(key)
+			t.Fatalf("%s: loader called %d times on the cluster, want 1 miss=%v coal=%v fb=%v err=%v refused=%v hit=%v", key, calls.Load(), lookups(caches[0], g, resultMiss), lookups(caches[0], g, resultCoalesced), lookups(caches[0], g, resultFallback), lookups(caches[0], g, resultError), staleWritesRefused(caches[0], g), lookups(caches[0], g, resultHit))
 		}
 		g := caches[0].c.group(key)
 		if m, c := lookups(caches[0], g, resultMiss), lookups(caches[0], g, resultCoalesced); m != 1 || m+c != 100 {

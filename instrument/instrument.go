@@ -51,7 +51,21 @@ type Options struct {
 	// Name labels this client's circuit breaker and source limiter
 	// (default "default").
 	Name string
+	// Namespace prefixes the pub/sub channels the client's Caches use
+	// (default "cachewatch"): <Namespace>:invalidate carries invalidation
+	// notices to every process's copies, <Namespace>:fetch:<key> wakes the
+	// callers waiting for another process's load. Services that share a
+	// Redis but not their keys take one namespace each, so that one's
+	// invalidations never drop the other's copies. With Redis ACLs, grant
+	// the client's user the channels of its namespace, e.g.
+	// "ACL SETUSER orders ... resetchannels &orders:*" for Namespace
+	// "orders"; without them, waiters fall back to polling
+	// (CacheOptions.PollInterval) and copies to revalidation.
+	Namespace string
 }
+
+// DefaultNamespace is the Namespace of a zero Options.
+const DefaultNamespace = "cachewatch"
 
 // Client is the instrumented lock and cache client. It is safe for
 // concurrent use.
@@ -63,8 +77,9 @@ type Client struct {
 	log    *slog.Logger
 	now    func() time.Time
 	name   string
-	// invalidations carries invalidation notices to the Caches' copies.
-	invalidations *invalidations
+	// hub is the one pub/sub connection of the Client's Caches: wake-ups
+	// and invalidation notices.
+	hub *hub
 }
 
 // New returns a Client over rdb (a *redis.Client, *redis.ClusterClient or
@@ -86,7 +101,11 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		c.groups = keygroup.Shared(reg)
 	}
 	c.spans = newTracing(opts.TracerProvider)
-	c.invalidations = newInvalidations(rdb, c.ctx)
+	ns := opts.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	c.hub = newHub(rdb, c.ctx, ns)
 	if c.log == nil {
 		c.log = slog.Default()
 	}

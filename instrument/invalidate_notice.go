@@ -6,16 +6,13 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// invalidationChannel carries what Invalidate and InvalidateMatch removed to
-// every process's Caches, so that their copies of those keys (LocalCopies)
-// are dropped too instead of being served while stale.
-const invalidationChannel = "cachewatch:invalidate"
-
+// Invalidation notices, on the Client's <namespace>:invalidate channel,
+// carry what Invalidate and InvalidateMatch removed to every process's
+// Caches, so that their copies of those keys (LocalCopies) are dropped too
+// instead of being served while stale.
+//
 // A notice is "k" followed by each key as <length>:<bytes> (keys may hold
 // any byte, a newline included), or "p" followed by a SCAN pattern.
 const (
@@ -64,7 +61,7 @@ func parseNotice(msg string) (keys []string, all bool, err error) {
 // a lost notice only leaves other processes' copies to be served while they
 // are stale, until their next read of Redis, so it is logged, not returned.
 func (c *Client) announce(ctx context.Context, notice string) {
-	if err := c.rdb.Publish(c.ctx(ctx), invalidationChannel, notice).Err(); err != nil {
+	if err := c.rdb.Publish(c.ctx(ctx), c.hub.invalidate, notice).Err(); err != nil {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch invalidate: notifying other processes' copies failed",
 			slog.Any("error", err))
 	}
@@ -79,68 +76,4 @@ func (ca *Cache[T]) dropNoticed(msg string) {
 		return
 	}
 	ca.local.dropStored(keys)
-}
-
-// invalidations receives the invalidation notices for the Caches of one
-// Client that keep process copies: one pub/sub connection per Client (not
-// per Cache: a service with many Caches must not hold as many connections
-// on the Redis it shares), open while any such Cache is.
-type invalidations struct {
-	rdb  redis.UniversalClient
-	mark func(context.Context) context.Context // origin marker for the hook
-
-	mu     sync.Mutex
-	ps     *redis.PubSub
-	caches map[*int]func(notice string)
-}
-
-func newInvalidations(rdb redis.UniversalClient, mark func(context.Context) context.Context) *invalidations {
-	return &invalidations{rdb: rdb, mark: mark, caches: map[*int]func(string){}}
-}
-
-// add hands every notice to fn until remove is called. The subscription is
-// made in the background: no Cache waits on Redis to be created.
-func (v *invalidations) add(fn func(notice string)) (remove func()) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.ps == nil {
-		ctx := v.mark(context.Background())
-		ps := v.rdb.Subscribe(ctx)
-		v.ps = ps
-		go func() { _ = ps.Subscribe(ctx, invalidationChannel) }()
-		go v.dispatch(ps)
-	}
-	id := new(int)
-	v.caches[id] = fn
-	return func() { v.remove(id) }
-}
-
-// remove stops handing notices to a Cache; the last one closes the
-// connection.
-func (v *invalidations) remove(id *int) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if _, ok := v.caches[id]; !ok {
-		return
-	}
-	delete(v.caches, id)
-	if len(v.caches) == 0 && v.ps != nil {
-		_ = v.ps.Close()
-		v.ps = nil
-	}
-}
-
-// dispatch hands each notice to every Cache listening.
-func (v *invalidations) dispatch(ps *redis.PubSub) {
-	for m := range ps.Channel() {
-		v.mu.Lock()
-		fns := make([]func(string), 0, len(v.caches))
-		for _, fn := range v.caches {
-			fns = append(fns, fn)
-		}
-		v.mu.Unlock()
-		for _, fn := range fns {
-			fn(m.Payload)
-		}
-	}
 }

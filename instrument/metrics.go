@@ -22,6 +22,7 @@ type metrics struct {
 	recompute          *prometheus.HistogramVec
 	sourceCalls        *prometheus.CounterVec
 	writeSkew          *prometheus.CounterVec
+	staleWritesRefused *prometheus.CounterVec
 	duplicate          *prometheus.CounterVec
 	idempotency        *prometheus.CounterVec
 	missBursts         *prometheus.CounterVec
@@ -48,6 +49,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		recompute:          histogram(&r, signals.RecomputeDuration),
 		sourceCalls:        counter(&r, signals.SourceCalls),
 		writeSkew:          counter(&r, signals.WriteSkew),
+		staleWritesRefused: counter(&r, signals.StaleWritesRefused),
 		duplicate:          counter(&r, signals.DuplicateRecompute),
 		idempotency:        counter(&r, signals.IdempotencyChecks),
 		missBursts:         counter(&r, signals.MissBursts),

@@ -50,19 +50,26 @@ end
 return {state, granted, h[1], h[2], h[5], h[6], h[3]}
 `)
 
-// FetchWrite stores a freshly loaded value, releases the lease if the caller
-// still owns it, and publishes on the key's channel so that waiters in every
-// process wake at once instead of sleeping through a poll interval.
+// FetchWrite stores a freshly loaded value only if the caller still holds
+// the refresh lease (memcache's "lease invalidated by delete"): an
+// invalidation deletes the lease, and a lease that ran out may have passed
+// to another loader, so a load that started before either must not be
+// stored as fresh over what came after it. Stored or refused, it publishes
+// on the key's channel so that waiters in every process wake at once
+// (after a refusal they read again and one of them takes the lease).
 //
-// ARGV: token, v, f, h, d, n, pexpire_ms, channel. Reply: 1.
+// ARGV: token, v, f, h, d, n, pexpire_ms, channel. Reply: 1 stored, 0
+// refused (the lease was no longer the caller's).
 var FetchWrite = define("cachewatch_fetch_write", `
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', ARGV[3], 'h', ARGV[4], 'd', ARGV[5], 'n', ARGV[6], 'e', 0)
-redis.call('PEXPIRE', KEYS[1], ARGV[7])
-if redis.call('GET', KEYS[2]) == ARGV[1] then
+local held = redis.call('GET', KEYS[2]) == ARGV[1]
+if held then
+  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', ARGV[3], 'h', ARGV[4], 'd', ARGV[5], 'n', ARGV[6], 'e', 0)
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
   redis.call('DEL', KEYS[2])
 end
 redis.call('PUBLISH', ARGV[8], '1')
-return 1
+if held then return 1 end
+return 0
 `)
 
 // FetchFail records a failed load: it counts a consecutive failure on the

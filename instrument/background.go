@@ -1,0 +1,51 @@
+package instrument
+
+import "sync"
+
+// background tracks the goroutines a Cache starts (flights, refreshes,
+// revalidations, orphan-lease releases), so that Close can refuse new ones
+// and wait for those running. Close may run at any time, concurrently with
+// any call: a WaitGroup alone cannot be added to while it is waited on.
+type background struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+	stop   chan struct{} // closed by close: waits in background work end early
+}
+
+func newBackground() *background { return &background{stop: make(chan struct{})} }
+
+// start runs fn in a goroutine, unless close has begun: then it reports
+// false and the caller does without.
+func (b *background) start(fn func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// close refuses new goroutines, signals stop and waits for the running
+// ones. Concurrent and repeated calls all wait.
+func (b *background) close() {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.stop)
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// isClosed reports whether close has begun.
+func (b *background) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
