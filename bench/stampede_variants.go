@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"time"
 
@@ -77,7 +78,7 @@ func buildCachewatchNoCopies(rdb *redis.Client, load loader) (fetcher, func()) {
 func cachewatchWith(rdb *redis.Client, load loader, o instrument.CacheOptions) (fetcher, func()) {
 	c, err := instrument.New(rdb, instrument.Options{
 		Registerer: prometheus.NewRegistry(),
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:     workerLogger(),
 	})
 	if err != nil {
 		panic(err)
@@ -86,6 +87,16 @@ func cachewatchWith(rdb *redis.Client, load loader, o instrument.CacheOptions) (
 	return func(ctx context.Context, key string) (string, error) {
 		return cache.Fetch(ctx, key, load)
 	}, func() { _ = cache.Close() }
+}
+
+// workerLogger discards cachewatch's log unless CACHEWATCH_STAMPEDE_LOG
+// names a level (debug, info, warn, error): then it goes to stderr.
+func workerLogger() *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(os.Getenv("CACHEWATCH_STAMPEDE_LOG"))); err != nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 // naive: cache-aside, GET then load and SET on a miss, no coalescing.
