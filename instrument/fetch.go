@@ -839,12 +839,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 		}
 		switch {
 		case s.state == stateFresh || s.state == stateStale:
-			if s.granted {
-				ca.refreshInBackground(ctx, key, group, k, token, load)
-			}
-			v, _, err := ca.decode(key, s, resultCoalesced)
-			ca.keepCopy(key, v, err, s)
-			return v, resultCoalesced, err
+			return ca.served(ctx, key, group, k, token, load, s)
 		case s.granted:
 			return ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
 		}
@@ -852,7 +847,10 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 			testHookWaiting(key)
 		}
 		select {
-		case <-woken:
+		case <-woken.done:
+			if s, ok := ca.carried(woken.payload); ok {
+				return ca.served(ctx, key, group, k, "", load, s)
+			}
 		case <-ticker.C:
 		case <-ctx.Done():
 			return zero, resultError, fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", key, ctx.Err())
@@ -860,11 +858,54 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 	}
 }
 
+// served answers a waiter with the value another process stored, read
+// (refreshing it when the read granted the lease) or carried by the
+// wake-up.
+func (ca *Cache[T]) served(ctx context.Context, key, group string, k keys, token string, load func(context.Context) (T, error), s stored) (T, string, error) {
+	if s.granted {
+		ca.refreshInBackground(ctx, key, group, k, token, load)
+	}
+	v, _, err := ca.decode(key, s, resultCoalesced)
+	ca.keepCopy(key, v, err, s)
+	return v, resultCoalesced, err
+}
+
+// carried decodes a value carried by a wake-up ("=f:h:n:v", published by
+// the write script), judged at this process's clock; ok is false for a
+// bare wake-up ("1": refused or too large a value), a malformed one, or a
+// value already past its hard TTL here — the waiter then reads again.
+func (ca *Cache[T]) carried(payload string) (s stored, ok bool) {
+	rest, ok := strings.CutPrefix(payload, "=")
+	if !ok {
+		return s, false
+	}
+	parts := strings.SplitN(rest, ":", 4)
+	if len(parts) != 4 {
+		return s, false
+	}
+	var err1, err2 error
+	s.freshUntil, err1 = strconv.ParseInt(parts[0], 10, 64)
+	s.hardUntil, err2 = strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return s, false
+	}
+	s.negative, s.raw = parts[2] == "1", parts[3]
+	switch now := ca.c.now().UnixMilli(); {
+	case now < s.freshUntil:
+		s.state = stateFresh
+	case now < s.hardUntil:
+		s.state = stateStale
+	default:
+		return s, false
+	}
+	return s, true
+}
+
 // subscribe registers a waiter for the wake-up on channel; after Close the
 // Cache no longer uses the Client's connection, and its waiters poll.
 func (ca *Cache[T]) subscribe(ctx context.Context, channel string) *subscription {
 	if ca.bg.isClosed() {
-		return &subscription{h: ca.c.hub, channel: channel, t: &topic{ready: make(chan struct{}), wake: make(chan struct{})}}
+		return &subscription{h: ca.c.hub, channel: channel, t: &topic{ready: make(chan struct{}), wake: newWakeup()}}
 	}
 	return ca.c.hub.subscribe(ctx, channel, ca.o.RedisTimeout)
 }

@@ -41,8 +41,17 @@ type topic struct {
 	refs  int
 	ready chan struct{} // closed when Redis confirms the subscription
 	once  sync.Once
-	wake  chan struct{} // closed and replaced on every message
+	wake  *wakeup // closed and replaced on every message
 }
+
+// wakeup is one message's delivery to the waiters of a topic: done closes
+// when it arrives, after payload is set.
+type wakeup struct {
+	done    chan struct{}
+	payload string
+}
+
+func newWakeup() *wakeup { return &wakeup{done: make(chan struct{})} }
 
 func newHub(rdb redis.UniversalClient, mark func(context.Context) context.Context, ns string) *hub {
 	return &hub{rdb: rdb, mark: mark, ns: ns, invalidate: ns + ":invalidate",
@@ -146,11 +155,11 @@ func (h *hub) subscribe(ctx context.Context, channel string, bound time.Duration
 	ps := h.connLocked()
 	if ps == nil {
 		h.mu.Unlock()
-		return &subscription{h: h, channel: channel, t: &topic{ready: make(chan struct{}), wake: make(chan struct{})}}
+		return &subscription{h: h, channel: channel, t: &topic{ready: make(chan struct{}), wake: newWakeup()}}
 	}
 	t, ok := h.topics[channel]
 	if !ok {
-		t = &topic{ready: make(chan struct{}), wake: make(chan struct{})}
+		t = &topic{ready: make(chan struct{}), wake: newWakeup()}
 		h.topics[channel] = t
 		// Subscribe may wait on the connection's lock while it
 		// reconnects: never on the caller's time.
@@ -169,10 +178,10 @@ func (h *hub) subscribe(ctx context.Context, channel string, bound time.Duration
 	return &subscription{h: h, channel: channel, t: t}
 }
 
-// wait returns a channel closed by the next message on the subscription's
+// wait returns the delivery of the next message on the subscription's
 // channel. Take it before re-reading the value, so that a write landing
 // between the read and the wait is not missed.
-func (s *subscription) wait() <-chan struct{} {
+func (s *subscription) wait() *wakeup {
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
 	return s.t.wake
@@ -214,8 +223,9 @@ func (h *hub) dispatch(ps *redis.PubSub) {
 			}
 			h.mu.Lock()
 			if t := h.topics[m.Channel]; t != nil {
-				close(t.wake)
-				t.wake = make(chan struct{})
+				t.wake.payload = m.Payload
+				close(t.wake.done)
+				t.wake = newWakeup()
 			}
 			h.mu.Unlock()
 		}

@@ -57,6 +57,9 @@ return {state, granted, h[1], h[2], h[5], h[6], h[3]}
 // stored as fresh over what came after it. Stored or refused, it publishes
 // on the key's channel so that waiters in every process wake at once
 // (after a refusal they read again and one of them takes the lease).
+// A stored value of up to 64 KiB travels in the message — "=f:h:n:v" —
+// so a woken waiter needs no second round trip to read it; a refusal or a
+// larger value publishes "1" and the waiters read again.
 //
 // ARGV: token, v, f, h, d, n, pexpire_ms, channel. Reply: 1 stored, 0
 // refused (the lease was no longer the caller's).
@@ -67,7 +70,11 @@ if held then
   redis.call('PEXPIRE', KEYS[1], ARGV[7])
   redis.call('DEL', KEYS[2])
 end
-redis.call('PUBLISH', ARGV[8], '1')
+if held and #ARGV[2] <= 65536 then
+  redis.call('PUBLISH', ARGV[8], '=' .. ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[6] .. ':' .. ARGV[2])
+else
+  redis.call('PUBLISH', ARGV[8], '1')
+end
 if held then return 1 end
 return 0
 `)
