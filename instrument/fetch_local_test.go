@@ -268,7 +268,9 @@ func TestInvalidationSubscriptionPerClient(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := context.Background()
-	subscribers := func() int64 { return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"] }
+	subscribers := func() int64 {
+		return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"]
+	}
 	c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
