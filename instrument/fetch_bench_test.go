@@ -20,8 +20,7 @@ func BenchmarkFetchHit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ca := NewCache[string](c, CacheOptions{FreshTTL: time.Hour})
-	defer ca.Close()
+	ca := mustCache[string](b, c, CacheOptions{FreshTTL: time.Hour})
 	ctx := context.Background()
 	load := func(context.Context) (string, error) { return "value", nil }
 	if _, err := ca.Fetch(ctx, "bench:1", load); err != nil {
@@ -57,8 +56,7 @@ func BenchmarkFetchStaleCrowd(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ca := NewCache[string](c, CacheOptions{FreshTTL: time.Minute, HardTTL: 1000 * time.Hour, LocalCopies: v.copies})
-			defer ca.Close()
+			ca := mustCache[string](b, c, CacheOptions{FreshTTL: time.Minute, HardTTL: 1000 * time.Hour, LocalCopies: v.copies})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 			defer cancel()
 			load := func(context.Context) (string, error) { return "value", nil }

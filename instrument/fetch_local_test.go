@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"slices"
 	"strconv"
@@ -277,9 +278,9 @@ func TestInvalidationSubscriptionPerClient(t *testing.T) {
 	}
 	var caches []*Cache[string]
 	for range 3 {
-		caches = append(caches, NewCache[string](c, CacheOptions{}))
+		caches = append(caches, mustCache[string](t, c, CacheOptions{Name: fmt.Sprint("cache", len(caches))}))
 	}
-	noCopies := NewCache[string](c, CacheOptions{LocalCopies: -1})
+	noCopies := mustCache[string](t, c, CacheOptions{LocalCopies: -1})
 	defer noCopies.Close()
 	load := func(context.Context) (string, error) { return "v", nil }
 	for _, ca := range caches {

@@ -37,10 +37,13 @@ func newFetchCache(t *testing.T, rdb redis.UniversalClient, reg prometheus.Regis
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca := NewCache[string](c, o)
-	t.Cleanup(func() { _ = ca.Close() })
-	return ca
+	if o.Name == "" { // each simulated process its own breaker series on the shared registry
+		o.Name = fmt.Sprint("process", processes.Add(1))
+	}
+	return mustCache[string](t, c, o)
 }
+
+var processes atomic.Int64
 
 func lookups(ca *Cache[string], group, result string) float64 {
 	return testutil.ToFloat64(ca.c.m.lookups.WithLabelValues(group, result))

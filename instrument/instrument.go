@@ -31,6 +31,10 @@ var (
 	// ErrRedis: Redis failed (unreachable, timeout, error reply). The
 	// underlying error is wrapped too.
 	ErrRedis = errors.New("cachewatch: redis failed")
+	// ErrNameInUse: NewCache was given (or defaulted to) the name of
+	// another open Cache on the same registry, whose breaker and limiter
+	// series it would share.
+	ErrNameInUse = errors.New("cachewatch: cache name in use")
 )
 
 // Options configures a Client. The zero value is usable.
@@ -49,8 +53,9 @@ type Options struct {
 	// Now is the clock; nil means time.Now. Tests inject their own to test
 	// TTL behaviour without sleeping.
 	Now func() time.Time
-	// Name labels this client's circuit breaker and source limiter
-	// (default "default").
+	// Name is the client label of this client's series: its Caches'
+	// circuit breakers and source limiters, unless a Cache has its own
+	// CacheOptions.Name (default "default").
 	Name string
 	// Namespace prefixes the pub/sub channels the client's Caches use
 	// (default "cachewatch"): <Namespace>:invalidate carries invalidation
@@ -72,6 +77,7 @@ const DefaultNamespace = "cachewatch"
 // concurrent use.
 type Client struct {
 	rdb    redis.UniversalClient
+	reg    prometheus.Registerer
 	groups *keygroup.Classifier
 	m      *metrics
 	spans  tracing
@@ -97,7 +103,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{rdb: rdb, m: m, groups: opts.KeyGroups, log: opts.Logger, now: opts.Now, name: opts.Name}
+	c := &Client{rdb: rdb, reg: reg, m: m, groups: opts.KeyGroups, log: opts.Logger, now: opts.Now, name: opts.Name}
 	if c.groups == nil {
 		overflow, err := signals.Register(reg, signals.KeyGroupOverflow.NewCounterVec())
 		if err != nil {
