@@ -2,8 +2,8 @@ package instrument
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync/atomic"
