@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/go-redsync/redsync/v4 v4.18.1
+	github.com/jonboulle/clockwork v0.5.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0

@@ -191,7 +191,7 @@ func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 	}
 	ca := &Cache[T]{c: c, o: o, deg: newDegraded(c.rdb, o.Name, o, c.m), bg: newBackground(), releaseName: releaseName}
 	c.hub.open()
-	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.now,
+	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.clock.Now,
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]failureRun{}
 	ca.groupM = map[string]*groupMetrics{}
@@ -632,9 +632,9 @@ func (ca *Cache[T]) read(ctx context.Context, k keys, token string) (stored, err
 func (ca *Cache[T]) releaseOrphan(k keys, token string) {
 	ca.bg.start(func() {
 		for _, wait := range []time.Duration{ca.o.RedisTimeout, time.Second, 4 * time.Second} {
-			timer := time.NewTimer(wait)
+			timer := ca.c.clock.NewTimer(wait)
 			select {
-			case <-timer.C:
+			case <-timer.Chan():
 			case <-ca.bg.stop:
 				timer.Stop()
 				ca.giveBack(k, token)
@@ -838,7 +838,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 	var zero T
 	sub := ca.subscribe(ctx, k.channel)
 	defer sub.close()
-	ticker := time.NewTicker(ca.o.PollInterval)
+	ticker := ca.c.clock.NewTicker(ca.o.PollInterval)
 	defer ticker.Stop()
 	for {
 		woken := sub.wait()
@@ -863,7 +863,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 		}
 		select {
 		case <-woken:
-		case <-ticker.C:
+		case <-ticker.Chan():
 		case <-ctx.Done():
 			return zero, resultError, fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", key, ctx.Err())
 		}

@@ -12,12 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 	"github.com/cachewatch/cachewatch/internal/luascript"
 )
 
@@ -95,7 +95,7 @@ type Lock struct {
 
 	mu         sync.Mutex
 	validUntil time.Time // client clock; never later than Redis's expiry
-	timer      *time.Timer
+	timer      clockwork.Timer
 	timerGen   int
 	finished   bool // released or lost: hold time observed, Context done
 	released   bool // Release ran
@@ -277,7 +277,14 @@ func (c *Client) backoffWait(ctx context.Context, group string, d time.Duration)
 		}
 		return fmt.Errorf("backoff of %v would pass the deadline: %w", d, context.DeadlineExceeded)
 	}
-	return ctxsleep.Sleep(ctx, d)
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.Chan():
+		return nil
+	}
 }
 
 func (c *Client) lockFailed(ctx context.Context, span trace.Span, group, key, token string, start time.Time, outcome string, err error) error {
@@ -381,7 +388,7 @@ func (l *Lock) extend(ctx, callCtx context.Context, ttl time.Duration) error {
 // stop closes meanwhile: Release waits for it.
 func (l *Lock) heartbeat(stop <-chan struct{}, lockCtx context.Context) {
 	defer close(l.renewDone)
-	tick := time.NewTicker(max(l.ttl/3, time.Millisecond))
+	tick := l.c.clock.NewTicker(max(l.ttl/3, time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
@@ -389,7 +396,7 @@ func (l *Lock) heartbeat(stop <-chan struct{}, lockCtx context.Context) {
 			return
 		case <-lockCtx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		}
 		l.mu.Lock()
 		left := l.validUntil.Sub(l.c.now())
@@ -460,7 +467,7 @@ func (l *Lock) setValidUntil(t time.Time) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	l.timer = time.AfterFunc(t.Sub(l.c.now()), func() { l.expire(gen) })
+	l.timer = l.c.clock.AfterFunc(t.Sub(l.c.now()), func() { l.expire(gen) })
 }
 
 // expire ends the lock when its lease ran out without a (successful) renewal.
