@@ -83,7 +83,10 @@ func cachewatchWith(rdb *redis.Client, load loader, o instrument.CacheOptions) (
 	if err != nil {
 		panic(err)
 	}
-	cache := instrument.NewCache[string](c, o)
+	cache, err := instrument.NewCache[string](c, o)
+	if err != nil {
+		panic(err)
+	}
 	return func(ctx context.Context, key string) (string, error) {
 		return cache.Fetch(ctx, key, load)
 	}, func() { _ = cache.Close() }

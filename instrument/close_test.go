@@ -142,6 +142,18 @@ func TestCacheCloseEndsOrphanLeaseRelease(t *testing.T) {
 	goleak.VerifyNone(t, before)
 }
 
+// mustCache is NewCache for tests: it fails the test on error and closes
+// the Cache at its end.
+func mustCache[T any](t testing.TB, c *Client, o CacheOptions) *Cache[T] {
+	t.Helper()
+	ca, err := NewCache[T](c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ca.Close() })
+	return ca
+}
+
 // wait waits for the Cache's background work to end, for tests that know
 // none is being started meanwhile (Close is for everything else).
 func (b *background) wait() { b.wg.Wait() }

@@ -31,7 +31,7 @@ func ExampleCache_Fetch() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	products := instrument.NewCache[product](client, instrument.CacheOptions{
+	products, err := instrument.NewCache[product](client, instrument.CacheOptions{
 		FreshTTL: time.Minute,
 		HardTTL:  time.Hour,
 		Beta:     1, // XFetch: refresh hot keys a little before they go stale
@@ -39,6 +39,9 @@ func ExampleCache_Fetch() {
 		// refreshes them (and while Redis is unreachable).
 		LocalCopies: 10000,
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer products.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -82,9 +82,10 @@ type CacheOptions struct {
 	// unavailable (default 16). Callers beyond it wait, bounded by their
 	// context.
 	FallbackConcurrency int
-	// Name labels the breaker and fallback metrics (circuit_breaker_state,
-	// source_in_flight); default the Client's Name. Give each Cache on a
-	// shared registry its own.
+	// Name is the client label of the Cache's breaker and fallback series
+	// (circuit_breaker_state, source_in_flight); default the Client's
+	// Name. Two open Caches on one registry cannot share a name: NewCache
+	// returns ErrNameInUse, so give the second Cache its own.
 	Name string
 
 	// LocalCopies is how many keys' last values each process keeps in
@@ -171,18 +172,26 @@ type Cache[T any] struct {
 	// unlisten ends the copies' invalidation notices (nil without copies).
 	unlisten func()
 	closeHub sync.Once
+	// releaseName frees the Cache's name on its registry (Close).
+	releaseName func()
 	// groupM caches per-group metric handles; bounded like the groups.
 	groupsMu sync.RWMutex
 	groupM   map[string]*groupMetrics
 	bg       *background // every goroutine the Cache starts, ended by Close
 }
 
-// NewCache returns a Cache over c's Redis client.
-func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
+// NewCache returns a Cache over c's Redis client. It returns an error
+// wrapping ErrNameInUse when another open Cache on c's registry has the
+// same name (CacheOptions.Name, default the Client's Name).
+func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 	o := opts.withDefaults(c.name)
-	ca := &Cache[T]{c: c, o: o, deg: newDegraded(c.rdb, o.Name, o, c.m), bg: newBackground()}
+	releaseName, err := claimCacheName(c.reg, o.Name)
+	if err != nil {
+		return nil, fmt.Errorf("cachewatch: NewCache: %w", err)
+	}
+	ca := &Cache[T]{c: c, o: o, deg: newDegraded(c.rdb, o.Name, o, c.m), bg: newBackground(), releaseName: releaseName}
 	c.hub.open()
-	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.now,
+	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.clock.Now,
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]failureRun{}
 	ca.groupM = map[string]*groupMetrics{}
@@ -190,7 +199,7 @@ func NewCache[T any](c *Client, opts CacheOptions) *Cache[T] {
 		ca.local = &localCopies[T]{max: o.LocalCopies}
 		ca.unlisten = c.hub.listen(ca.dropNoticed)
 	}
-	return ca
+	return ca, nil
 }
 
 // Close stops the Cache's background work and returns once every
@@ -213,6 +222,7 @@ func (ca *Cache[T]) Close() error {
 			ca.unlisten()
 		}
 		err = ca.c.hub.close()
+		ca.releaseName()
 	})
 	return err
 }
@@ -622,9 +632,9 @@ func (ca *Cache[T]) read(ctx context.Context, k keys, token string) (stored, err
 func (ca *Cache[T]) releaseOrphan(k keys, token string) {
 	ca.bg.start(func() {
 		for _, wait := range []time.Duration{ca.o.RedisTimeout, time.Second, 4 * time.Second} {
-			timer := time.NewTimer(wait)
+			timer := ca.c.clock.NewTimer(wait)
 			select {
-			case <-timer.C:
+			case <-timer.Chan():
 			case <-ca.bg.stop:
 				timer.Stop()
 				ca.giveBack(k, token)
@@ -828,7 +838,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 	var zero T
 	sub := ca.subscribe(ctx, k.channel)
 	defer sub.close()
-	ticker := time.NewTicker(ca.o.PollInterval)
+	ticker := ca.c.clock.NewTicker(ca.o.PollInterval)
 	defer ticker.Stop()
 	for {
 		woken := sub.wait()
@@ -851,7 +861,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 			if s, ok := ca.carried(woken.payload); ok {
 				return ca.served(ctx, key, group, k, "", load, s)
 			}
-		case <-ticker.C:
+		case <-ticker.Chan():
 		case <-ctx.Done():
 			return zero, resultError, fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", key, ctx.Err())
 		}

@@ -3,7 +3,6 @@ package instrument
 import (
 	"context"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +19,7 @@ func BenchmarkFetchHit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ca := NewCache[string](c, CacheOptions{FreshTTL: time.Hour})
-	defer ca.Close()
+	ca := mustCache[string](b, c, CacheOptions{FreshTTL: time.Hour})
 	ctx := context.Background()
 	load := func(context.Context) (string, error) { return "value", nil }
 	if _, err := ca.Fetch(ctx, "bench:1", load); err != nil {
@@ -50,15 +48,12 @@ func BenchmarkFetchStaleCrowd(b *testing.B) {
 	}{{"copies", 0}, {"nocopies", -1}} {
 		b.Run(v.name, func(b *testing.B) {
 			srv := redistest.Start(b)
-			var clock atomic.Int64
-			clock.Store(time.Now().UnixNano())
-			now := func() time.Time { return time.Unix(0, clock.Load()) }
-			c, err := New(srv.Client(b), Options{Registerer: prometheus.NewRegistry(), Now: now})
+			clock := newFetchClock()
+			c, err := New(srv.Client(b), Options{Registerer: prometheus.NewRegistry(), Clock: clock})
 			if err != nil {
 				b.Fatal(err)
 			}
-			ca := NewCache[string](c, CacheOptions{FreshTTL: time.Minute, HardTTL: 1000 * time.Hour, LocalCopies: v.copies})
-			defer ca.Close()
+			ca := mustCache[string](b, c, CacheOptions{FreshTTL: time.Minute, HardTTL: 1000 * time.Hour, LocalCopies: v.copies})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 			defer cancel()
 			load := func(context.Context) (string, error) { return "value", nil }
@@ -70,7 +65,7 @@ func BenchmarkFetchStaleCrowd(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				clock.Add(int64(2 * time.Minute)) // stale again (the last refresh made it fresh)
+				clock.add(2 * time.Minute) // stale again (the last refresh made it fresh)
 				ca.bg.wait()
 				b.StartTimer()
 				l, _ := crowd.Run(callers, func() error { _, err := ca.Fetch(ctx, "crowd:1", load); return err })

@@ -3,6 +3,7 @@ package instrument
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -268,16 +269,18 @@ func TestInvalidationSubscriptionPerClient(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := context.Background()
-	subscribers := func() int64 { return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"] }
+	subscribers := func() int64 {
+		return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"]
+	}
 	c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var caches []*Cache[string]
 	for range 3 {
-		caches = append(caches, NewCache[string](c, CacheOptions{}))
+		caches = append(caches, mustCache[string](t, c, CacheOptions{Name: fmt.Sprint("cache", len(caches))}))
 	}
-	noCopies := NewCache[string](c, CacheOptions{LocalCopies: -1})
+	noCopies := mustCache[string](t, c, CacheOptions{LocalCopies: -1})
 	defer noCopies.Close()
 	load := func(context.Context) (string, error) { return "v", nil }
 	for _, ca := range caches {

@@ -30,7 +30,7 @@ func TestFetchSpanEventsAndDebugLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca := NewCache[string](c, CacheOptions{})
+	ca := mustCache[string](t, c, CacheOptions{})
 	defer ca.Close()
 	load := func(context.Context) (string, error) { return "v", nil }
 	for i := 0; i < 2; i++ {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
@@ -16,13 +17,22 @@ import (
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
-// fetchClock is an injectable clock for TTL decisions.
+// fetchClock is an injectable clock for TTL decisions: its readings are
+// stepped by the test (add), its timers and tickers are real, so waiters
+// still poll and Redis calls still time out.
 type fetchClock struct {
+	clockwork.Clock
 	mu sync.Mutex
 	t  time.Time
 }
 
-func newFetchClock() *fetchClock { return &fetchClock{t: time.Unix(1_800_000_000, 0)} }
+func newFetchClock() *fetchClock {
+	return &fetchClock{Clock: clockwork.NewRealClock(), t: time.Unix(1_800_000_000, 0)}
+}
+
+func (c *fetchClock) Now() time.Time { return c.now() }
+
+func (c *fetchClock) Since(t time.Time) time.Duration { return c.now().Sub(t) }
 
 func (c *fetchClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 
@@ -33,14 +43,17 @@ func (c *fetchClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.
 // processes, as Prometheus would add them up.
 func newFetchCache(t *testing.T, rdb redis.UniversalClient, reg prometheus.Registerer, clk *fetchClock, o CacheOptions) *Cache[string] {
 	t.Helper()
-	c, err := New(rdb, Options{Registerer: reg, Now: clk.now})
+	c, err := New(rdb, Options{Registerer: reg, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca := NewCache[string](c, o)
-	t.Cleanup(func() { _ = ca.Close() })
-	return ca
+	if o.Name == "" { // each simulated process its own breaker series on the shared registry
+		o.Name = fmt.Sprint("process", processes.Add(1))
+	}
+	return mustCache[string](t, c, o)
 }
+
+var processes atomic.Int64
 
 func lookups(ca *Cache[string], group, result string) float64 {
 	return testutil.ToFloat64(ca.c.m.lookups.WithLabelValues(group, result))

@@ -57,7 +57,10 @@ func TestWokenWaiterTakesTheValueFromTheWakeUp(t *testing.T) {
 					t.Fatal(err)
 				}
 				// No polling and generous Redis time: only the wake-up ends the wait.
-				ca := NewCache[string](c, CacheOptions{PollInterval: time.Hour, RedisTimeout: 30 * time.Second})
+				ca, err := NewCache[string](c, CacheOptions{PollInterval: time.Hour, RedisTimeout: 30 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
 				t.Cleanup(func() { _ = ca.Close() })
 				return ca, reg
 			}

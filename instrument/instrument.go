@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
@@ -30,6 +31,10 @@ var (
 	// ErrRedis: Redis failed (unreachable, timeout, error reply). The
 	// underlying error is wrapped too.
 	ErrRedis = errors.New("cachewatch: redis failed")
+	// ErrNameInUse: NewCache was given (or defaulted to) the name of
+	// another open Cache on the same registry, whose breaker and limiter
+	// series it would share.
+	ErrNameInUse = errors.New("cachewatch: cache name in use")
 )
 
 // Options configures a Client. The zero value is usable.
@@ -45,11 +50,16 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Logger receives one debug line per decision; nil means slog.Default().
 	Logger *slog.Logger
-	// Now is the clock; nil means time.Now. Tests inject their own to test
-	// TTL behaviour without sleeping.
-	Now func() time.Time
-	// Name labels this client's circuit breaker and source limiter
-	// (default "default").
+	// Clock is the time source of every decision, timer and ticker: TTL
+	// judgement, lock leases and their expiry timers, renewal heartbeats,
+	// retry backoff, waiters' polling and orphan-lease releases. nil means
+	// the real clock; tests inject clockwork.NewFakeClock() to exercise
+	// leases, renewals, backoff and TTLs without sleeping. (Redis expires
+	// keys on its own clock; context deadlines stay on the real one.)
+	Clock clockwork.Clock
+	// Name is the client label of this client's series: its Caches'
+	// circuit breakers and source limiters, unless a Cache has its own
+	// CacheOptions.Name (default "default").
 	Name string
 	// Namespace prefixes the pub/sub channels the client's Caches use
 	// (default "cachewatch"): <Namespace>:invalidate carries invalidation
@@ -71,11 +81,12 @@ const DefaultNamespace = "cachewatch"
 // concurrent use.
 type Client struct {
 	rdb    redis.UniversalClient
+	reg    prometheus.Registerer
 	groups *keygroup.Classifier
 	m      *metrics
 	spans  tracing
 	log    *slog.Logger
-	now    func() time.Time
+	clock  clockwork.Clock
 	name   string
 	// hub is the one pub/sub connection of the Client's Caches: wake-ups
 	// and invalidation notices.
@@ -96,27 +107,30 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{rdb: rdb, m: m, groups: opts.KeyGroups, log: opts.Logger, now: opts.Now, name: opts.Name}
+	c := &Client{rdb: rdb, reg: reg, m: m, groups: opts.KeyGroups, log: opts.Logger, clock: opts.Clock, name: opts.Name}
 	if c.groups == nil {
 		c.groups = keygroup.Shared(reg)
 	}
 	c.spans = newTracing(opts.TracerProvider)
+	if c.clock == nil {
+		c.clock = clockwork.NewRealClock()
+	}
 	ns := opts.Namespace
 	if ns == "" {
 		ns = DefaultNamespace
 	}
-	c.hub = newHub(rdb, c.ctx, ns)
+	c.hub = newHub(rdb, c.ctx, ns, c.clock)
 	if c.log == nil {
 		c.log = slog.Default()
-	}
-	if c.now == nil {
-		c.now = time.Now
 	}
 	if c.name == "" {
 		c.name = "default"
 	}
 	return c, nil
 }
+
+// now reads the client's clock.
+func (c *Client) now() time.Time { return c.clock.Now() }
 
 // group returns the key group of key.
 func (c *Client) group(key string) string { return c.groups.Classify(key) }

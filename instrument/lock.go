@@ -12,12 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 	"github.com/cachewatch/cachewatch/internal/luascript"
 )
 
@@ -95,7 +95,7 @@ type Lock struct {
 
 	mu         sync.Mutex
 	validUntil time.Time // client clock; never later than Redis's expiry
-	timer      *time.Timer
+	timer      clockwork.Timer
 	timerGen   int
 	finished   bool // released or lost: hold time observed, Context done
 	released   bool // Release ran
@@ -277,7 +277,14 @@ func (c *Client) backoffWait(ctx context.Context, group string, d time.Duration)
 		}
 		return fmt.Errorf("backoff of %v would pass the deadline: %w", d, context.DeadlineExceeded)
 	}
-	return ctxsleep.Sleep(ctx, d)
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.Chan():
+		return nil
+	}
 }
 
 func (c *Client) lockFailed(ctx context.Context, span trace.Span, group, key, token string, start time.Time, outcome string, err error) error {
@@ -301,11 +308,12 @@ func (c *Client) held(ctx context.Context, span trace.Span, key, group, token st
 	l.setValidUntil(sent.Add(ttl))
 	l.mu.Unlock()
 	if renew {
-		// Release stops the heartbeat through stop; the lock's end through
-		// lctx. Only the former makes a failing renewal no Redis failure.
-		rctx, stop := context.WithCancel(context.WithoutCancel(lctx))
-		l.stopRenew, l.renewDone = stop, make(chan struct{})
-		go l.heartbeat(rctx, lctx)
+		// Release stops the heartbeat through stop, between beats: a
+		// renewal already sent is waited for, so that its result is known
+		// and counted, and it cannot land after the release script.
+		stop := make(chan struct{})
+		l.stopRenew, l.renewDone = func() { close(stop) }, make(chan struct{})
+		go l.heartbeat(stop, lctx)
 	}
 	return l
 }
@@ -375,18 +383,20 @@ func (l *Lock) extend(ctx, callCtx context.Context, ttl time.Duration) error {
 
 // heartbeat extends the lease every TTL/3 until stopped (Release) or the
 // lock's context ends. A failed renewal is retried at the next beat; if none
-// succeeds before the lease runs out, the expiry timer ends the lock.
-func (l *Lock) heartbeat(ctx, lockCtx context.Context) {
+// succeeds before the lease runs out, the expiry timer ends the lock. Each
+// renewal runs to its end (bounded by what is left of the lease), even if
+// stop closes meanwhile: Release waits for it.
+func (l *Lock) heartbeat(stop <-chan struct{}, lockCtx context.Context) {
 	defer close(l.renewDone)
-	tick := time.NewTicker(max(l.ttl/3, time.Millisecond))
+	tick := l.c.clock.NewTicker(max(l.ttl/3, time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			return
 		case <-lockCtx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		}
 		l.mu.Lock()
 		left := l.validUntil.Sub(l.c.now())
@@ -394,8 +404,8 @@ func (l *Lock) heartbeat(ctx, lockCtx context.Context) {
 		if left <= 0 {
 			continue // the expiry timer is about to end the lock
 		}
-		callCtx, cancel := context.WithTimeout(ctx, left)
-		err := l.extend(ctx, callCtx, l.ttl)
+		callCtx, cancel := context.WithTimeout(lockCtx, left)
+		err := l.extend(lockCtx, callCtx, l.ttl)
 		cancel()
 		if errors.Is(err, ErrNotOwner) {
 			return
@@ -404,18 +414,20 @@ func (l *Lock) heartbeat(ctx, lockCtx context.Context) {
 }
 
 // Release deletes the lock if the caller still owns it and ends its Context.
+// With Renew, it first stops the heartbeat, waiting for a renewal already
+// sent to come back (it is counted, and cannot land after the release).
 // It returns an error wrapping ErrNotOwner when the lease had already ended
 // (the lock is then counted as lost, once), and ErrRedis when Redis failed
 // (the key then expires at its TTL).
 func (l *Lock) Release(ctx context.Context) error {
-	if l.stopRenew != nil {
-		l.stopRenew()
-		<-l.renewDone // no renewal may race the release script
-	}
 	l.mu.Lock()
 	twice := l.released
 	l.released = true
 	l.mu.Unlock()
+	if l.stopRenew != nil && !twice {
+		l.stopRenew()
+		<-l.renewDone // a renewal in flight ends (and is counted) before the release script runs
+	}
 	if twice {
 		return fmt.Errorf("%w: %q: released twice", ErrNotOwner, l.key)
 	}
@@ -455,7 +467,7 @@ func (l *Lock) setValidUntil(t time.Time) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	l.timer = time.AfterFunc(t.Sub(l.c.now()), func() { l.expire(gen) })
+	l.timer = l.c.clock.AfterFunc(t.Sub(l.c.now()), func() { l.expire(gen) })
 }
 
 // expire ends the lock when its lease ran out without a (successful) renewal.

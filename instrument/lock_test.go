@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
@@ -24,10 +25,26 @@ import (
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
-// lockClient returns an instrument client over rdb reporting into reg.
+// readingClock is the real clock (timers, tickers) with its readings
+// taken from now: a test steps the time decisions are made on while the
+// client's timers run in real time.
+type readingClock struct {
+	clockwork.Clock
+	now func() time.Time
+}
+
+func (c readingClock) Now() time.Time                  { return c.now() }
+func (c readingClock) Since(t time.Time) time.Duration { return c.now().Sub(t) }
+
+// lockClient returns an instrument client over rdb reporting into reg,
+// reading the time from now (nil: the real clock).
 func lockClient(t *testing.T, rdb redis.UniversalClient, reg prometheus.Registerer, now func() time.Time) *instrument.Client {
 	t.Helper()
-	c, err := instrument.New(rdb, instrument.Options{Registerer: reg, Now: now})
+	var clk clockwork.Clock
+	if now != nil {
+		clk = readingClock{Clock: clockwork.NewRealClock(), now: now}
+	}
+	c, err := instrument.New(rdb, instrument.Options{Registerer: reg, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

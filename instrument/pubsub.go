@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,6 +28,7 @@ type hub struct {
 	rdb        redis.UniversalClient
 	mark       func(context.Context) context.Context // origin marker for the hook
 	ns         string
+	clock      clockwork.Clock
 	invalidate string // <ns>:invalidate
 
 	mu        sync.Mutex
@@ -53,8 +55,8 @@ type wakeup struct {
 
 func newWakeup() *wakeup { return &wakeup{done: make(chan struct{})} }
 
-func newHub(rdb redis.UniversalClient, mark func(context.Context) context.Context, ns string) *hub {
-	return &hub{rdb: rdb, mark: mark, ns: ns, invalidate: ns + ":invalidate",
+func newHub(rdb redis.UniversalClient, mark func(context.Context) context.Context, ns string, clock clockwork.Clock) *hub {
+	return &hub{rdb: rdb, mark: mark, ns: ns, clock: clock, invalidate: ns + ":invalidate",
 		listeners: map[*int]func(string){}, topics: map[string]*topic{}}
 }
 
@@ -168,11 +170,11 @@ func (h *hub) subscribe(ctx context.Context, channel string, bound time.Duration
 	t.refs++
 	h.mu.Unlock()
 
-	timer := time.NewTimer(bound)
+	timer := h.clock.NewTimer(bound)
 	defer timer.Stop()
 	select {
 	case <-t.ready:
-	case <-timer.C:
+	case <-timer.Chan():
 	case <-ctx.Done():
 	}
 	return &subscription{h: h, channel: channel, t: t}

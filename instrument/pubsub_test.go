@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -43,9 +44,7 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 	}
 	var caches []*Cache[string]
 	for range 3 {
-		ca := NewCache[string](c, CacheOptions{PollInterval: time.Hour})
-		t.Cleanup(func() { _ = ca.Close() })
-		caches = append(caches, ca)
+		caches = append(caches, mustCache[string](t, c, CacheOptions{PollInterval: time.Hour, Name: fmt.Sprint("cache", len(caches))}))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -105,9 +104,7 @@ func TestInvalidationNoticesStayInTheirNamespace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ca := NewCache[string](c, CacheOptions{})
-		t.Cleanup(func() { _ = ca.Close() })
-		return ca
+		return mustCache[string](t, c, CacheOptions{})
 	}
 	orders, users := newCache("orders"), newCache("users")
 	admin := srv.Client(t)

@@ -70,7 +70,7 @@ func globalProviderScenario(t *testing.T, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca := NewCache[string](c, CacheOptions{})
+	ca := mustCache[string](t, c, CacheOptions{})
 	defer ca.Close()
 	load := func(context.Context) (string, error) { return "v", nil }
 

@@ -19,8 +19,7 @@ var (
 var (
 	keyGroup = Label{Name: "key_group", Doc: "bounded key group from the classifier (user rules, ID segments stripped, overflow to `other`)"}
 	node     = Label{Name: "node", Doc: "Redis node address as configured or announced by the cluster"}
-	client   = Label{Name: "client", Doc: "client name given to the hook (option), default `default`"}
-	name     = Label{Name: "name", Doc: "name of the breaker or limiter, from configuration"}
+	client   = Label{Name: "client", Doc: "the `Name` option of the hook or of the instrument client (for a Cache's breaker and limiter, `CacheOptions.Name`, default its client's), default `default`"}
 	queue    = Label{Name: "queue", Doc: "queue key, from the exporter's configuration (never discovered)"}
 	command  = Label{Name: "command", Doc: "lower-case Redis command name; commands outside the known set fold into `other`"}
 )
@@ -155,14 +154,14 @@ var (
 	}
 	CircuitBreakerState = &Metric{
 		Name: "cachewatch_circuit_breaker_state", Kind: Gauge,
-		Help:    "State of the circuit breaker guarding Redis: 0 closed, 1 half-open, 2 open.",
-		Labels:  []Label{name},
+		Help:    "State of a Cache's circuit breaker guarding Redis: 0 closed, 1 half-open, 2 open.",
+		Labels:  []Label{client},
 		Sources: []Source{Instrument},
 	}
 	SourceInFlight = &Metric{
 		Name: "cachewatch_source_in_flight", Kind: Gauge,
-		Help:    "Direct-to-source fallback calls in flight (bounded by the concurrency limit).",
-		Labels:  []Label{name},
+		Help:    "A Cache's direct-to-source fallback calls in flight (bounded by its concurrency limit).",
+		Labels:  []Label{client},
 		Sources: []Source{Instrument},
 	}
 	KeyGroupOverflow = &Metric{
