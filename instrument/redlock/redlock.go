@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/internal/backoff"
 	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 	"github.com/cachewatch/cachewatch/keygroup"
 	"github.com/cachewatch/cachewatch/signals"
@@ -197,12 +198,13 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		trace.WithAttributes(attribute.String("cachewatch.key_group", m.group)))
 	defer span.End()
 	start := r.now()
-	retries := r.backoff.MaxRetries()
+	policy := backoff.Policy(r.backoff).WithDefaults()
+	retries := policy.Retries
 	for attempt := 0; ; attempt++ {
 		which := "first"
 		if attempt > 0 {
 			which = "retry"
-			if err := m.wait(ctx, r.backoff.Delay(attempt)); err != nil {
+			if err := m.wait(ctx, policy.Delay(attempt)); err != nil {
 				return m.failed(ctx, span, start, "gave_up", fmt.Errorf("cachewatch: redlock %q: waiting to retry: %w", m.Name(), err))
 			}
 			r.retries.WithLabelValues(m.group).Inc()
