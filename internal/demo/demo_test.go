@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/signals"
@@ -43,6 +44,28 @@ func TestRunEmbeddedMiniredis(t *testing.T) {
 	}
 	if r.Exporter.KeysScanned == 0 || len(r.Exporter.Missing) == 0 {
 		t.Errorf("exporter note %+v: want keys scanned and INFO's missing sections named", r.Exporter)
+	}
+	// Every command the clients, hooks and exporter sent works on miniredis,
+	// but for go-redis's handshake (CLIENT SETINFO, which go-redis ignores),
+	// the first EVALSHA of each script (NOSCRIPT, then EVAL) and INFO's
+	// sections (the exporter's info stage). A command miniredis does not
+	// support would fail every time; a rare failure is a call cancelled by
+	// its caller (a renewal cut short by Release).
+	for _, series := range snap[signals.CommandErrors.Name] {
+		l := labels(series.GetLabel())
+		if l["command"] == "client" || l["error_class"] == "noscript" {
+			continue
+		}
+		failed := series.GetCounter().GetValue()
+		calls := snap.sum(signals.CommandDuration, "client", l["client"], "command", l["command"])
+		if failed > 0.01*calls {
+			t.Errorf("miniredis failed %v %v times in %v calls", l, failed, calls)
+		}
+	}
+	for _, series := range snap[signals.ExporterErrors.Name] {
+		if l := labels(series.GetLabel()); l["stage"] != "info" {
+			t.Errorf("exporter failed on miniredis: %v ×%v", l, series.GetCounter().GetValue())
+		}
 	}
 	checkJSON(t, r)
 
@@ -153,6 +176,14 @@ func checkReport(t *testing.T, r *Report) {
 	if len(un.Timeline) == 0 || len(cw.Timeline) == 0 {
 		t.Error("empty timeline")
 	}
+}
+
+func labels(pairs []*dto.LabelPair) map[string]string {
+	m := map[string]string{}
+	for _, p := range pairs {
+		m[p.GetName()] = p.GetValue()
+	}
+	return m
 }
 
 func equal(t *testing.T, what string, f Figure) {
