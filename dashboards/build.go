@@ -54,6 +54,8 @@ type panel struct {
 	stacked bool
 	// max caps the y axis (ratios: 1); zero leaves it free.
 	max float64
+	// limit, when set, draws the healthy limit as a dashed red line.
+	limit *float64
 }
 
 type target struct {
@@ -117,7 +119,13 @@ func (b *board) build(links []*board) (dashboard.Dashboard, error) {
 			d.WithPanel(p.builder(id, span))
 		}
 	}
-	return d.Build()
+	model, err := d.Build()
+	// The SDK files every link under the controls menu, a place newer
+	// Grafanas fold away; without a placement they sit in the top bar.
+	for i := range model.Links {
+		model.Links[i].Placement = nil
+	}
+	return model, err
 }
 
 func (b *board) variables() []cog.Builder[dashboard.VariableModel] {
@@ -165,11 +173,21 @@ func labelValues(anchors []*signals.Metric, filters []string, label string) stri
 			names[i] += "_count"
 		}
 	}
-	matchers := []string{`__name__=~"` + strings.Join(names, "|") + `"`}
+	var matchers []string
+	if len(names) > 1 {
+		matchers = append(matchers, `__name__=~"`+strings.Join(names, "|")+`"`)
+	}
 	for _, f := range filters {
 		matchers = append(matchers, f+`=~"$`+f+`"`)
 	}
-	return "label_values({" + strings.Join(matchers, ", ") + "}, " + label + ")"
+	selector := "{" + strings.Join(matchers, ", ") + "}"
+	if len(names) == 1 {
+		selector = names[0]
+		if len(matchers) > 0 {
+			selector += "{" + strings.Join(matchers, ", ") + "}"
+		}
+	}
+	return "label_values(" + selector + ", " + label + ")"
 }
 
 func (p panel) builder(id, span uint32) cog.Builder[dashboard.Panel] {
@@ -219,6 +237,12 @@ func (p panel) builder(id, span uint32) cog.Builder[dashboard.Panel] {
 	}
 	if p.max != 0 {
 		ts.Max(p.max)
+	}
+	if p.limit != nil {
+		ts.Thresholds(dashboard.NewThresholdsConfigBuilder().
+			Mode(dashboard.ThresholdsModeAbsolute).
+			Steps([]dashboard.Threshold{{Color: "green"}, {Value: p.limit, Color: "red"}})).
+			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeDashed))
 	}
 	return ts
 }

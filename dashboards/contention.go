@@ -1,6 +1,7 @@
 package dashboards
 
 import (
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/units"
 
 	s "github.com/cachewatch/cachewatch/signals"
@@ -34,8 +35,8 @@ func contention() (*board, error) {
 			panels: []panel{{
 				title: "Lock acquire time p50 / p99",
 				help: help{"Time from the first acquire attempt to the outcome, retries and backoff included, per key group.",
-					"p99 below 50 ms; a p99 near the give-up time means callers queue behind one holder.", rbLockAcquireSlow},
-				unit: units.Seconds,
+					"p99 below 50 ms (dashed line); a p99 near the give-up time means callers queue behind one holder.", rbLockAcquireSlow},
+				unit: units.Seconds, limit: cog.ToPtr(0.05),
 				targets: []target{
 					{x.quantile(0.5, s.LockAcquireDuration, kg), "p50 {{key_group}}"},
 					{x.quantile(0.99, s.LockAcquireDuration, kg), "p99 {{key_group}}"},
@@ -43,8 +44,8 @@ func contention() (*board, error) {
 			}, {
 				title: "Contention rate (busy first attempts / first attempts)",
 				help: help{"Share of first acquire attempts that found the lock already held, per key group.",
-					"below 5 %; higher means many workers want the same lock at once.", rbLockContention},
-				unit: units.PercentUnit, max: 1,
+					"below 5 % (dashed line); higher means many workers want the same lock at once.", rbLockContention},
+				unit: units.PercentUnit, max: 1, limit: cog.ToPtr(0.05),
 				targets: []target{{ratio(orZero(x.rate(s.LockAttempts, kg, firstTry, x.is(s.LockAttempts, "result", "busy")), allFirst), allFirst), "{{key_group}}"}},
 			}, {
 				title: "Lock attempts by result",
@@ -126,12 +127,11 @@ func contention() (*board, error) {
 			title: "Cause: the source is called too often, or is slow",
 			panels: []panel{{
 				title: "Loader amplification (source calls per kept result)",
-				help: help{"Source (loader) calls per call whose result was kept: calls divided by calls less the results thrown away because the lease passed to another loader or the same version was already written. Above 1, a stampede got through the coalescing.",
-					"exactly 1.", rbLoaderAmplified},
-				unit: units.Short,
+				help: help{"Source (loader) calls per call whose result was kept: calls divided by calls less the loaded values thrown away because the key was invalidated or the lease passed to another loader while loading. Above 1, loads overlapped: a stampede got through the coalescing, or leases expire before loads end.",
+					"exactly 1 (dashed line).", rbLoaderAmplified},
+				unit: units.Short, limit: cog.ToPtr(1.0),
 				targets: []target{{ratio(sourceCalls, "("+sourceCalls+" - "+
-					orZero(x.rate(s.StaleWritesRefused, kg), sourceCalls)+" - "+
-					orZero(x.rate(s.DuplicateRecompute, kg), sourceCalls)+")"), "{{key_group}}"}},
+					orZero(x.rate(s.StaleWritesRefused, kg), sourceCalls)+")"), "{{key_group}}"}},
 			}, {
 				title: "Source calls by result",
 				help: help{"Calls that reached the source by result; rejected means the fallback concurrency limit refused them.",

@@ -12,6 +12,7 @@ var node = []string{"node"}
 // nodes hold (locks, expiry shape, queues) and how they cope.
 func keyspace() (*board, error) {
 	x := &exprs{keyGroup: true}
+	// The exporter exports both counters from the first sample on.
 	hits := x.rate(s.ServerKeyspaceHits, node)
 	misses := x.rate(s.ServerKeyspaceMisses, node)
 	cmdCalls := x.rate(s.ServerCommandCalls, []string{"node", "command"})
@@ -85,7 +86,7 @@ func keyspace() (*board, error) {
 				help: help{"Keyspace hits divided by lookups, per node (the exporter's own lookups excluded).",
 					"steady; a sudden drop is a mass expiry or an eviction storm.", rbServerHitRatio},
 				unit: units.PercentUnit, max: 1,
-				targets: []target{{ratio(orZero(hits, misses), "("+orZero(hits, misses)+" + "+orZero(misses, hits)+")"), "{{node}}"}},
+				targets: []target{{ratio(hits, "("+hits+" + "+misses+")"), "{{node}}"}},
 			}, {
 				title: "Server miss bursts",
 				help: help{"Samples in which a node's keyspace misses grew by at least the burst threshold.",
@@ -167,7 +168,7 @@ func keyspace() (*board, error) {
 			}, {
 				title: "Oldest pending message age",
 				help: help{"Age of each consumer group's oldest unacknowledged message.",
-					"below the consumer's visibility timeout.", rbStreamLag},
+					"below the consumer's visibility timeout.", rbStreamPending},
 				unit:    units.Seconds,
 				targets: []target{{x.agg("max", s.StreamGroupOldestPending, []string{"queue", "group"}), "{{queue}} {{group}}"}},
 			}, {

@@ -22,9 +22,10 @@ func (r runbook) markdown() string {
 	return "docs/runbooks.md, section \"" + r.section + "\""
 }
 
-// Alerts (package alerts) whose runbook sections the panels point at.
+// Alerts (package alerts) whose runbook sections the panels point at; the
+// names must match the alert definitions there.
 var (
-	rbLockAcquireSlow    = runbook{alert: "CachewatchLockAcquireSlow"}
+	rbLockAcquireSlow    = runbook{alert: "CachewatchLockAcquireLatencyHigh"}
 	rbLockContention     = runbook{alert: "CachewatchLockContentionHigh"}
 	rbLocksLost          = runbook{alert: "CachewatchLocksLost"}
 	rbLockRenewals       = runbook{alert: "CachewatchLockRenewalsFailing"}
@@ -41,18 +42,19 @@ var (
 	rbLocksWithoutTTL    = runbook{alert: "CachewatchLocksWithoutTTL"}
 	rbLocksLongHeld      = runbook{alert: "CachewatchLocksLongHeld"}
 	rbExpirySync         = runbook{alert: "CachewatchExpirySynchronised"}
-	rbServerHitRatio     = runbook{alert: "CachewatchServerHitRatioLow"}
-	rbQueueBacklog       = runbook{alert: "CachewatchQueueBacklog"}
+	rbServerHitRatio     = runbook{alert: "CachewatchServerHitRatioDrop"}
+	rbQueueBacklog       = runbook{alert: "CachewatchQueueOldestAgeHigh"}
 	rbStreamLag          = runbook{alert: "CachewatchStreamLagHigh"}
-	rbExporterDown       = runbook{alert: "CachewatchExporterDown"}
-	rbExporterFailing    = runbook{alert: "CachewatchExporterErrors"}
-	rbExporterCoverage   = runbook{alert: "CachewatchExporterKeyspaceNotCovered"}
-	rbDuplicateWork      = runbook{section: "Duplicate work and idempotency"}
+	rbStreamPending      = runbook{alert: "CachewatchStreamPendingStuck"}
+	rbExporterDown       = runbook{alert: "CachewatchExporterSampleFailing"}
+	rbExporterFailing    = runbook{alert: "CachewatchExporterSampleErrors"}
+	rbExporterCoverage   = runbook{alert: "CachewatchExporterKeyspaceCoverageLow"}
+	rbDuplicateWork      = runbook{alert: "CachewatchDuplicateRecompute"}
 	rbRetries            = runbook{section: "Retries and backoff"}
 	rbRecompute          = runbook{section: "Slow recomputes"}
 	rbCommandLatency     = runbook{section: "Command latency"}
 	rbPipelines          = runbook{section: "Pipelines and transactions"}
-	rbKeyGroups          = runbook{section: "Key groups"}
+	rbKeyGroups          = runbook{alert: "CachewatchKeyGroupOverflow"}
 	rbServerResources    = runbook{section: "Server memory, evictions and clients"}
 	rbKeysWithoutTTL     = runbook{section: "Keys without TTL"}
 	rbServerCommandStats = runbook{section: "Server command statistics"}
