@@ -13,10 +13,6 @@ import (
 	"github.com/cachewatch/cachewatch/instrument"
 )
 
-// protectedLockTTL is the job lock's lease under cachewatch: as short as the
-// unprotected one relative to the work, but renewed while the work runs.
-const protectedLockTTL = 300 * time.Millisecond
-
 // protected is the same service instance on cachewatch: a lease +
 // stale-while-revalidate Cache, lease locks with renewal, versioned writes.
 type protected struct {
@@ -78,7 +74,7 @@ func (p *protected) read(ctx context.Context, key string) (Product, error) {
 func (p *protected) job(ctx context.Context) {
 	p.env.truth().firstAttempts.Add(1)
 	l, err := p.cw.Lock(ctx, jobLockKey, instrument.LockOptions{
-		TTL: protectedLockTTL, Renew: true, Backoff: instrument.Backoff{Retries: -1}})
+		TTL: jobLockTTL, Renew: true, Backoff: instrument.Backoff{Retries: -1}})
 	if errors.Is(err, instrument.ErrLockBusy) {
 		p.env.truth().firstBusy.Add(1)
 		return
