@@ -19,13 +19,19 @@ import (
 	"github.com/cachewatch/cachewatch/signals"
 )
 
-// testDuration is short enough for the suite and long enough for each
-// phase to see its keys expire and refresh (fresh TTL 2s) at least once.
-const testDuration = 8 * time.Second
+// testOptions are short enough for the suite and give each 4 s phase
+// several refreshes (fresh TTL 1 s), with half the default callers so that
+// the embedded miniredis keeps up under the race detector on a busy
+// machine.
+func testOptions() Options {
+	return Options{Duration: 8 * time.Second, Callers: 2, FreshTTL: time.Second}
+}
 
 func TestRunEmbeddedMiniredis(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r, err := Run(context.Background(), Options{Duration: testDuration, Registry: reg})
+	o := testOptions()
+	o.Registry = reg
+	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,10 +56,13 @@ func TestRunEmbeddedMiniredis(t *testing.T) {
 	// the first EVALSHA of each script (NOSCRIPT, then EVAL) and INFO's
 	// sections (the exporter's info stage). A command miniredis does not
 	// support would fail every time; a rare failure is a call cancelled by
-	// its caller (a renewal cut short by Release).
+	// its caller (a renewal cut short by Release). Timeouts and dropped
+	// connections say the machine is busy, not that a command is missing.
 	for _, series := range snap[signals.CommandErrors.Name] {
 		l := labels(series.GetLabel())
-		if l["command"] == "client" || l["error_class"] == "noscript" {
+		switch {
+		case l["command"] == "client", l["error_class"] == "noscript",
+			l["error_class"] == "timeout", l["error_class"] == "connection":
 			continue
 		}
 		failed := series.GetCounter().GetValue()
@@ -83,7 +92,9 @@ func TestRunEmbeddedMiniredis(t *testing.T) {
 
 func TestRunRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	r, err := Run(context.Background(), Options{Duration: testDuration, RedisURL: "redis://" + srv.Addr})
+	o := testOptions()
+	o.RedisURL = "redis://" + srv.Addr
+	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
