@@ -218,7 +218,9 @@ func ParseConfig(r io.Reader) (Config, error) {
 var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
 
 func unknownKeyMessage(err error) string {
-	return unknownField.ReplaceAllString(err.Error(), "unknown key $1")
+	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
+	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " ")
+	return unknownField.ReplaceAllString(msg, "unknown key $1")
 }
 
 // field is one settable Config field.
