@@ -28,6 +28,10 @@ func Runbooks(cfg Config) ([]byte, error) {
 	for _, d := range defs {
 		writeSection(&b, d)
 	}
+	b.WriteString("\n## Panels without an alert\n\nDashboard panels whose signal no alert watches point here.\n")
+	for _, p := range panelSections() {
+		writePanelSection(&b, p.title, p.rb)
+	}
 	return b.Bytes(), nil
 }
 
@@ -58,4 +62,59 @@ func writeSection(b *bytes.Buffer, d definition) {
 	if d.guard != "" {
 		fmt.Fprintf(b, "\nonly where `%s` (traffic floor).\n", d.guard)
 	}
+}
+
+// panelSections are runbook sections for dashboard panels that no alert
+// covers; the dashboards name them in words.
+func panelSections() []struct {
+	title string
+	rb    runbook
+} {
+	return []struct {
+		title string
+		rb    runbook
+	}{{"Retries and backoff", runbook{
+		meaning: "Retries after a busy lock or lease, each after a full-jitter backoff. A few per lock attempt are normal; many mean callers fight for locks, and a backoff p50 at the cap means retries run out.",
+		causes:  []string{"Lock contention (see CachewatchLockContentionHigh).", "Unbounded or fixed-delay retries in code that bypasses cachewatch.", "Retries without jitter: workers fail together and wake together."},
+		confirm: "On **" + boardContention + "**, panels *Retries* and *Backoff delay p50 / p99*, next to *Contention rate (busy first attempts / first attempts)*.",
+		fix:     "Keep retries bounded with full jitter (`LockOptions.Backoff{Base, Max, Retries}`); read stale values instead of waiting (`instrument.Cache`).",
+	}}, {"Slow recomputes", runbook{
+		meaning: "Loader (source) calls take long. Everything downstream follows: locks and leases are held longer, stale data is served longer, leases may expire mid-load.",
+		causes:  []string{"A slow or overloaded source.", "Loads that do too much per key."},
+		confirm: "On **" + boardContention + "**, panel *Recompute duration p50 / p99*: compare its p99 with `CacheOptions.LeaseTTL` and `FreshTTL`.",
+		fix:     "Keep `LeaseTTL` above the recompute p99.9 and `FreshTTL` well above it; refresh early with `CacheOptions.Beta`.",
+	}}, {"Command latency", runbook{
+		meaning: "Redis command latency seen by the client. One band under a millisecond on a local network is healthy; a second band higher up is a slow command, a busy server or a starved pool.",
+		causes:  []string{"Slow scripts or O(N) commands blocking the server.", "Pool starvation: the time includes waiting for a connection.", "Network latency or a remote Redis."},
+		confirm: "On **" + boardRedis + "**, panels *Command latency (heatmap)*, *Command latency p99 by command* and *Commands by command*; *Pool waits and timeouts*.",
+		fix:     "Find the slow command (scripts: CachewatchScriptLatencyHigh; pool: CachewatchPoolTimeouts); replace `KEYS` and `DEL` of big keys with `SCAN` and `UNLINK`.",
+	}}, {"Pipelines and transactions", runbook{
+		meaning: "Duration of whole pipelines and MULTI/EXEC transactions. Long pipelines hold a connection and delay other callers.",
+		causes:  []string{"Very large pipelines.", "Transactions retried under WATCH contention."},
+		confirm: "On **" + boardRedis + "**, panel *Pipeline and transaction duration p99*.",
+		fix:     "Split large pipelines into batches (a few hundred commands); prefer a Lua script or `SetVersioned` to WATCH loops.",
+	}}, {"Server memory, evictions and clients", runbook{
+		meaning: "Server memory against `maxmemory`, keys expired and evicted, and client connections. At the limit the server evicts (locks and sessions included) or refuses writes.",
+		causes:  []string{"Keys without TTL accumulating.", "`maxmemory` too small for the working set.", "Connection pools growing under lock contention."},
+		confirm: "On **" + boardKeyspace + "**, panels *Memory used and limit*, *Expired and evicted keys* and *Clients*.",
+		fix:     "Give every cache key a TTL; size memory for the working set; use a `volatile-*` policy so keys without TTL (locks should have one) are not evicted first; fix contention before raising pool sizes.",
+	}}, {"Keys without TTL", runbook{
+		meaning: "Sampled keys of a group that never expire. In a cache group they grow until eviction.",
+		causes:  []string{"Writes with `SET` without `EX`/`PX`, or `SET` dropping an existing TTL.", "Groups that are not caches (queues, counters) matched by the cache patterns."},
+		confirm: "On **" + boardKeyspace + "**, panel *Keys sampled and keys without TTL*.",
+		fix:     "Write cache values through `instrument.Cache` (fresh and hard TTLs with jitter); add TTLs to the writers that omit them; classify non-cache keys into their own groups.",
+	}}, {"Server command statistics", runbook{
+		meaning: "Server-side time per call, calls and failed calls per command (INFO commandstats) and latency percentiles (INFO latencystats, Redis 7+).",
+		causes:  []string{"Slow scripts or O(N) commands.", "Failed calls: scripts erroring, ACL denials, OOM refusals."},
+		confirm: "On **" + boardKeyspace + "**, panels *Server command latency percentiles*, *Server time per call* and *Server calls and failed calls*.",
+		fix:     "As for CachewatchScriptLatencyHigh and CachewatchCommandErrorsHigh.",
+	}}}
+}
+
+func writePanelSection(b *bytes.Buffer, title string, r runbook) {
+	fmt.Fprintf(b, "\n### %s\n\n%s\n\n**Likely causes.**\n\n", title, r.meaning)
+	for _, c := range r.causes {
+		fmt.Fprintf(b, "- %s\n", c)
+	}
+	fmt.Fprintf(b, "\n**Confirm it.** %s\n\n**Fix.** %s\n", r.confirm, r.fix)
 }
