@@ -35,7 +35,7 @@ func render(cfg Config) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	grafana, err := GrafanaRules(groups, GrafanaOptions{})
+	grafana, err := GrafanaRules(groups, GrafanaOptions{DatasourceUID: cfg.GrafanaDatasourceUID, Folder: cfg.GrafanaFolder})
 	if err != nil {
 		return nil, err
 	}
