@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v amtool >/dev/null || need+=(prometheus-alertmanager)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "installing ${need[*]}"
