@@ -609,3 +609,11 @@ func collectTitles(ps []panel, into map[string]bool) {
 		collectTitles(p.Panels, into)
 	}
 }
+
+func TestEveryAlertNamesItsValue(t *testing.T) {
+	for _, d := range definitions(DefaultConfig()) {
+		if valueNames[d.name] == "" {
+			t.Errorf("%s: no entry in valueNames", d.name)
+		}
+	}
+}
