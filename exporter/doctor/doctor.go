@@ -125,7 +125,10 @@ type Finding struct {
 	Queue         string   `json:"queue,omitempty"`
 	ConsumerGroup string   `json:"consumer_group,omitempty"`
 	Command       string   `json:"command,omitempty"`
-	Nodes         []string `json:"nodes"`
+	// KeyType is the type Redis holds a --queue key under when it is not a
+	// queue (queue_not_found); empty when the key does not exist.
+	KeyType string   `json:"key_type,omitempty"`
+	Nodes   []string `json:"nodes"`
 	// Count is how many things are affected (locks, keys, calls, entries);
 	// Total what it is out of, when meaningful.
 	Count uint64 `json:"count"`
@@ -485,16 +488,11 @@ func (a *analysis) missingQueues(snaps []*exporter.NodeSnapshot, queues []string
 		if typ == "none" {
 			sev = Info // an emptied list or sorted set no longer exists
 		}
-		a.add(node, Finding{Check: CheckQueueNotFound, Severity: sev, Queue: q, Command: typeSubject(typ), Count: 1})
+		if typ == "none" {
+			typ = ""
+		}
+		a.add(node, Finding{Check: CheckQueueNotFound, Severity: sev, Queue: q, KeyType: typ, Count: 1})
 	}
-}
-
-// typeSubject names a key type in a finding's subject; none for a missing key.
-func typeSubject(typ string) string {
-	if typ == "none" {
-		return ""
-	}
-	return "type=" + typ
 }
 
 var scriptCommands = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
@@ -606,8 +604,8 @@ func explain(f *Finding) (evidence, fix string) {
 		return fmt.Sprintf("the keyspace was not covered completely %s; keyspace checks are missing there", on),
 			"see the incomplete reasons: grant the refused commands, wait for the cluster to recover, or run doctor with a larger --max-duration"
 	case CheckQueueNotFound:
-		if f.Command != "" {
-			return fmt.Sprintf("queue %s is a %s, not a list, stream or sorted set %s: it is not monitored", f.Queue, strings.TrimPrefix(f.Command, "type="), on),
+		if f.KeyType != "" {
+			return fmt.Sprintf("queue %s is a %s, not a list, stream or sorted set %s: it is not monitored", f.Queue, f.KeyType, on),
 				"fix the --queue name"
 		}
 		return fmt.Sprintf("queue %s does not exist %s: it is not monitored until it has entries", f.Queue, on),

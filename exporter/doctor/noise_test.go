@@ -3,6 +3,7 @@ package doctor_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,8 +81,11 @@ func TestDoctorReportsQueuesThatAreNot(t *testing.T) {
 		Interval: 10 * time.Millisecond,
 	})
 	must(t, err)
+	if f := r.Findings[0]; f.KeyType != "string" || !strings.Contains(f.Evidence, "queue orders is a string") {
+		t.Fatalf("finding %+v", f)
+	}
 	equal(t, briefs(t, r), []brief{
-		{doctor.CheckQueueNotFound, "warning", "orders type=string", 1, 0},
+		{doctor.CheckQueueNotFound, "warning", "orders", 1, 0},
 		{doctor.CheckQueueNotFound, "info", "ordrs", 1, 0},
 	})
 }
