@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grafana/grafana-foundation-sdk/go/alerting"
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cachewatch/cachewatch/signals"
@@ -615,5 +617,63 @@ func TestEveryAlertNamesItsValue(t *testing.T) {
 		if valueNames[d.name] == "" {
 			t.Errorf("%s: no entry in valueNames", d.name)
 		}
+	}
+}
+
+// TestEveryAlertWaitsItsFor: each alert has a firing case that also checks
+// it is still quiet before its `for:` has passed.
+func TestEveryAlertWaitsItsFor(t *testing.T) {
+	for _, d := range definitions(DefaultConfig()) {
+		ok := false
+		for _, c := range d.cases {
+			ok = ok || (len(c.want) > 0 && len(c.quietAt) > 0)
+		}
+		if !ok {
+			t.Errorf("%s: no firing case checks that it is quiet before its for:", d.name)
+		}
+	}
+}
+
+// TestGrafanaRulesMatchTheSDKSchema reads the committed provisioning file
+// back into the SDK's Rule type with its strict decoder, which rejects
+// unknown fields and missing required ones.
+func TestGrafanaRulesMatchTheSDKSchema(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("generated", GrafanaFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Groups []struct {
+			Name   string           `yaml:"name"`
+			Folder string           `yaml:"folder"`
+			Rules  []map[string]any `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			// The provisioning format carries these on the group.
+			r["ruleGroup"], r["folderUID"], r["orgID"] = g.Name, g.Folder, 1
+			raw, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rule alerting.Rule
+			// The SDK returns its error list typed, nil or not.
+			var errs cog.BuildErrors
+			if err := rule.UnmarshalJSONStrict(raw); err != nil && (!errors.As(err, &errs) || len(errs) > 0) {
+				t.Errorf("%v: %v", r["title"], err)
+			}
+			if rule.Title == "" || len(rule.Data) != 3 {
+				t.Errorf("%v: decoded to %+v", r["title"], rule)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no rules")
 	}
 }
