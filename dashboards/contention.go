@@ -28,7 +28,7 @@ func contention() (*board, error) {
 		uid:         ContentionUID,
 		title:       "cachewatch / Service contention",
 		description: "Locks and cache as the service sees them (instrumented client and hook), per key group: from waiting callers down to the cause.",
-		anchors:     []*s.Metric{s.LockAttempts, s.CacheLookups},
+		anchors:     []s.ID{s.LockAttempts, s.CacheLookups},
 		keyGroup:    true,
 		rows: []row{{
 			title: "Symptom: callers wait for locks",

@@ -100,12 +100,12 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	}
 	r := &Redlock{rs: rs, groups: opts.KeyGroups, backoff: opts.Backoff, renew: opts.Renew, log: opts.Logger, clock: opts.Clock}
 	var err error
-	counter := func(m *signals.Metric) *prometheus.CounterVec {
+	counter := func(m signals.ID) *prometheus.CounterVec {
 		c, e := signals.Register(reg, m.NewCounterVec())
 		err = errors.Join(err, e)
 		return c
 	}
-	histogram := func(m *signals.Metric) *prometheus.HistogramVec {
+	histogram := func(m signals.ID) *prometheus.HistogramVec {
 		h, e := signals.Register(reg, m.NewHistogramVec())
 		err = errors.Join(err, e)
 		return h
