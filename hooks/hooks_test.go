@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -109,10 +110,13 @@ func TestLockAttemptsContentionAndRetries(t *testing.T) {
 }
 
 func TestCacheLookupsAndMissBursts(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
+	clock := clockwork.NewFakeClockAt(time.Unix(1_700_000_000, 0))
+	groups, err := keygroup.New(keygroup.Options{Rules: []keygroup.Rule{keygroup.Glob("product:*", "product")}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rdb, reg, _ := hooked(t, hooks.Options{
-		MissBurstThreshold: 10, MissBurstWindow: time.Second, Now: func() time.Time { return now },
-		KeyGroupRules: []keygroup.Rule{keygroup.Glob("product:*", "product")},
+		MissBurstThreshold: 10, MissBurstWindow: time.Second, Clock: clock, KeyGroups: groups,
 	})
 	ctx := context.Background()
 	for i := 0; i < 25; i++ {
@@ -124,7 +128,7 @@ func TestCacheLookupsAndMissBursts(t *testing.T) {
 			t.Fatalf("get user:%d: %v", i, err)
 		}
 	}
-	now = now.Add(2 * time.Second) // a new burst window
+	clock.Advance(2 * time.Second) // a new burst window
 	rdb.Set(ctx, "product:42", "p", time.Minute)
 	rdb.HSet(ctx, "product:cart:1", "sku", "1")
 	rdb.MGet(ctx, "product:42", "product:43", "product:44")                       // 1 hit, 2 misses

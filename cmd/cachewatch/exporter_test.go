@@ -57,6 +57,7 @@ func TestFlagErrorsExitTwo(t *testing.T) {
 		{"password in url", []string{"exporter", "--redis.url", "redis://u:hunter2@h:1"}, "must not contain a password"},
 		{"password in query", []string{"exporter", "--redis.url", "redis://h:1/0?password=hunter2"}, `--redis.url: parameter "password": a password in the URL is refused`},
 		{"password in alias query", []string{"doctor", "--redis", "redis://h:1?requirepass=hunter2"}, `parameter "requirepass"`},
+		{"url fragment", []string{"exporter", "--redis.url", "redis://h:1/0#hunter2"}, "--redis.url: a #fragment is not allowed"},
 		{"unknown url parameter", []string{"exporter", "--redis.url", "redis://h:1/?protocol=hunter2"}, `--redis.url: unknown parameter "protocol"`},
 		{"bad url parameter", []string{"exporter", "--redis.url", "redis://h:1/?dial_timeout=-1s"}, "parameter dial_timeout: want a positive duration"},
 		{"url port", []string{"exporter", "--redis.url", "redis://h:70000"}, `--redis.url: port "70000" is outside 1-65535`},
@@ -121,6 +122,18 @@ func TestHelpAndVersion(t *testing.T) {
 	if code := run(context.Background(), []string{"--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "cachewatch ") {
 		t.Fatalf("--version: code %d, out %q", code, out.String())
 	}
+	// Single-dash long flags of earlier versions still work.
+	out.Reset()
+	errOut.Reset()
+	if code := run(context.Background(), []string{"doctor", "-redis.url", "redis://h:1", "-miss-ratio=2"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "--miss-ratio must be in (0, 1], got 2") {
+		t.Fatalf("single-dash flags: code %d, %s", code, errOut.String())
+	}
+	// The --log.* flags are global: before or after the command.
+	out.Reset()
+	if code := run(context.Background(), []string{"--log.level=error", "version", "--log.format=json"}, &out, &errOut); code != 0 {
+		t.Fatalf("global log flags: code %d, %s", code, errOut.String())
+	}
 }
 
 // The command wires flags, the password file, sampling and the web server:
@@ -151,7 +164,7 @@ func TestExporterCommand(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"exporter", "--redis.url", "redis://" + srv.Addr, "--redis.password-file", pwFile,
-			"--web.listen-address", listen, "--web.config.file", webCfg, "--sample.interval", "100ms"}, io.Discard, &stderr)
+			"--web.listen-address", listen, "--web.config.file", webCfg, "--sample.interval", "100ms", "--queue", "nosuch"}, io.Discard, &stderr)
 	}()
 	body := waitForBody(t, "http://"+listen+"/metrics", "prom", "scrape-pw", `cachewatch_exporter_up{node="`+srv.Addr+`"} 1`)
 	if !strings.Contains(body, "go_goroutines") {
@@ -171,6 +184,10 @@ func TestExporterCommand(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), password) {
 		t.Fatal("the Redis password was logged")
+	}
+	// A --queue that does not exist is logged, once.
+	if n := strings.Count(stderr.String(), "queue=nosuch"); n != 1 {
+		t.Fatalf("missing queue logged %d times:\n%s", n, stderr.String())
 	}
 }
 

@@ -180,6 +180,9 @@ func parseURL(raw string) (exporter.Target, error) {
 	u, err := url.Parse(raw)
 	var q url.Values
 	if err == nil {
+		if u.Fragment != "" || strings.HasSuffix(raw, "#") {
+			return exporter.Target{}, errors.New("a #fragment is not allowed")
+		}
 		if q, err = url.ParseQuery(u.RawQuery); err != nil {
 			return exporter.Target{}, errors.New("the query cannot be parsed")
 		}

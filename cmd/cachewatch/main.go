@@ -32,7 +32,20 @@ import (
 const exitUsage = 2
 
 // command is one subcommand. Each lives in its own file and registers itself
-// in init, so adding a command touches no other file.
+// in init, so adding a command touches no other file:
+//
+//	func init() { register(command{name: "demo", help: "…", define: defineDemo}) }
+//
+//	func defineDemo(cmd *kingpin.CmdClause) action {
+//		addr := cmd.Flag("redis.addr", "…").Default("…").String()
+//		return func(ctx context.Context, c *cli) int {
+//			if bad { return c.usageError(fmt.Errorf("--redis.addr %q: …", *addr)) }
+//			c.logger.Info("…") // --log.level / --log.format already applied
+//			return 0
+//		}
+//	}
+//
+// Connection flags shared with exporter and doctor: redisFlags.register.
 type command struct {
 	name, help string
 	// define adds the command's flags to cmd and returns what to run when
@@ -109,7 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			}
 		}
 	}()
-	chosen, err := app.Parse(args)
+	chosen, err := app.Parse(doubleDash(app, args))
 	if err != nil {
 		fmt.Fprintf(stderr, "cachewatch: error: %s, try --help\n", redact(nameFlag(app, args, err)))
 		return exitUsage
@@ -117,6 +130,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	logger := promslog.New(logConfig)
 	redis.SetLogger(redisLogger{logger})
 	return actions[chosen](ctx, &cli{command: chosen, stdout: stdout, stderr: stderr, logger: logger})
+}
+
+// doubleDash turns the Go flag package's single-dash long flags
+// (-redis.url), which earlier versions accepted, into kingpin's --redis.url.
+// Only names of known flags are rewritten, so values such as -1 are left
+// alone; nothing after a bare "--" is touched.
+func doubleDash(app *kingpin.Application, args []string) []string {
+	known := map[string]bool{}
+	m := app.Model()
+	for _, f := range m.Flags {
+		known[f.Name] = true
+	}
+	for _, c := range m.Commands {
+		for _, f := range c.Flags {
+			known[f.Name] = true
+		}
+	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' && known[name] {
+			out[i] = "-" + a
+		}
+	}
+	return out
 }
 
 // nameFlag prefixes a value error with the flag it came from: kingpin's own

@@ -3,6 +3,11 @@
 // severity, the evidence, and the fix. It samples the whole keyspace twice,
 // Interval apart, so that locks whose owner token did not change in between
 // can be called long-held.
+//
+// Doctor bounds its own load: it retries a sample that made no progress only
+// a few times, with growing pauses, and never retries a command the ACL
+// refused. What it could not sample is listed in Report.Incomplete beside
+// the findings it could make.
 package doctor
 
 import (
@@ -120,7 +125,10 @@ type Finding struct {
 	Queue         string   `json:"queue,omitempty"`
 	ConsumerGroup string   `json:"consumer_group,omitempty"`
 	Command       string   `json:"command,omitempty"`
-	Nodes         []string `json:"nodes"`
+	// KeyType is the type Redis holds a --queue key under when it is not a
+	// queue (queue_not_found); empty when the key does not exist.
+	KeyType string   `json:"key_type,omitempty"`
+	Nodes   []string `json:"nodes"`
 	// Count is how many things are affected (locks, keys, calls, entries);
 	// Total what it is out of, when meaningful.
 	Count uint64 `json:"count"`
@@ -236,7 +244,7 @@ func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration)
 	for _, s := range e.Snapshots() {
 		before[s.Node] = s.ScanCycles
 	}
-	progress := progressOf(e.Snapshots())
+	last := progressOf(e.Snapshots())
 	backoff := firstBackoff
 	for stalls := 0; ; {
 		snaps := e.Sample(ctx)
@@ -246,15 +254,21 @@ func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration)
 		if err := noNodeUp(snaps); err != nil {
 			return snaps, err
 		}
-		done := true
+		// Only the nodes still to cover count: healthy nodes completing
+		// pass after pass must not hide one that makes no progress.
+		done, moved := true, false
 		for _, s := range snaps {
-			done = done && (!s.Up || s.ScanCycles > before[s.Node])
+			if s.Up && s.ScanCycles <= before[s.Node] {
+				done = false
+				moved = moved || progressOf([]*exporter.NodeSnapshot{s})[s.Node] > last[s.Node]
+			}
 		}
+		last = progressOf(snaps)
 		if done || time.Now().After(deadline) {
 			return snaps, nil
 		}
-		if p := progressOf(snaps); p > progress {
-			progress, stalls, backoff = p, 0, firstBackoff
+		if moved {
+			stalls, backoff = 0, firstBackoff
 			continue
 		}
 		if stalls++; stalls >= maxStalls || onlyRefused(snaps) {
@@ -267,11 +281,11 @@ func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration)
 	}
 }
 
-// progressOf sums the keys scanned and passes completed over all nodes.
-func progressOf(snaps []*exporter.NodeSnapshot) uint64 {
-	var p uint64
+// progressOf returns the keys scanned plus passes completed of each node.
+func progressOf(snaps []*exporter.NodeSnapshot) map[string]uint64 {
+	p := make(map[string]uint64, len(snaps))
 	for _, s := range snaps {
-		p += s.KeysScanned + s.ScanCycles
+		p[s.Node] = s.KeysScanned + s.ScanCycles
 	}
 	return p
 }
@@ -474,16 +488,11 @@ func (a *analysis) missingQueues(snaps []*exporter.NodeSnapshot, queues []string
 		if typ == "none" {
 			sev = Info // an emptied list or sorted set no longer exists
 		}
-		a.add(node, Finding{Check: CheckQueueNotFound, Severity: sev, Queue: q, Command: typeSubject(typ), Count: 1})
+		if typ == "none" {
+			typ = ""
+		}
+		a.add(node, Finding{Check: CheckQueueNotFound, Severity: sev, Queue: q, KeyType: typ, Count: 1})
 	}
-}
-
-// typeSubject names a key type in a finding's subject; none for a missing key.
-func typeSubject(typ string) string {
-	if typ == "none" {
-		return ""
-	}
-	return "type=" + typ
 }
 
 var scriptCommands = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
@@ -595,8 +604,8 @@ func explain(f *Finding) (evidence, fix string) {
 		return fmt.Sprintf("the keyspace was not covered completely %s; keyspace checks are missing there", on),
 			"see the incomplete reasons: grant the refused commands, wait for the cluster to recover, or run doctor with a larger --max-duration"
 	case CheckQueueNotFound:
-		if f.Command != "" {
-			return fmt.Sprintf("queue %s is a %s, not a list, stream or sorted set %s: it is not monitored", f.Queue, strings.TrimPrefix(f.Command, "type="), on),
+		if f.KeyType != "" {
+			return fmt.Sprintf("queue %s is a %s, not a list, stream or sorted set %s: it is not monitored", f.Queue, f.KeyType, on),
 				"fix the --queue name"
 		}
 		return fmt.Sprintf("queue %s does not exist %s: it is not monitored until it has entries", f.Queue, on),

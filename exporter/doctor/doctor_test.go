@@ -41,7 +41,13 @@ func briefs(t *testing.T, r *doctor.Report) []brief {
 		if f.Evidence == "" || f.Fix == "" || len(f.Nodes) == 0 {
 			t.Errorf("finding without evidence, fix or nodes: %+v", f)
 		}
-		subject := strings.TrimSpace(strings.Join([]string{f.KeyGroup, f.Queue, f.ConsumerGroup, f.Command}, " "))
+		var parts []string
+		for _, p := range []string{f.KeyGroup, f.Queue, f.ConsumerGroup, f.Command} {
+			if p != "" {
+				parts = append(parts, p)
+			}
+		}
+		subject := strings.Join(parts, " ")
 		out = append(out, brief{f.Check, string(f.Severity), subject, f.Count, f.Total})
 	}
 	return out

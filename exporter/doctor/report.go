@@ -76,6 +76,18 @@ func printable(s string) string {
 	return q[1 : len(q)-1]
 }
 
+// subject names what a finding is about: key group, queue, consumer group
+// and command, those that are set.
+func (f *Finding) subject() string {
+	var parts []string
+	for _, p := range []string{f.KeyGroup, f.Queue, f.ConsumerGroup, f.Command} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 // WriteText writes the report for a terminal: a summary line, what could
 // not be sampled, then each finding with its evidence and fix, most severe
 // first. Everything that comes from Redis (key names, errors) is escaped.
@@ -101,9 +113,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		b.WriteString("\nno findings\n")
 	}
 	for _, f := range r.Findings {
-		subject := strings.TrimSpace(strings.Join([]string{f.KeyGroup, f.Queue, f.ConsumerGroup, f.Command}, " "))
 		fmt.Fprintf(&b, "\n%-8s  %s  %s\n  evidence: %s\n  fix:      %s\n", strings.ToUpper(string(f.Severity)), f.Check,
-			printable(subject), printable(f.Evidence), printable(f.Fix))
+			printable(f.subject()), printable(f.Evidence), printable(f.Fix))
 	}
 	if len(r.HotKeys) > 0 {
 		b.WriteString("\nhottest keys (OBJECT FREQ):\n")

@@ -9,6 +9,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachewatch/cachewatch/hooks"
@@ -85,5 +86,48 @@ func TestRedlockWithHookOnSameClientsCountsOnce(t *testing.T) {
 	// each of the 3 nodes.
 	if got := metrictest.Sum(t, reg, "cachewatch_redis_command_duration_seconds", "command", "set"); got != 15 {
 		t.Errorf("command_duration_count{command=set} = %v, want 15", got)
+	}
+}
+
+// The backoff between attempts and the acquisition's duration follow
+// Options.Clock: a retry an hour away happens when the fake clock is
+// advanced, without sleeping, and the hour is what gets recorded.
+func TestRedlockBackoffFollowsTheClock(t *testing.T) {
+	servers := nodes(t)
+	reg := prometheus.NewRegistry()
+	var pools []redsyncredis.Pool
+	for _, s := range servers {
+		pools = append(pools, goredis.NewPool(s.Client(t)))
+	}
+	clock := clockwork.NewFakeClockAt(time.Now())
+	rl, err := redlock.New(redsync.New(pools...), redlock.Options{Registerer: reg, Clock: clock,
+		Backoff: instrument.Backoff{Base: time.Hour, Max: time.Hour, Retries: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := rl.NewMutex("lock:{clock}", redsync.WithExpiry(time.Minute)).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rl.NewMutex("lock:{clock}").Lock(ctx) }()
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := clock.BlockUntilContext(waitCtx, 1); err != nil { // the backoff timer
+		t.Fatalf("no backoff timer on the clock: %v", err)
+	}
+	clock.Advance(time.Hour)
+	if err := <-done; !errors.Is(err, instrument.ErrLockBusy) {
+		t.Fatalf("Lock = %v, want ErrLockBusy after its one retry", err)
+	}
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "busy"); got != 2 {
+		t.Fatalf("busy attempts = %v, want 2", got)
+	}
+	var gaveUp float64
+	for _, m := range metrictest.Series(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "gave_up") {
+		gaveUp += m.GetHistogram().GetSampleSum()
+	}
+	if gaveUp != time.Hour.Seconds() {
+		t.Fatalf("gave_up acquisition took %vs on the clock, want %v", gaveUp, time.Hour.Seconds())
 	}
 }
