@@ -68,7 +68,7 @@ func TestEndToEnd(t *testing.T) {
 	hook := startWebhook(t)
 	am, amAddr := startAlertmanager(t, bins.alertmanager, alertmanagerConfig(t, hook.srv.URL))
 	cfg := ruleConfig(t)
-	rules, ruleExprs := generatedRules(t, t.TempDir(), cfg)
+	rules, ruleExprs, grafanaExprs := generatedRules(t, t.TempDir(), cfg)
 	prom, api := startPrometheus(t, bins.prometheus, rules, amAddr, []scrapeJob{
 		{name: appJob, targets: []string{appAddr}},
 		{name: exporterJob, targets: []string{expAddr}},
@@ -93,8 +93,13 @@ func TestEndToEnd(t *testing.T) {
 			exprs = append(exprs, panelExpr(t, p))
 		}
 		exprs = append(exprs, ruleExprs...)
+		exprs = append(exprs, grafanaExprs...)
 		if len(loaded) != len(ruleExprs) {
 			t.Errorf("Prometheus loaded %d rules of the %d generated", len(loaded), len(ruleExprs))
+		}
+		// The check can fail: a broken expression is a parse error.
+		if _, err := query(ctx, api, `sum(rate(cachewatch_lock_attempts_total[5m])`); !isParseError(err) {
+			t.Fatalf("a broken expression was not reported as a parse error: %v", err)
 		}
 		for _, e := range exprs {
 			if _, err := query(ctx, api, e); err != nil {
@@ -105,6 +110,7 @@ func TestEndToEnd(t *testing.T) {
 				}
 			}
 		}
+		t.Logf("Prometheus parsed %d panel, %d rule and %d Grafana-rule expressions", len(panels), len(ruleExprs), len(grafanaExprs))
 	})
 
 	waitTargetsUp(t, ctx, api)

@@ -31,8 +31,9 @@ func ruleConfig(t *testing.T) alerts.Config {
 
 // generatedRules writes the Prometheus rule file that package alerts
 // generates for cfg into dir and returns its path and every expression in it
-// (recording rules first), as generated.
-func generatedRules(t *testing.T, dir string, cfg alerts.Config) (path string, exprs []string) {
+// (recording rules first), as generated, and the PromQL queries of the same
+// alerts as Grafana-managed rules.
+func generatedRules(t *testing.T, dir string, cfg alerts.Config) (path string, exprs, grafanaExprs []string) {
 	t.Helper()
 	groups, err := alerts.Rules(cfg)
 	if err != nil {
@@ -54,7 +55,46 @@ func generatedRules(t *testing.T, dir string, cfg alerts.Config) (path string, e
 			exprs = append(exprs, a.Expr)
 		}
 	}
-	return path, exprs
+	return path, exprs, grafanaQueries(t, groups)
+}
+
+// grafanaQueries returns the PromQL queries of the Grafana-managed rules
+// (the Prometheus data source's queries; the others are Grafana expressions).
+func grafanaQueries(t *testing.T, groups []alerts.Group) []string {
+	t.Helper()
+	b, err := alerts.GrafanaRules(groups, alerts.GrafanaOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Rules []struct {
+				Data []struct {
+					Model struct {
+						Datasource struct{ Type string }
+						Expr       string
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatalf("generated Grafana rules: %v", err)
+	}
+	var out []string
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			for _, d := range r.Data {
+				if d.Model.Datasource.Type == "prometheus" {
+					out = append(out, d.Model.Expr)
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no PromQL query found in the generated Grafana rules:\n%.2000s", b)
+	}
+	return out
 }
 
 // alertRule returns the generated rule of the alert name with the given
