@@ -7,11 +7,11 @@ import (
 )
 
 // descs holds one descriptor per exporter metric of the catalog.
-var descs = func() map[*signals.Metric]*prometheus.Desc {
-	out := map[*signals.Metric]*prometheus.Desc{}
+var descs = func() map[signals.ID]*prometheus.Desc {
+	out := map[signals.ID]*prometheus.Desc{}
 	for _, m := range signals.All() {
 		if m.HasSource(signals.Exporter) && len(m.Sources) == 1 {
-			out[m] = m.Desc(nil)
+			out[m.ID()] = m.Desc(nil)
 		}
 	}
 	return out
@@ -39,11 +39,11 @@ type emitter struct {
 	node string
 }
 
-func (m emitter) gauge(def *signals.Metric, v float64, labels ...string) {
+func (m emitter) gauge(def signals.ID, v float64, labels ...string) {
 	m.ch <- prometheus.MustNewConstMetric(descs[def], prometheus.GaugeValue, v, append([]string{m.node}, labels...)...)
 }
 
-func (m emitter) counter(def *signals.Metric, v float64, labels ...string) {
+func (m emitter) counter(def signals.ID, v float64, labels ...string) {
 	m.ch <- prometheus.MustNewConstMetric(descs[def], prometheus.CounterValue, v, append([]string{m.node}, labels...)...)
 }
 
@@ -117,9 +117,9 @@ func collectPass(m emitter, p *Pass) {
 		if p.TokensRead {
 			m.gauge(signals.LocksLongHeld, float64(g.LocksLongHeld), group)
 		}
-		buckets := make(map[float64]uint64, len(signals.AgeBuckets))
+		buckets := make(map[float64]uint64, len(lockTTLBuckets))
 		var cum uint64
-		for i, ub := range signals.AgeBuckets {
+		for i, ub := range lockTTLBuckets {
 			if g.LockTTL != nil {
 				cum += g.LockTTL[i]
 			}

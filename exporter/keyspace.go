@@ -40,7 +40,12 @@ type GroupStats struct {
 	// LocksLongHeldNoTTL counts the long-held locks that also have no
 	// expiry (doctor reports those once, as locks without TTL).
 	LocksLongHeldNoTTL uint64
-	// LockTTL counts lock remaining TTLs per signals.AgeBuckets bucket
+	// LocksLongHeldPastTTL counts the long-held locks with a TTL whose
+	// token was held longer than the TTL it had when first seen: the owner
+	// kept extending the lease (doctor judges long-held by these).
+	LocksLongHeldPastTTL uint64
+	// LockTTL counts lock remaining TTLs per bucket of
+	// signals.LockRemainingTTL
 	// (not cumulative), with their sum in seconds.
 	LockTTL      []uint64
 	LockTTLSum   float64
@@ -121,11 +126,11 @@ func (g *GroupStats) addLock(ttl time.Duration, longHeld bool) {
 		return
 	}
 	if g.LockTTL == nil {
-		g.LockTTL = make([]uint64, len(signals.AgeBuckets)+1)
+		g.LockTTL = make([]uint64, len(lockTTLBuckets)+1)
 	}
 	s := ttl.Seconds()
 	i := 0
-	for i < len(signals.AgeBuckets) && s > signals.AgeBuckets[i] {
+	for i < len(lockTTLBuckets) && s > lockTTLBuckets[i] {
 		i++
 	}
 	g.LockTTL[i]++
@@ -238,3 +243,6 @@ func matchGlob(pattern, key string) bool {
 	}
 	return px == len(pattern)
 }
+
+// lockTTLBuckets are the buckets of signals.LockRemainingTTL.
+var lockTTLBuckets = signals.LockRemainingTTL.Metric().Buckets

@@ -36,6 +36,10 @@ type NodeSnapshot struct {
 	// Pass is the last complete SCAN pass, nil until one completes.
 	Pass   *Pass
 	Queues []QueueStats
+	// NotQueues maps each configured queue this node holds under a type
+	// that is not a queue ("string", "hash", …) or not at all ("none") to
+	// that type. Keys another Cluster master owns are not listed.
+	NotQueues map[string]string
 
 	// Cumulative self-accounting counters.
 	KeysScanned, ScanCycles, Truncated, MissBursts uint64
@@ -50,6 +54,9 @@ type tokenSeen struct {
 	hash  uint64
 	since time.Time
 	pass  uint64
+	// ttl is the lock's remaining TTL when this token was first seen
+	// (negative: none); held longer than that, the owner extended it.
+	ttl time.Duration
 }
 
 // node is the sampler state of one Redis node. Only the goroutine sampling
@@ -66,6 +73,9 @@ type node struct {
 	hot     hotKeys
 	// queueTypes remembers each queue's type for when it is emptied.
 	queueTypes map[string]string
+	// notQueues are this sample's configured queues that the node holds
+	// under another type or not at all; notQueuesLogged what was logged.
+	notQueues, notQueuesLogged map[string]string
 
 	runID              string
 	ownHits, ownMisses uint64
@@ -79,7 +89,7 @@ type node struct {
 }
 
 func newNode(addr string, rdb *redis.Client) *node {
-	return &node{addr: addr, rdb: rdb, tokens: map[string]tokenSeen{}, queueTypes: map[string]string{}, errCounts: map[ErrorKey]uint64{}}
+	return &node{addr: addr, rdb: rdb, tokens: map[string]tokenSeen{}, queueTypes: map[string]string{}, notQueuesLogged: map[string]string{}, errCounts: map[ErrorKey]uint64{}}
 }
 
 // resetKeyspace forgets the partial and the last complete pass: after a
@@ -154,7 +164,7 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 		}
 		record(se)
 	}
-	s.Queues = queues
+	s.Queues, s.NotQueues = queues, n.notQueues
 	hot := e.opts.HotKeys > 0 && st != nil && containsLFU(st.MaxmemoryPolicy)
 	for _, se := range e.scanKeyspace(ctx, n, began, hot) {
 		if se.fatal() {
@@ -331,7 +341,7 @@ func (e *Exporter) readKeys(ctx context.Context, n *node, keys []string, hot boo
 		longHeld := false
 		if gets[i] != nil {
 			var se *StageError
-			longHeld, se = e.trackToken(n, k, gets[i], now)
+			longHeld, se = e.trackToken(n, k, ttl, gets[i], now)
 			if se != nil {
 				if se.fatal() {
 					return se
@@ -340,6 +350,9 @@ func (e *Exporter) readKeys(ctx context.Context, n *node, keys []string, hot boo
 			}
 		}
 		g.addLock(ttl, longHeld)
+		if t, ok := n.tokens[k]; longHeld && ttl >= 0 && ok && (t.ttl < 0 || now.Sub(t.since) > t.ttl) {
+			g.LocksLongHeldPastTTL++
+		}
 	}
 	if lockErr != nil {
 		n.pass.TokensRead = false
@@ -350,7 +363,7 @@ func (e *Exporter) readKeys(ctx context.Context, n *node, keys []string, hot boo
 
 // trackToken compares a lock's owner token (as a hash) with the one seen in
 // earlier passes and reports whether it has been held past LongHeld.
-func (e *Exporter) trackToken(n *node, key string, get *redis.StringCmd, now time.Time) (bool, *StageError) {
+func (e *Exporter) trackToken(n *node, key string, ttl time.Duration, get *redis.StringCmd, now time.Time) (bool, *StageError) {
 	val, err := get.Result()
 	switch {
 	case errors.Is(err, redis.Nil):
@@ -371,7 +384,7 @@ func (e *Exporter) trackToken(n *node, key string, get *redis.StringCmd, now tim
 		return false, nil
 	}
 	if !seen || prev.hash != h {
-		prev = tokenSeen{hash: h, since: now}
+		prev = tokenSeen{hash: h, since: now, ttl: ttl}
 	}
 	prev.pass = n.passSeq
 	n.tokens[key] = prev
