@@ -204,7 +204,8 @@ func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 
 // Close stops the Cache's background work and returns once every
 // goroutine it started has ended: it waits for the lookups and refreshes
-// in flight (each bounded by LeaseTTL), ends the waits of orphan-lease
+// in flight (each bounded by LeaseTTL, as long as the loader honours its
+// context: one that ignores it delays Close until it returns), ends the waits of orphan-lease
 // releases after one last attempt, and closes the wake-up subscription and
 // the Cache's share of the Client's invalidation subscription. It is safe
 // at any time, concurrently with Fetch, and more than once.
