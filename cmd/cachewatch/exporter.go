@@ -104,9 +104,9 @@ func (f *redisFlags) options() (exporter.Options, error) {
 	switch f.mode {
 	case "auto":
 	case "standalone":
-		t.Mode = exporter.Standalone
+		t.Mode = exporter.ModeStandalone
 	case "cluster":
-		t.Mode = exporter.Cluster
+		t.Mode = exporter.ModeCluster
 	default:
 		return exporter.Options{}, fmt.Errorf("--redis.mode %q: want auto, standalone or cluster", f.mode)
 	}

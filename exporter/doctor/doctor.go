@@ -254,7 +254,7 @@ func Analyze(snaps []*exporter.NodeSnapshot, th Thresholds) *Report {
 			sum.Version, sum.Policy = s.Server.Version, s.Server.MaxmemoryPolicy
 		}
 		if s.Pass != nil {
-			sum.Keys, sum.Complete = s.Pass.Keys, true
+			sum.Keys, sum.Complete = s.Pass.Keys, s.Pass.Complete
 			r.HotKeys = append(r.HotKeys, s.Pass.HotKeys...)
 		}
 		r.Nodes = append(r.Nodes, sum)
@@ -294,13 +294,14 @@ func (a *analysis) node(s *exporter.NodeSnapshot) {
 		return
 	}
 	for _, se := range s.Errors {
-		if se.Class == "noperm" {
-			a.add(s.Node, Finding{Check: CheckSamplerForbidden, Severity: Info, Command: se.Stage, Count: 1})
+		if se.Class == exporter.ClassNoPerm {
+			a.add(s.Node, Finding{Check: CheckSamplerForbidden, Severity: Info, Command: string(se.Stage), Count: 1})
 		}
 	}
-	if s.Pass == nil {
+	if s.Pass == nil || !s.Pass.Complete {
 		a.add(s.Node, Finding{Check: CheckPartialCoverage, Severity: Info, Count: 1})
-	} else {
+	}
+	if s.Pass != nil {
 		a.keyspace(s.Node, s.Pass)
 	}
 	if s.Server != nil {
