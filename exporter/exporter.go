@@ -2,18 +2,30 @@
 // client-side metrics cannot see: lock and keyspace state shared by every
 // service, server stats, scripts and queues. An Exporter is a
 // prometheus.Collector: a background loop (Run) samples every interval and
-// scrapes only read the last sample, so a scrape never reaches Redis.
+// scrapes only read the last sample, so a scrape never reaches Redis. Every
+// configured address reports up 0 from the start until a sample succeeds.
 //
-// The sampler never sends KEYS or a blocking command. The keyspace is walked
-// with SCAN … COUNT and pipelined per-key reads (PTTL; GET on lock keys;
-// OBJECT FREQ under an LFU policy when hot keys are asked for), at most
-// MaxKeys keys and MaxDuration per node per sample; the cursor resumes on the
-// next sample, so a large keyspace is covered over several intervals and the
-// keyspace series describe the last complete pass.
+// The sampler never sends KEYS, a blocking command, a script or a write.
+// Each sample of a node runs two passes side by side:
 //
-// Redis counts the sampler's own key reads in keyspace_hits and
-// keyspace_misses; the sampler counts them too and exports the server's
-// figures less its own, so sampling never moves the hit ratio it reports.
+//   - the lock pass walks the keyspace with SCAN … MATCH <pattern> for each
+//     lock pattern and reads each lock's TTL (PEXPIRETIME) and the first
+//     MaxTokenBytes of its value (GETRANGE, never GET): lock figures are
+//     exact and refreshed every interval, however large the keyspace;
+//   - the whole-keyspace pass walks it with SCAN … COUNT and pipelined TTL
+//     reads (and OBJECT FREQ under an LFU policy when hot keys are asked
+//     for), paced at KeysPerSecond and bounded by MaxKeys and MaxDuration
+//     per sample; the cursor resumes on the next sample. Its figures (the
+//     TTL and expiry shape) describe the last complete pass, or the pass in
+//     progress until one completes, with the coverage exported.
+//
+// A node or stage that fails is retried after a backoff, however often
+// Sample is called; a command refused by ACL is logged once per stage.
+//
+// Redis counts samplers' key reads in keyspace_hits and keyspace_misses; the
+// exporter takes out its own lookups and, from INFO commandstats, those of
+// other exporters and doctor runs, so samplers do not move the hit ratio it
+// reports.
 package exporter
 
 import (
@@ -141,6 +153,9 @@ type Exporter struct {
 	nodes   map[string]*node
 	mode    Mode
 	closed  bool
+	// discovery is the backoff of Cluster topology reads: at most one per
+	// second, and after a failure 1 s doubling up to Interval.
+	discovery retry
 
 	mu    sync.RWMutex // guards snaps, read by scrapes
 	snaps map[string]*NodeSnapshot
@@ -297,8 +312,14 @@ func (e *Exporter) refreshNodes(ctx context.Context) []*node {
 		return nil
 	}
 	addrs := e.opts.Target.Addrs
-	if e.mode != ModeStandalone {
-		if masters, isCluster, err := e.discover(ctx); err == nil {
+	if e.mode != ModeStandalone && e.clock.Now().Before(e.discovery.until) {
+		if e.mode == ModeCluster && len(e.nodes) > 0 {
+			addrs = e.knownNodes()
+		}
+	} else if e.mode != ModeStandalone {
+		masters, isCluster, err := e.discover(ctx)
+		e.discovered(err)
+		if err == nil {
 			if isCluster {
 				e.mode = ModeCluster
 				addrs = masters
@@ -306,10 +327,7 @@ func (e *Exporter) refreshNodes(ctx context.Context) []*node {
 				e.mode = ModeStandalone
 			}
 		} else if e.mode == ModeCluster && len(e.nodes) > 0 {
-			addrs = addrs[:0:0]
-			for a := range e.nodes {
-				addrs = append(addrs, a)
-			}
+			addrs = e.knownNodes()
 		}
 	}
 	want := make(map[string]bool, len(addrs))
@@ -334,6 +352,28 @@ func (e *Exporter) refreshNodes(ctx context.Context) []*node {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
 	return out
+}
+
+func (e *Exporter) knownNodes() []string {
+	out := make([]string, 0, len(e.nodes))
+	for a := range e.nodes {
+		out = append(out, a)
+	}
+	return out
+}
+
+// discovered schedules the next topology read.
+func (e *Exporter) discovered(err error) {
+	wait := time.Second
+	if err != nil && e.discovery.wait > 0 {
+		wait = min(2*e.discovery.wait, e.opts.Interval)
+	}
+	if err == nil {
+		e.discovery.wait = 0
+	} else {
+		e.discovery.wait = wait
+	}
+	e.discovery.until = e.clock.Now().Add(wait)
 }
 
 // discover asks the known nodes, then the seeds, whether this is a Cluster

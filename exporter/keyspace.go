@@ -88,9 +88,10 @@ type Pass struct {
 	Complete bool
 	Keys     uint64
 	Groups   map[string]*GroupStats
-	// LocksComplete is when the lock pass whose figures are shown ended;
-	// zero when no lock pass has completed (no lock figures).
-	LocksComplete time.Time
+	// LocksStarted and LocksComplete are when the lock pass whose figures
+	// are shown started and ended; zero when no lock pass has completed (no
+	// lock figures).
+	LocksStarted, LocksComplete time.Time
 	// TokensRead is false when lock values could not be read (NOPERM on
 	// GETRANGE): long-held counts are then unknown and not exported.
 	TokensRead bool

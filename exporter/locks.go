@@ -198,9 +198,15 @@ func (e *Exporter) trackToken(n *node, key string, get *redis.StringCmd, now tim
 
 // view returns the keyspace view to serve, and the fraction of the
 // keyspace its key figures cover: the last complete pass (1), or the pass in
-// progress, with the lock figures of the last complete lock pass. Groups
-// are copied: the sampler goes on changing its own.
+// progress, with the lock figures of the last complete lock pass.
 func (n *node) view() (*Pass, float64) {
+	p, coverage := n.keyView()
+	return withLocks(p, n.lockDone), coverage
+}
+
+// keyView copies the key figures to serve: the sampler goes on changing its
+// own. Nil when no pass has started.
+func (n *node) keyView() (*Pass, float64) {
 	base, coverage := n.done, 1.0
 	if base == nil {
 		base, coverage = n.pass, 0
@@ -208,32 +214,49 @@ func (n *node) view() (*Pass, float64) {
 			coverage = min(float64(base.Keys)/float64(n.dbKeys), 1)
 		}
 	}
-	if base == nil && n.lockDone == nil {
+	if base == nil {
 		return nil, 0
 	}
+	v := &Pass{Started: base.Started, Completed: base.Completed, Keys: base.Keys, Complete: base.Complete,
+		HotKeys: base.HotKeys, Groups: make(map[string]*GroupStats, len(base.Groups)), TokensRead: true}
+	for name, g := range base.Groups {
+		c := *g
+		c.expirySeconds = nil
+		c.Expiring = g.expiring()
+		v.Groups[name] = &c
+	}
+	return v, coverage
+}
+
+// withLocks returns a copy of p (which it leaves alone) with the lock
+// figures of l; nil when both are nil.
+func withLocks(p *Pass, l *lockResult) *Pass {
+	if p == nil && l == nil {
+		return nil
+	}
 	v := &Pass{Groups: map[string]*GroupStats{}, TokensRead: true}
-	if base != nil {
-		v.Started, v.Completed, v.Keys, v.Complete, v.HotKeys = base.Started, base.Completed, base.Keys, base.Complete, base.HotKeys
-		for name, g := range base.Groups {
+	if p != nil {
+		*v = *p
+		v.Groups = make(map[string]*GroupStats, len(p.Groups))
+		for name, g := range p.Groups {
 			c := *g
-			c.expirySeconds = nil
-			c.Expiring = g.expiring()
 			v.Groups[name] = &c
 		}
 	}
-	if l := n.lockDone; l != nil {
-		v.TokensRead, v.LocksComplete = l.tokensRead, l.completed
-		for name, lg := range l.groups {
-			g := v.Groups[name]
-			if g == nil {
-				g = &GroupStats{}
-				v.Groups[name] = g
-			}
-			g.Locks, g.LocksNoTTL, g.LocksLongHeld, g.LocksLongHeldNoTTL = lg.Locks, lg.LocksNoTTL, lg.LocksLongHeld, lg.LocksLongHeldNoTTL
-			g.LockTTL, g.LockTTLSum, g.LockTTLCount = lg.LockTTL, lg.LockTTLSum, lg.LockTTLCount
-		}
+	if l == nil {
+		return v
 	}
-	return v, coverage
+	v.TokensRead, v.LocksStarted, v.LocksComplete = l.tokensRead, l.started, l.completed
+	for name, lg := range l.groups {
+		g := v.Groups[name]
+		if g == nil {
+			g = &GroupStats{}
+			v.Groups[name] = g
+		}
+		g.Locks, g.LocksNoTTL, g.LocksLongHeld, g.LocksLongHeldNoTTL = lg.Locks, lg.LocksNoTTL, lg.LocksLongHeld, lg.LocksLongHeldNoTTL
+		g.LockTTL, g.LockTTLSum, g.LockTTLCount = lg.LockTTL, lg.LockTTLSum, lg.LockTTLCount
+	}
+	return v
 }
 
 // lookup counts one command's key lookups as the server counts them in

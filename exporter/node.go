@@ -233,12 +233,20 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 	// Scrapes see the server figures now; the passes may take most of the
 	// interval (they are paced).
 	early := *s
-	early.Up, early.LastSuccess, early.Time = true, e.clock.Now(), e.clock.Now()
-	early.Pass, early.Coverage = n.view()
+	early.Up, early.Time = true, e.clock.Now()
+	keys, coverage := n.keyView()
+	early.Pass, early.Coverage = withLocks(keys, n.lockDone), coverage
 	e.selfCounters(n, &early)
+	early.LastSuccess = early.Time
 	e.publish(&early)
+	// Fresh lock figures are shown as soon as the lock pass ends.
+	locksDone := func() {
+		withNew := early
+		withNew.Pass = withLocks(keys, n.lockDone)
+		e.publish(&withNew)
+	}
 
-	if fatal := e.passes(ctx, n, began, s, skip, record); fatal != nil {
+	if fatal := e.passes(ctx, n, began, s, skip, record, locksDone); fatal != nil {
 		return finish(fatal)
 	}
 	s.Pass, s.Coverage = n.view()
@@ -249,7 +257,7 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 // within the sample's budget, and records their errors. It returns the
 // first error that makes the node unusable.
 func (e *Exporter) passes(ctx context.Context, n *node, began time.Time, s *NodeSnapshot,
-	skip func(string) bool, record func(*StageError, string)) *StageError {
+	skip func(string) bool, record func(*StageError, string), locksDone func()) *StageError {
 	deadline := began.Add(e.opts.MaxDuration)
 	hot := e.opts.HotKeys > 0 && s.Server != nil && containsLFU(s.Server.MaxmemoryPolicy)
 	runLocks := !skip(string(StageLocks))
@@ -261,7 +269,11 @@ func (e *Exporter) passes(ctx context.Context, n *node, began time.Time, s *Node
 	go func() {
 		defer close(done)
 		if runLocks {
+			before := n.lockDone
 			lockErrs = e.lockPass(ctx, n, deadline, readTokens, lockOwn)
+			if n.lockDone != before {
+				locksDone()
+			}
 		}
 	}()
 	if runKeys {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -315,4 +317,40 @@ func TestLocksExactBeforeKeyspaceCovered(t *testing.T) {
 		`cachewatch_exporter_locks_held{key_group="lock:order:*"}`:        200,
 		`cachewatch_exporter_locks_without_ttl{key_group="lock:order:*"}`: 0,
 	})
+}
+
+// A node that accepts connections and drops them at once is not dialled in
+// a hot loop however often Sample is called: the connections it receives
+// follow the backoff (1 s doubling), topology reads included.
+func TestFailedNodeIsRateBounded(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	clk := clockwork.NewFakeClockAt(time.Now())
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{l.Addr().String()}}, Interval: 15 * time.Second, Clock: clk})
+	const samples = 100
+	for i := 0; i < samples; i++ {
+		if s := e.Sample(context.Background())[0]; s.Up {
+			t.Fatal("a node that drops every connection is up")
+		}
+		clk.Advance(100 * time.Millisecond)
+	}
+	// 10 virtual seconds: samples at 0, 1, 3 and 7 s, topology reads at the
+	// same times; one connection each.
+	if got := accepted.Load(); got > 8 {
+		t.Errorf("%d connections over %d samples", got, samples)
+	}
+	_, got := scrape(t, reg)
+	expect(t, got, l.Addr().String(), map[string]float64{`cachewatch_exporter_sample_errors_total{stage="connect",class="connection"}`: 4})
 }

@@ -148,6 +148,8 @@ func (t Target) clientOptions(addr string) *redis.Options {
 		DisableIdentity: true, Protocol: 2,
 		DialTimeout: dial, ReadTimeout: read, WriteTimeout: read,
 		MaxRetries: -1, PoolSize: 2, ContextTimeoutEnabled: true,
+		// One dial attempt: the sampler's own backoff decides when to try again.
+		DialerRetries: 1,
 	}
 }
 
