@@ -62,8 +62,10 @@ const (
 	// of idle in BenchmarkSample (docs/benchmarks.md).
 	DefaultKeysPerSecond = 10000
 	// DefaultLockScanCount is the COUNT of the lock pass's SCAN … MATCH:
-	// small, so that each call holds the server for a short time.
-	DefaultLockScanCount = 100
+	// small, so that each call holds the server for a short time (COUNT
+	// 100 quadrupled other clients' GET p99 in BenchmarkSample, 25 kept it
+	// within 1.25× of idle; docs/benchmarks.md).
+	DefaultLockScanCount = 25
 	// DefaultLockPattern is the lock pattern used when Options.LockPatterns is empty.
 	DefaultLockPattern = "lock:*"
 	// MaxTokenBytes is the most of a lock value the sampler reads
@@ -105,7 +107,7 @@ type Options struct {
 	// ScanCount is SCAN's COUNT hint and Batch the keys read per pipeline;
 	// both default to 100.
 	ScanCount, Batch int
-	// LockScanCount is the COUNT of the lock pass; default 100.
+	// LockScanCount is the COUNT of the lock pass; default 25.
 	LockScanCount int
 	// KeysPerSecond paces the whole-keyspace pass of each node, so the
 	// sampler takes a bounded share of a single-threaded server. 0 means

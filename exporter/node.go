@@ -114,7 +114,7 @@ type node struct {
 
 func newNode(addr string, rdb *redis.Client, patterns []string) *node {
 	return &node{addr: addr, rdb: rdb, patterns: patterns, tokens: map[string]tokenSeen{}, queueTypes: map[string]string{},
-		errCounts: map[ErrorKey]uint64{}, backoff: map[string]*retry{}, refusals: map[string]bool{}, own: lookups{}, ttlCmd: "pttl"}
+		errCounts: map[ErrorKey]uint64{}, backoff: map[string]*retry{}, refusals: map[string]bool{}, own: lookups{}, ttlCmd: "pexpiretime"}
 }
 
 // resetKeyspace forgets both passes: after a failure or a server restart
@@ -390,9 +390,12 @@ func (e *Exporter) readInfo(ctx context.Context, n *node) (*ServerStats, *StageE
 		}
 		n.runID, n.own = st.RunID, lookups{}
 	}
-	n.ttlCmd = "pttl"
-	if major, _, _ := strings.Cut(st.Version, "."); atoi(major) >= 7 {
-		n.ttlCmd = "pexpiretime" // does not depend on when the reply is read
+	// PEXPIRETIME (Redis 7+) does not depend on when the reply is read;
+	// older servers only have PTTL. A server whose INFO is refused is
+	// taken to be recent.
+	n.ttlCmd = "pexpiretime"
+	if major, _, _ := strings.Cut(st.Version, "."); major != "" && atoi(major) < 7 {
+		n.ttlCmd = "pttl"
 	}
 	n.dbKeys, n.dbKnown = dbKeys(fields, e.opts.Target.DB)
 	return st, nil

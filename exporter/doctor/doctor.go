@@ -443,7 +443,7 @@ func explain(f *Finding) (evidence, fix string) {
 			"run doctor with a larger --max-duration"
 	case CheckSamplerForbidden:
 		return fmt.Sprintf("the sampler's ACL user may not run the %s stage's commands %s; those checks are missing", f.Command, on),
-			"grant the user +info +scan +pttl +get +type +llen +xlen +xrange +xinfo +xpending +zcard +zrange +object, read-only on the key patterns"
+			"grant the user the commands the log names, or the minimal ACL of docs/exporter.md: +ping +info +scan +pexpiretime +getrange +type +llen +xlen +xrange +xinfo|groups +xpending +zcard +zrange +object|freq +cluster|nodes"
 	}
 	return "", ""
 }
