@@ -341,8 +341,13 @@ func TestFailedNodeIsRateBounded(t *testing.T) {
 	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{l.Addr().String()}}, Interval: 15 * time.Second, Clock: clk})
 	const samples = 100
 	for i := 0; i < samples; i++ {
-		if s := e.Sample(context.Background())[0]; s.Up {
+		s := e.Sample(context.Background())[0]
+		if s.Up {
 			t.Fatal("a node that drops every connection is up")
+		}
+		// What a TLS-only port does to a plaintext client: the error says so.
+		if !strings.Contains(s.Err.Error(), "if it expects TLS, use rediss://") {
+			t.Fatalf("no TLS hint in %v", s.Err)
 		}
 		clk.Advance(100 * time.Millisecond)
 	}
