@@ -50,6 +50,10 @@ type GroupStats struct {
 	// LocksLongHeldNoTTL counts the long-held locks that also have no
 	// expiry (doctor reports those once, as locks without TTL).
 	LocksLongHeldNoTTL uint64
+	// LocksLongHeldPastTTL counts the long-held locks with a TTL whose
+	// token was held longer than the TTL it had when first seen: the owner
+	// kept extending the lease (doctor judges long-held by these).
+	LocksLongHeldPastTTL uint64
 	// LockTTL counts lock remaining TTLs per signals.AgeBuckets bucket
 	// (not cumulative), with their sum in seconds.
 	LockTTL      []uint64

@@ -151,7 +151,7 @@ func (e *Exporter) readLocks(ctx context.Context, n *node, keys []string, own lo
 		longHeld := false
 		if toks[i] != nil && res.tokensRead {
 			var se *StageError
-			longHeld, se = e.trackToken(n, k, toks[i], now)
+			longHeld, se = e.trackToken(n, k, ttl, toks[i], now)
 			if se != nil {
 				if se.fatal() {
 					return append(errs, se)
@@ -166,6 +166,9 @@ func (e *Exporter) readLocks(ctx context.Context, n *node, keys []string, own lo
 			res.groups[e.groups.Classify(k)] = g
 		}
 		g.addLock(ttl, longHeld)
+		if t, ok := n.tokens[k]; longHeld && ttl >= 0 && ok && (t.ttl < 0 || now.Sub(t.since) > t.ttl) {
+			g.LocksLongHeldPastTTL++
+		}
 	}
 	return errs
 }
@@ -173,7 +176,7 @@ func (e *Exporter) readLocks(ctx context.Context, n *node, keys []string, own lo
 // trackToken compares a lock's owner token (as a hash of its first
 // MaxTokenBytes) with the one seen in earlier passes and reports whether it
 // has been held past LongHeld.
-func (e *Exporter) trackToken(n *node, key string, get *redis.StringCmd, now time.Time) (bool, *StageError) {
+func (e *Exporter) trackToken(n *node, key string, ttl time.Duration, get *redis.StringCmd, now time.Time) (bool, *StageError) {
 	val, err := get.Result()
 	if err != nil {
 		se := stageErr(StageLocks, err)
@@ -189,7 +192,7 @@ func (e *Exporter) trackToken(n *node, key string, get *redis.StringCmd, now tim
 		return false, nil
 	}
 	if !seen || prev.hash != h {
-		prev = tokenSeen{hash: h, since: now}
+		prev = tokenSeen{hash: h, since: now, ttl: ttl}
 	}
 	prev.pass = n.locks.seq
 	n.tokens[key] = prev
@@ -254,6 +257,7 @@ func withLocks(p *Pass, l *lockResult) *Pass {
 			v.Groups[name] = g
 		}
 		g.Locks, g.LocksNoTTL, g.LocksLongHeld, g.LocksLongHeldNoTTL = lg.Locks, lg.LocksNoTTL, lg.LocksLongHeld, lg.LocksLongHeldNoTTL
+		g.LocksLongHeldPastTTL = lg.LocksLongHeldPastTTL
 		g.LockTTL, g.LockTTLSum, g.LockTTLCount = lg.LockTTL, lg.LockTTLSum, lg.LockTTLCount
 	}
 	return v

@@ -49,6 +49,10 @@ type NodeSnapshot struct {
 	// key figures cover: 1 for a complete pass.
 	Coverage float64
 	Queues   []QueueStats
+	// NotQueues maps each configured queue this node holds under a type
+	// that is not a queue ("string", "hash", …) or not at all ("none") to
+	// that type. Keys another Cluster master owns are not listed.
+	NotQueues map[string]string
 
 	// Cumulative self-accounting counters.
 	KeysScanned, ScanCycles, Truncated, MissBursts uint64
@@ -63,6 +67,9 @@ type tokenSeen struct {
 	hash  uint64
 	since time.Time
 	pass  uint64
+	// ttl is the lock's remaining TTL when this token was first seen
+	// (negative: none); held longer than that, the owner extended it.
+	ttl time.Duration
 }
 
 // retry is the backoff of a failed node or stage.
@@ -94,6 +101,9 @@ type node struct {
 
 	// queueTypes remembers each queue's type for when it is emptied.
 	queueTypes map[string]string
+	// notQueues are this sample's configured queues that the node holds
+	// under another type or not at all; notQueuesLogged what was logged.
+	notQueues, notQueuesLogged map[string]string
 
 	runID      string
 	ttlCmd     string // "pexpiretime" (Redis 7+) or "pttl"
@@ -114,7 +124,7 @@ type node struct {
 
 func newNode(addr string, rdb *redis.Client, patterns []string) *node {
 	return &node{addr: addr, rdb: rdb, patterns: patterns, tokens: map[string]tokenSeen{}, queueTypes: map[string]string{},
-		errCounts: map[ErrorKey]uint64{}, backoff: map[string]*retry{}, refusals: map[string]bool{}, own: lookups{}, ttlCmd: "pexpiretime"}
+		notQueuesLogged: map[string]string{}, errCounts: map[ErrorKey]uint64{}, backoff: map[string]*retry{}, refusals: map[string]bool{}, own: lookups{}, ttlCmd: "pexpiretime"}
 }
 
 // resetKeyspace forgets both passes: after a failure or a server restart
@@ -228,7 +238,7 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 		if len(qerrs) == 0 {
 			delete(n.backoff, string(StageQueues))
 		}
-		s.Queues = queues
+		s.Queues, s.NotQueues = queues, n.notQueues
 	}
 	// Scrapes see the server figures now; the passes may take most of the
 	// interval (they are paced).

@@ -45,6 +45,7 @@ type StreamGroup struct {
 func (e *Exporter) sampleQueues(ctx context.Context, n *node) ([]QueueStats, []*StageError) {
 	var out []QueueStats
 	var errs []*StageError
+	n.notQueues = nil
 	for _, q := range e.opts.Queues {
 		qs, ok, err := e.sampleQueue(ctx, n, q)
 		if err != nil {
@@ -57,9 +58,36 @@ func (e *Exporter) sampleQueues(ctx context.Context, n *node) ([]QueueStats, []*
 		}
 		if ok {
 			out = append(out, qs)
+			delete(n.notQueuesLogged, q)
+		} else if qs.Queue != "" {
+			e.notAQueue(n, qs)
 		}
 	}
 	return out, errs
+}
+
+// notAQueue records a configured queue the node holds under another type
+// or not at all, and logs it once per node and type: a mistyped --queue
+// must not go unnoticed.
+func (e *Exporter) notAQueue(n *node, qs QueueStats) {
+	typ := qs.Type
+	if typ == "" {
+		typ = "none"
+	}
+	if n.notQueues == nil {
+		n.notQueues = map[string]string{}
+	}
+	n.notQueues[qs.Queue] = typ
+	if n.notQueuesLogged[qs.Queue] == typ {
+		return
+	}
+	n.notQueuesLogged[qs.Queue] = typ
+	if typ == "none" {
+		e.opts.Logger.Warn("configured queue does not exist (an emptied list or sorted set is deleted; reported again once it has entries)",
+			"node", n.addr, "queue", qs.Queue)
+		return
+	}
+	e.opts.Logger.Warn("configured queue is not a list, stream or sorted set; not reported", "node", n.addr, "queue", qs.Queue, "type", typ)
 }
 
 func (e *Exporter) sampleQueue(ctx context.Context, n *node, key string) (QueueStats, bool, error) {

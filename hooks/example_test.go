@@ -17,12 +17,16 @@ func ExampleNew() {
 	defer rdb.Close()
 
 	reg := prometheus.NewRegistry()
+	groups, err := keygroup.New(keygroup.Options{Rules: []keygroup.Rule{keygroup.Glob("cart:*", "cart")}})
+	if err != nil {
+		panic(err)
+	}
 	h, err := hooks.New(hooks.Options{
-		Registerer:    reg,
-		Name:          "checkout",
-		KeyGroupRules: []keygroup.Rule{keygroup.Glob("cart:*", "cart")},
-		Scripts:       []hooks.Script{{Name: "reserve_stock", Src: `return redis.call("DECR", KEYS[1])`}},
-		Pool:          rdb,
+		Registerer: reg,
+		Name:       "checkout",
+		KeyGroups:  groups,
+		Scripts:    []hooks.Script{{Name: "reserve_stock", Src: `return redis.call("DECR", KEYS[1])`}},
+		Pool:       rdb,
 	})
 	if err != nil {
 		panic(err)

@@ -25,6 +25,7 @@ const (
 	lostExpired = iota
 	lostRenewFailed
 	lostNotOwner
+	lostExpiredOrNotOwner
 	numLostReasons
 )
 
@@ -32,7 +33,7 @@ var (
 	lookupResultNames  = [numLookupResults]string{"hit", "miss", "error"}
 	attemptResultNames = [numAttemptResults]string{"acquired", "busy", "error"}
 	attemptNames       = [2]string{"first", "retry"}
-	lostReasonNames    = [numLostReasons]string{"expired", "renew_failed", "not_owner"}
+	lostReasonNames    = [numLostReasons]string{"expired", "renew_failed", "not_owner", "expired_or_not_owner"}
 )
 
 // groupMetrics holds one key group's metric children, created on first use.
@@ -129,11 +130,11 @@ const (
 // retryTable recognises retries on the wire and times whole acquisitions.
 // Lock libraries (redsync, bsm/redislock, cachewatch's own client) retry with
 // the same owner token, so an attempt whose (key, token) was answered busy a
-// moment ago is a retry, and its success ends an acquisition that began at
-// the first busy attempt.
+// moment ago is a retry, and its success ends an acquisition that began when
+// the first (busy) attempt was sent.
 //
-// A slot packs a 32-bit tag of the (key, token) hash with the time of the
-// first busy attempt in microseconds (mod 2^32, about 71 minutes), so one
+// A slot packs a 32-bit tag of the (key, token) hash with the time the
+// first busy attempt was sent, in microseconds (mod 2^32, about 71 minutes), so one
 // atomic word holds an entry. The table is set-associative and lossy: when
 // more than retryWays contenders share a bucket one is evicted, and its
 // retry then counts as a first attempt; a false match needs the same bucket
@@ -169,8 +170,8 @@ func tag(h uint64) uint64 { return (h>>32 | 1) << 32 }
 
 const lowHalf = 1<<32 - 1
 
-// busySince returns when the acquisition h's first attempt was answered busy
-// (in monotonic microseconds mod 2^32), if it was.
+// busySince returns when the acquisition h's first attempt, answered busy,
+// was sent (in monotonic microseconds mod 2^32), if it was.
 func (t *retryTable) busySince(h uint64) (uint32, bool) {
 	i := t.find(h)
 	if i < 0 {
@@ -191,8 +192,9 @@ func (t *retryTable) find(h uint64) int {
 	return -1
 }
 
-// busy remembers h as answered busy at nowUs, unless it is already (a retry
-// keeps its first attempt's time), and reports whether it added an entry.
+// busy remembers h as answered busy for an attempt sent at nowUs, unless it
+// is already (a retry keeps its first attempt's time), and reports whether
+// it added an entry.
 // A full bucket loses an entry picked by h's low bits.
 func (t *retryTable) busy(h uint64, nowUs uint32) bool {
 	tg := tag(h)

@@ -12,20 +12,24 @@
 //     A retry is an attempt with the same key and owner token as one just
 //     answered busy (lock libraries keep their token across retries); an
 //     acquisition is timed from its first attempt to its success;
-//   - lost locks: an owner-checked release answered 0 (someone else owns the
-//     lock) or -1 (it had expired), an extension answered 0;
+//   - lost locks: an owner-checked release answered -1 (expired) or 0 (another
+//     owner's, for releases whose reply tells, such as redsync's; otherwise
+//     expired_or_not_owner, as bsm/redislock's answers 0 for both), an
+//     extension answered 0 (renew_failed);
 //   - cache lookups: GET, GETEX, HGET, MGET and HMGET replies, nil being a
 //     miss, per key group, with miss-burst detection.
 //
 // Options.Pool adds a collector of the client's connection pool (waits,
-// timeouts: connection starvation); Options.TracerProvider turns on one
-// OpenTelemetry span per command, with the database semantic conventions'
-// attributes and never a key or value; Options.HotKeys keeps a top-K view of
+// timeouts: connection starvation). Once an OpenTelemetry SDK is installed
+// (globally, or as Options.TracerProvider) the hook starts one span per
+// command, with the database semantic conventions' attributes and never a
+// key or value; Options.HotKeys keeps a top-K view of
 // the most requested and most contended keys for a debug handler.
 //
 // Keys only ever appear as key groups (package keygroup). Commands sent by
-// cachewatch's own instrumented client are timed but their lock and cache
-// outcomes are left to that client, which knows more than the wire shows.
+// cachewatch's own instrumented client and its Redlock adapter
+// (instrument/redlock) are timed but their lock and cache outcomes are left
+// to them, as they know more than the wire shows.
 //
 // Add the hook once per client. On a ClusterClient add it to the cluster
 // client itself, not to the node clients in OnNewNode as well: each command
@@ -44,6 +48,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
@@ -64,10 +69,11 @@ const (
 	Scripts
 	// Locks: lock attempts and lost locks per key group.
 	Locks
-	// Cache: cache lookups (hits, misses) and miss bursts per key group.
-	Cache
+	// CacheLookups: cache lookups (hits, misses) and miss bursts per key
+	// group.
+	CacheLookups
 	// AllSignals is every signal; it is what a zero Options.Signals means.
-	AllSignals = Commands | Scripts | Locks | Cache
+	AllSignals = Commands | Scripts | Locks | CacheLookups
 )
 
 // Options configures a Hook. The zero value is usable.
@@ -77,13 +83,14 @@ type Options struct {
 	// share a registry: they share the collectors.
 	Registerer prometheus.Registerer
 	// Name is the client label of the command, script and pool metrics
-	// (default "default"). Give each hooked client on a registry its own.
+	// (default "default"). Each hook on a registry needs its own: New fails
+	// with ErrNameTaken for a Name another hook on the registry has.
 	Name string
-	// KeyGroups maps keys to key groups. nil means a classifier built from
-	// KeyGroupRules with the default derivation and cap.
+	// KeyGroups maps keys to key groups; build one with keygroup.New for
+	// rules of your own. nil means the registry's shared default
+	// (keygroup.Shared), whose cap the hook shares with the instrumented
+	// clients on the registry.
 	KeyGroups *keygroup.Classifier
-	// KeyGroupRules are used when KeyGroups is nil.
-	KeyGroupRules []keygroup.Rule
 	// Signals selects what is measured; 0 means AllSignals.
 	Signals Signals
 	// Scripts names the service's own Lua scripts and functions. Scripts of
@@ -94,13 +101,17 @@ type Options struct {
 	// burst (defaults 1s and 50).
 	MissBurstWindow    time.Duration
 	MissBurstThreshold int64
-	// Now is the clock of the miss-burst detector (default time.Now).
-	Now func() time.Time
+	// Clock is the clock of the miss-burst detector; nil means the real
+	// clock. Command latencies are always timed on the real clock.
+	Clock clockwork.Clock
 	// Pool, when set, is the client whose connection pool statistics the
 	// hook exports (see NewPoolCollector).
 	Pool PoolStatser
-	// TracerProvider turns on one OpenTelemetry span per command and
-	// pipeline. nil (the default) means no spans.
+	// TracerProvider receives one OpenTelemetry span per command and
+	// pipeline. nil means otel's global provider: no span is started while
+	// that is still otel's default (no SDK installed), and spans start once
+	// a program installs one (otel.SetTracerProvider). To turn spans off
+	// for good, pass a noop.TracerProvider.
 	TracerProvider trace.TracerProvider
 	// ServerAddress ("host:port") is put on spans as server.address and
 	// server.port.
@@ -112,8 +123,8 @@ type Options struct {
 }
 
 // Hook is a go-redis v9 hook (redis.Hook). It is safe for concurrent use and
-// may be added to several clients (give each its own Name if they must be
-// told apart).
+// may be added to several clients, which then share its series; to tell
+// clients apart, give each its own hook and Name.
 type Hook struct {
 	signals Signals
 	groups  *keygroup.Classifier
@@ -156,14 +167,15 @@ func New(opts Options) (*Hook, error) {
 	if h.signals == 0 {
 		h.signals = AllSignals
 	}
+	if err := claimName(reg, name); err != nil {
+		return nil, err
+	}
 	v, err := h.register(reg)
 	if err != nil {
 		return nil, err
 	}
 	if h.groups == nil {
-		if h.groups, err = newClassifier(reg, opts.KeyGroupRules); err != nil {
-			return nil, err
-		}
+		h.groups = keygroup.Shared(reg)
 	}
 	h.buildCommands(v, name)
 	h.pipe = [2]lazyObserver{newLazyObserver(v.pipeDur, name, "pipeline"), newLazyObserver(v.pipeDur, name, "tx")}
@@ -178,7 +190,11 @@ func New(opts Options) (*Hook, error) {
 		return nil, err
 	}
 	h.byGroup = newGroupSet(h.groups.Classify, func(group string) *groupMetrics { return newGroupMetrics(v, group) })
-	h.bursts = burst.New(burst.Options{Window: opts.MissBurstWindow, Threshold: opts.MissBurstThreshold, Now: opts.Now})
+	clock := opts.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	h.bursts = burst.New(burst.Options{Window: opts.MissBurstWindow, Threshold: opts.MissBurstThreshold, Now: clock.Now})
 	if opts.HotKeys > 0 {
 		h.hot = newHotKeys(opts.HotKeys)
 	}
@@ -188,14 +204,6 @@ func New(opts Options) (*Hook, error) {
 		}
 	}
 	return h, nil
-}
-
-func newClassifier(reg prometheus.Registerer, rules []keygroup.Rule) (*keygroup.Classifier, error) {
-	overflow, err := signals.Register(reg, signals.KeyGroupOverflow.NewCounterVec())
-	if err != nil {
-		return nil, err
-	}
-	return keygroup.New(keygroup.Options{Rules: rules, Overflow: overflow.WithLabelValues()})
 }
 
 // register builds and registers the collectors of the enabled signals; the
@@ -224,8 +232,8 @@ func (h *Hook) register(reg prometheus.Registerer) (*vecs, error) {
 	reg1(Commands, &v.cmdErrs)
 	regH(Scripts, &v.scriptDur)
 	reg1(Scripts, &v.noscript)
-	reg1(Cache, &v.lookups)
-	reg1(Cache, &v.bursted)
+	reg1(CacheLookups, &v.lookups)
+	reg1(CacheLookups, &v.bursted)
 	reg1(Locks, &v.attempts)
 	reg1(Locks, &v.lost)
 	regH(Locks, &v.acquire)
@@ -252,9 +260,7 @@ func (h *Hook) newCommand(v *vecs, client, name string) *command {
 	for i := range c.errs {
 		c.errs[i] = newLazyCounter(v.cmdErrs, client, name, errClass(i).String())
 	}
-	if h.tracing != nil {
-		c.span = h.tracing.commandSpan(name)
-	}
+	c.span = h.tracing.commandSpan(name)
 	return c
 }
 
@@ -334,7 +340,7 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		args := cmd.Args()
 		c := h.command(args)
 		var span trace.Span
-		if h.tracing != nil {
+		if h.tracing.recording() {
 			ctx, span = h.tracing.start(ctx, &c.span)
 		}
 		start := monotonic()
@@ -342,7 +348,7 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		end := monotonic()
 		// The hook sees the reply's error as next's result: go-redis sets
 		// cmd.Err() only after the hook chain returns.
-		f := finished{cmd: cmd, args: args, err: err, d: seconds(end - start), end: end, span: span}
+		f := finished{cmd: cmd, args: args, err: err, d: seconds(end - start), start: start, end: end, span: span}
 		h.observe(ctx, c, &f)
 		if span != nil {
 			endSpan(span, f.class, f.failed)
@@ -358,7 +364,7 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		var span trace.Span
-		if h.tracing != nil {
+		if h.tracing.recording() {
 			ctx, span = h.tracing.start(ctx, &h.tracing.batch)
 			span.SetAttributes(attrBatchSize.Int(len(cmds)))
 		}
@@ -374,7 +380,7 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		anyFailed := false
 		for _, cmd := range cmds {
 			args := cmd.Args()
-			f := finished{cmd: cmd, args: args, err: cmd.Err(), d: share, end: end}
+			f := finished{cmd: cmd, args: args, err: cmd.Err(), d: share, start: start, end: end}
 			h.observe(ctx, h.command(args), &f)
 			if f.failed && !anyFailed {
 				firstClass, anyFailed = f.class, true
@@ -407,6 +413,7 @@ type finished struct {
 	class  errClass      // set by observe when failed
 	failed bool          // err is an error (a nil reply is not)
 	d      float64       // latency in seconds (a share of it, in a pipeline)
+	start  time.Duration // monotonic time when it was sent (its pipeline, in one)
 	end    time.Duration // monotonic time at the end
 	span   trace.Span    // nil without tracing, and inside pipelines
 }
@@ -430,7 +437,7 @@ func (h *Hook) observe(ctx context.Context, c *command, f *finished) {
 			h.script(ctx, c, f)
 		}
 	case kindGet, kindHGet, kindMGet, kindHMGet:
-		if h.on(Cache) && !isInstrumented(ctx) {
+		if h.on(CacheLookups) && !isInstrumented(ctx) {
 			h.lookup(c.kind, f)
 		}
 	case kindSet, kindSetNX:

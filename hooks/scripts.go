@@ -30,13 +30,23 @@ const (
 	// RoleAcquire: a lock attempt; a nil reply means busy (held by another
 	// owner), any other reply acquired. ARGV[1] is the owner token.
 	RoleAcquire
-	// RoleRelease: an owner-checked release; a reply of 0 means the lock
-	// belonged to someone else (not_owner), -1 that it was gone (expired).
+	// RoleRelease: an owner-checked release that answers 0 when it did not
+	// delete the lock, whether the lock had expired or belonged to someone
+	// else (bsm/redislock's release, most hand-written ones). The wire
+	// cannot tell the two apart, so the loss is counted as
+	// expired_or_not_owner; a reply of -1 is counted as expired.
 	RoleRelease
 	// RoleExtend: an owner-checked extension; a reply of 0 means the lock
 	// was lost before it could be renewed (renew_failed).
 	RoleExtend
+	// RoleReleaseTellsExpiry: an owner-checked release whose reply tells
+	// the two losses apart: -1 when the lock was gone (expired), 0 when
+	// someone else owned it (not_owner). redsync's release does this.
+	RoleReleaseTellsExpiry
 )
+
+// releases reports an owner-checked release role.
+func (r Role) releases() bool { return r == RoleRelease || r == RoleReleaseTellsExpiry }
 
 // Script names a Lua script or a Redis function for the hook. Set at least
 // one of Src, SHA and Function.
@@ -200,7 +210,7 @@ func LockLibraryScripts() []Script {
 		{Name: "redislock_refresh", Src: redislockRefresh, Role: RoleExtend},
 		{Name: "redislock_release", Src: redislockRelease, Role: RoleRelease},
 		{Name: "redislock_pttl", Src: redislockPTTL},
-		{Name: "redsync_release", Src: redsyncDelete, Role: RoleRelease},
+		{Name: "redsync_release", Src: redsyncDelete, Role: RoleReleaseTellsExpiry},
 		{Name: "redsync_extend", Src: redsyncTouch, Role: RoleExtend},
 		{Name: "redsync_extend_setnx", Src: redsyncTouchWithSetNX, Role: RoleExtend},
 	}
@@ -253,7 +263,7 @@ func validScript(s Script) error {
 		return errors.New("one of Src, SHA or Function is required")
 	case s.SHA != "" && !isSHA1Hex(s.SHA):
 		return errors.New("SHA must be 40 hex digits")
-	case s.Role > RoleExtend:
+	case s.Role > RoleReleaseTellsExpiry:
 		return fmt.Errorf("unknown role %d", s.Role)
 	}
 	return nil

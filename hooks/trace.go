@@ -3,9 +3,11 @@ package hooks
 import (
 	"context"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -31,18 +33,33 @@ type spanInfo struct {
 	start []trace.SpanStartOption
 }
 
-// tracing holds what the hook needs for spans; nil when spans are off.
+// tracing holds what the hook needs for spans.
+//
+// With no TracerProvider in Options the hook follows otel's global
+// provider, and until a program installs an SDK (otel.SetTracerProvider)
+// that provider's spans record nothing yet cost allocations on every
+// command. So while the global provider is still otel's default, no span is
+// started; once an SDK is installed, spans start (checked per command: one
+// atomic load). This is what instrument does too.
 type tracing struct {
 	tracer trace.Tracer
+	// unset is otel's default global provider when the hook follows the
+	// global provider and none was installed at New; nil otherwise (an
+	// explicit provider, or one installed before New, is always used).
+	unset  trace.TracerProvider
 	server []attribute.KeyValue
 	batch  spanInfo
 }
 
 func newTracing(tp trace.TracerProvider, serverAddr string) *tracing {
+	t := &tracing{}
 	if tp == nil {
-		return nil
+		tp = otel.GetTracerProvider()
+		if isOtelDefault(tp) {
+			t.unset = tp
+		}
 	}
-	t := &tracing{tracer: tp.Tracer(tracerName)}
+	t.tracer = tp.Tracer(tracerName)
 	t.server = append(t.server, attrDBSystem.String("redis"))
 	if serverAddr != "" {
 		host, port, err := net.SplitHostPort(serverAddr)
@@ -56,6 +73,20 @@ func newTracing(tp trace.TracerProvider, serverAddr string) *tracing {
 	}
 	t.batch = t.span("BATCH")
 	return t
+}
+
+// isOtelDefault reports whether tp is otel's default global provider, the
+// one that delegates to an SDK once one is installed and records nothing
+// before. An unknown type is treated as a real provider: spans are started.
+// (The same test as instrument's.)
+func isOtelDefault(tp trace.TracerProvider) bool {
+	t := reflect.TypeOf(tp)
+	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
+}
+
+// recording reports whether a span started now could be recorded.
+func (t *tracing) recording() bool {
+	return t.unset == nil || otel.GetTracerProvider() != t.unset
 }
 
 // span returns the span name and start options for an operation name.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -81,4 +82,25 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// With no TracerProvider the hook follows otel's global provider: no spans
+// while none is installed, spans once a program installs an SDK, even after
+// the hook was built. (This installs a global SDK for the rest of the
+// package's tests; they do not read it.)
+func TestSpansFollowTheGlobalProvider(t *testing.T) {
+	rdb, _, _ := hooked(t, hooks.Options{})
+	ctx := context.Background()
+	rdb.Get(ctx, "session:1")
+	rec := tracetest.NewSpanRecorder()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	rdb.Get(ctx, "session:2")
+	ended := rec.Ended()
+	if len(ended) != 1 || ended[0].Name() != "GET" {
+		names := make([]string, len(ended))
+		for i, s := range ended {
+			names[i] = s.Name()
+		}
+		t.Fatalf("spans after installing a global SDK: %v, want one GET", names)
+	}
 }

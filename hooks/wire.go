@@ -189,8 +189,9 @@ func attemptResult(err error) int {
 //
 // An acquisition that succeeds (or fails with an error) ends there: its
 // duration is the attempt's own latency on the first try, or the time since
-// the first busy attempt. Giving up leaves no trace on the wire, so the hook
-// never reports outcome="gave_up".
+// the first attempt was sent (so it includes that attempt's round trip).
+// Giving up leaves no trace on the wire, so the hook never reports
+// outcome="gave_up".
 func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, f *finished) {
 	kh := h.byGroup.keyHash(key)
 	g := h.byGroup.forKey(key, kh)
@@ -198,16 +199,15 @@ func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, f *fini
 	waited := f.d
 	if hasToken && (result == attemptBusy || h.retries.mayWait(kh)) {
 		sum := h.retries.hash(kh, token)
-		nowUs := uint32(f.end / time.Microsecond)
 		slot := h.retries.find(sum)
 		if slot >= 0 {
 			attempt = 1
 			since := uint32(h.retries.slots[slot].Load())
-			waited = seconds(time.Duration(nowUs-since) * time.Microsecond)
+			waited = seconds(time.Duration(uint32(f.end/time.Microsecond)-since) * time.Microsecond)
 		}
 		switch {
 		case result == attemptBusy:
-			h.retries.busyKey(kh, sum, nowUs, slot >= 0)
+			h.retries.busyKey(kh, sum, uint32(f.start/time.Microsecond), slot >= 0)
 		case slot >= 0: // acquired or failed: the acquisition is over
 			h.retries.forgetKey(kh, slot, sum)
 		}
@@ -271,12 +271,15 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 }
 
 // lostReason is the lost-lock reason of an owner-checked release's or
-// extension's reply, or -1 when the reply loses no lock.
+// extension's reply, or -1 when the reply loses no lock. A release that
+// answers 0 for both an expired lock and another owner's says only that.
 func lostReason(role Role, n int64) int {
 	switch {
 	case n == 0 && role == RoleRelease:
+		return lostExpiredOrNotOwner
+	case n == 0 && role == RoleReleaseTellsExpiry:
 		return lostNotOwner
-	case n == -1 && role == RoleRelease:
+	case n == -1 && role.releases():
 		return lostExpired
 	case n == 0 && role == RoleExtend:
 		return lostRenewFailed
@@ -290,7 +293,7 @@ func lostReason(role Role, n int64) int {
 // lost lock.
 func (h *Hook) lockLost(role Role, key, token string, hasToken bool, reason int) {
 	kh := h.byGroup.keyHash(key)
-	if role == RoleRelease && hasToken && h.retries.mayWait(kh) {
+	if role.releases() && hasToken && h.retries.mayWait(kh) {
 		if _, busy := h.retries.busySince(h.retries.hash(kh, token)); busy {
 			return
 		}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/cachewatch/cachewatch/internal/origin"
 	"github.com/cachewatch/cachewatch/keygroup"
-	"github.com/cachewatch/cachewatch/signals"
 )
 
 // Errors callers branch on. Returned errors wrap them; test with errors.Is.
@@ -39,8 +38,8 @@ type Options struct {
 	// prometheus.DefaultRegisterer. Several clients (and hooks) may share
 	// one registry: they share the collectors.
 	Registerer prometheus.Registerer
-	// KeyGroups maps keys to metric label values. nil means a classifier
-	// with the default derivation and cap.
+	// KeyGroups maps keys to metric label values. nil means the registry's
+	// shared default classifier (keygroup.Shared).
 	KeyGroups *keygroup.Classifier
 	// TracerProvider for spans; nil means the global provider.
 	TracerProvider trace.TracerProvider
@@ -84,13 +83,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	}
 	c := &Client{rdb: rdb, m: m, groups: opts.KeyGroups, log: opts.Logger, now: opts.Now, name: opts.Name}
 	if c.groups == nil {
-		overflow, err := signals.Register(reg, signals.KeyGroupOverflow.NewCounterVec())
-		if err != nil {
-			return nil, err
-		}
-		if c.groups, err = keygroup.New(keygroup.Options{Overflow: overflow.WithLabelValues()}); err != nil {
-			return nil, err
-		}
+		c.groups = keygroup.Shared(reg)
 	}
 	c.spans = newTracing(opts.TracerProvider)
 	c.invalidations = newInvalidations(rdb, c.ctx)

@@ -9,6 +9,10 @@
 // capped; once the cap is reached, new groups fold into [Other] and the
 // overflow is counted.
 //
+// Shared returns one default classifier per Prometheus registerer, with its
+// overflow counter registered there: the default of hooks, instrument and
+// instrument/redlock, so that everything on one registry shares one cap.
+//
 // Classify runs on every Redis command, so in the steady state (the key's
 // group already known) it does not allocate.
 package keygroup

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/keygroup"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -221,4 +223,33 @@ func ExampleClassifier_Classify() {
 	// sessions
 	// job-result:*
 	// user:*:profile
+}
+
+// Shared gives one classifier per registerer, whose overflow counter is
+// exported on that registerer from the start.
+func TestSharedOnePerRegistry(t *testing.T) {
+	reg, other := prometheus.NewRegistry(), prometheus.NewRegistry()
+	a := keygroup.Shared(reg)
+	if b := keygroup.Shared(reg); a != b {
+		t.Fatal("two Shared classifiers for one registry")
+	}
+	if keygroup.Shared(other) == a {
+		t.Fatal("two registries share a classifier")
+	}
+	if keygroup.Shared(nil) != keygroup.Shared(prometheus.DefaultRegisterer) {
+		t.Fatal("Shared(nil) is not the default registerer's")
+	}
+	const overflow = "cachewatch_keygroup_overflow_total"
+	if n, err := testutil.GatherAndCount(reg, overflow); err != nil || n != 1 {
+		t.Fatalf("overflow series before any overflow = %d, %v; want 1", n, err)
+	}
+	for i := 0; i < keygroup.DefaultMaxGroups+10; i++ {
+		keygroup.Shared(reg).Classify(fmt.Sprintf("group%d:1", i))
+	}
+	if got := len(a.Groups()); got != keygroup.DefaultMaxGroups-1 { // Other takes one place
+		t.Fatalf("derived groups = %d, want %d", got, keygroup.DefaultMaxGroups-1)
+	}
+	if got := metrictest.Sum(t, reg, overflow); got != 11 {
+		t.Fatalf("overflow = %v, want 11", got)
+	}
 }

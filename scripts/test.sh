@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Runs every check and test of cachewatch, race detector on, after installing
 # what the tests need on a fresh Debian machine (redis-server; prometheus for
-# promtool). Set CACHEWATCH_REQUIRE_REDIS=1 to turn "no Redis" skips into
-# failures, as .ci/run does.
+# promtool; chromium for the demo report's headless-browser check). Set
+# CACHEWATCH_REQUIRE_REDIS=1 to turn "no Redis" skips into failures, as
+# .ci/run does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v chromium >/dev/null || need+=(chromium)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "installing ${need[*]}"

@@ -2,76 +2,126 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
+	"strconv"
 	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/cachewatch/cachewatch/exporter/doctor"
 )
 
-// Exit statuses of doctor beyond 0 (no critical finding) and 2 (usage).
+// Exit statuses of doctor beyond 0 (everything sampled, no critical
+// finding) and 2 (usage).
 const (
-	exitCritical = 1 // at least one critical finding: fail the deploy gate
-	exitNoRedis  = 3 // no node could be sampled
+	exitCritical   = 1 // at least one critical finding: fail the deploy gate
+	exitIncomplete = 3 // something could not be sampled (node down, command refused, keyspace not covered)
 )
 
 func init() {
-	register("doctor", command{summary: "analyse a live Redis once and print findings with evidence and fixes", run: runDoctor})
+	register(command{name: "doctor", help: "Analyse a live Redis once and print findings with evidence and fixes.", define: defineDoctor})
 }
 
-func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("doctor", stderr)
-	var rf redisFlags
-	rf.register(fs)
-	fs.StringVar(&rf.url, "redis", "", "Redis `URL` (same as --redis.url)")
-	format := fs.String("format", "text", "output format: text or json")
-	var o doctor.Options
-	fs.DurationVar(&o.Interval, "interval", 2*time.Second, "time between the two samples (long-held locks)")
-	fs.DurationVar(&o.LongHeld, "long-held", 0, "token unchanged this long makes a lock long-held (default: --interval)")
-	fs.DurationVar(&o.MaxDuration, "max-duration", time.Minute, "time allowed to cover the keyspace, per sample")
-	fs.IntVar(&o.HotKeys, "hot-keys", 10, "hottest keys to list under an LFU policy")
-	th := doctor.DefaultThresholds
-	fs.Float64Var(&th.SyncScore, "sync-score", th.SyncScore, "expiry synchronisation score that is a finding")
-	fs.Uint64Var(&th.SyncMinKeys, "sync-min-keys", th.SyncMinKeys, "keys in the busiest second needed for a synchronised-expiry finding")
-	fs.DurationVar(&th.SlowScript, "slow-script", th.SlowScript, "time per script call that is slow")
-	fs.Uint64Var(&th.QueuePending, "queue-pending", th.QueuePending, "pending or undelivered stream entries that are a backlog")
-	fs.DurationVar(&th.QueueAge, "queue-age", th.QueueAge, "age of the oldest pending or overdue entry that is a backlog")
-	fs.Uint64Var(&th.QueueLength, "queue-length", th.QueueLength, "list length that is a backlog")
-	fs.Float64Var(&th.MissRatio, "miss-ratio", th.MissRatio, "keyspace miss ratio that is a finding")
-	if code, ok := parseFlags(fs, args, stderr); !ok {
-		return code
+type doctorFlags struct {
+	redis  redisFlags
+	format string
+	opts   doctor.Options
+	th     doctor.Thresholds
+}
+
+func defineDoctor(cmd *kingpin.CmdClause) action {
+	f := &doctorFlags{th: doctor.DefaultThresholds}
+	f.redis.register(cmd)
+	o, th := &f.opts, &f.th
+	cmd.Flag("format", "Output format: text or json.").Default("text").EnumVar(&f.format, "text", "json")
+	cmd.Flag("interval", "Time between the two samples (long-held locks).").Default("2s").DurationVar(&o.Interval)
+	cmd.Flag("long-held", "Token unchanged this long makes a lock long-held (default: --interval).").DurationVar(&o.LongHeld)
+	cmd.Flag("max-duration", "Time allowed to cover the keyspace, per sample.").Default("1m").DurationVar(&o.MaxDuration)
+	cmd.Flag("hot-keys", "Hottest keys to list under an LFU policy.").Default("10").IntVar(&o.HotKeys)
+	cmd.Flag("sync-score", "Expiry synchronisation score that is a finding.").
+		Default(strconv.FormatFloat(th.SyncScore, 'f', -1, 64)).Float64Var(&th.SyncScore)
+	cmd.Flag("sync-min-keys", "Keys in the busiest second needed for a synchronised-expiry finding.").
+		Default(strconv.FormatUint(th.SyncMinKeys, 10)).Uint64Var(&th.SyncMinKeys)
+	cmd.Flag("slow-script", "Time per script call that is slow.").Default(th.SlowScript.String()).DurationVar(&th.SlowScript)
+	cmd.Flag("queue-pending", "Pending or undelivered stream entries that are a backlog.").
+		Default(strconv.FormatUint(th.QueuePending, 10)).Uint64Var(&th.QueuePending)
+	cmd.Flag("queue-age", "Age of the oldest pending or overdue entry that is a backlog.").
+		Default(th.QueueAge.String()).DurationVar(&th.QueueAge)
+	cmd.Flag("queue-length", "List length that is a backlog.").
+		Default(strconv.FormatUint(th.QueueLength, 10)).Uint64Var(&th.QueueLength)
+	cmd.Flag("miss-ratio", "Keyspace miss ratio that is a finding (0-1].").
+		Default(strconv.FormatFloat(th.MissRatio, 'f', -1, 64)).Float64Var(&th.MissRatio)
+	return f.run
+}
+
+// validate rejects out-of-range values with the flag's name.
+func (f *doctorFlags) validate() error {
+	o, th := f.opts, f.th
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"interval", o.Interval}, {"max-duration", o.MaxDuration}, {"slow-script", th.SlowScript}, {"queue-age", th.QueueAge}} {
+		if d.v <= 0 {
+			return fmt.Errorf("--%s must be positive, got %s", d.name, d.v)
+		}
 	}
-	opts, err := rf.options()
-	if err == nil && *format != "text" && *format != "json" {
-		err = fmt.Errorf("--format %q: want text or json", *format)
+	for _, n := range []struct {
+		name string
+		v    uint64
+	}{{"sync-min-keys", th.SyncMinKeys}, {"queue-pending", th.QueuePending}, {"queue-length", th.QueueLength}} {
+		if n.v == 0 {
+			return fmt.Errorf("--%s must be at least 1", n.name)
+		}
 	}
-	if err == nil && (o.Interval <= 0 || o.MaxDuration <= 0 || o.LongHeld < 0) {
-		err = errors.New("--interval and --max-duration must be positive")
+	switch {
+	case o.LongHeld < 0:
+		return fmt.Errorf("--long-held must not be negative, got %s", o.LongHeld)
+	case o.HotKeys < 1 || o.HotKeys > 1000:
+		return fmt.Errorf("--hot-keys must be in 1-1000, got %d", o.HotKeys)
+	case !(th.SyncScore > 1):
+		return fmt.Errorf("--sync-score must be above 1 (an even spread scores 1), got %g", th.SyncScore)
+	case !(th.MissRatio > 0 && th.MissRatio <= 1):
+		return fmt.Errorf("--miss-ratio must be in (0, 1], got %g", th.MissRatio)
+	}
+	return nil
+}
+
+func (f *doctorFlags) run(ctx context.Context, c *cli) int {
+	opts, err := f.redis.options()
+	if err == nil {
+		err = f.validate()
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "cachewatch doctor: %v\n", err)
-		return 2
+		return c.usageError(err)
 	}
-	opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	o.Exporter, o.Thresholds = opts, th
+	opts.Logger = c.logger
+	o := f.opts
+	o.Exporter, o.Thresholds = opts, f.th
 	report, err := doctor.Run(ctx, o)
-	if err != nil {
-		fmt.Fprintf(stderr, "cachewatch doctor: %v\n", err)
-		return exitNoRedis
+	if report == nil {
+		fmt.Fprintf(c.stderr, "cachewatch doctor: %s\n", redactErr(err))
+		return exitIncomplete
 	}
-	if *format == "json" {
-		err = report.WriteJSON(stdout)
-	} else {
-		err = report.WriteText(stdout)
+	if werr := f.write(c, report); werr != nil {
+		fmt.Fprintf(c.stderr, "cachewatch doctor: %s\n", redactErr(werr))
+		return exitIncomplete
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "cachewatch doctor: %v\n", err)
-		return exitNoRedis
-	}
-	if report.Critical() {
+	switch {
+	case err != nil:
+		fmt.Fprintf(c.stderr, "cachewatch doctor: %s\n", redactErr(err))
+		return exitIncomplete
+	case !report.Complete():
+		fmt.Fprintf(c.stderr, "cachewatch doctor: incomplete: %d thing(s) could not be sampled (listed in the report)\n", len(report.Incomplete))
+		return exitIncomplete
+	case report.Critical():
 		return exitCritical
 	}
 	return 0
+}
+
+func (f *doctorFlags) write(c *cli, r *doctor.Report) error {
+	if f.format == "json" {
+		return r.WriteJSON(c.stdout)
+	}
+	return r.WriteText(c.stdout)
 }

@@ -29,7 +29,7 @@ func TestDoctorCommandExitStatus(t *testing.T) {
 	if err := rdb.Set(ctx, "lock:job:1", "tok", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"doctor", "--redis", "redis://" + srv.Addr, "--interval", "50ms", "--format", "json"}
+	args := []string{"doctor", "--redis.url", "redis://" + srv.Addr, "--interval", "50ms", "--format", "json"}
 	var out, errOut bytes.Buffer
 	if code := run(ctx, args, &out, &errOut); code != 0 {
 		t.Fatalf("healthy Redis: exit %d, %s", code, errOut.String())
@@ -54,12 +54,14 @@ func TestDoctorCommandExitStatus(t *testing.T) {
 		t.Fatalf("text report:\n%s", out.String())
 	}
 
-	// Nothing to sample: exit 3 with a clear error.
+	// Nothing to sample: exit 3 with a clear error, and the report says
+	// which node failed.
 	addr := freeListenAddr(t)
 	errOut.Reset()
+	out.Reset()
 	if code := run(ctx, []string{"doctor", "--redis.addr", addr}, &out, &errOut); code != 3 ||
-		!strings.Contains(errOut.String(), "no Redis node could be sampled") {
-		t.Fatalf("unreachable: exit %d, %s", code, errOut.String())
+		!strings.Contains(errOut.String(), "no Redis node could be sampled") || !strings.Contains(out.String(), addr+": not sampled") {
+		t.Fatalf("unreachable: exit %d, %s\n%s", code, errOut.String(), out.String())
 	}
 }
 
@@ -116,4 +118,29 @@ func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 		}
 	}
 	return certFile, keyFile
+}
+
+// A run that could not sample everything exits 3 with the reason, and
+// still prints what it found.
+func TestDoctorIncompleteExitsThree(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	admin := srv.Client(t)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "sampler", "on", ">pw", "~*", "+@all", "-scan").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(PasswordEnv, "pw")
+	var out, errOut bytes.Buffer
+	args := []string{"doctor", "--redis.url", "redis://sampler@" + srv.Addr, "--interval", "10ms", "--format", "json"}
+	if code := run(ctx, args, &out, &errOut); code != exitIncomplete || !strings.Contains(errOut.String(), "incomplete") {
+		t.Fatalf("exit %d, stderr %s", code, errOut.String())
+	}
+	var r doctor.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("json: %v\n%s", err, out.String())
+	}
+	if len(r.Nodes) != 1 || !r.Nodes[0].Up || r.Nodes[0].Version == "" || len(r.Incomplete) == 0 ||
+		!strings.Contains(r.Incomplete[0], "scan") {
+		t.Fatalf("report %+v", r)
+	}
 }

@@ -49,21 +49,37 @@ func TestFlagErrorsExitTwo(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{"unknown flag", []string{"exporter", "--nope"}, "flag provided but not defined: -nope"},
-		{"bad duration", []string{"exporter", "--sample.interval", "soon"}, `invalid value "soon"`},
-		{"positional", []string{"exporter", "extra"}, `unexpected argument "extra"`},
+		{"unknown flag", []string{"exporter", "--nope"}, "unknown long flag '--nope'"},
+		{"bad duration", []string{"exporter", "--sample.interval", "soon"}, `--sample.interval: time: invalid duration "soon"`},
+		{"positional", []string{"exporter", "extra"}, "unexpected extra"},
 		{"url and addr", []string{"exporter", "--redis.url", "redis://h:1", "--redis.addr", "h:2"}, "not both"},
+		{"url and alias", []string{"doctor", "--redis.url", "redis://h:1", "--redis", "redis://h:2"}, "--redis and --redis.url disagree"},
 		{"password in url", []string{"exporter", "--redis.url", "redis://u:hunter2@h:1"}, "must not contain a password"},
+		{"password in query", []string{"exporter", "--redis.url", "redis://h:1/0?password=hunter2"}, `--redis.url: parameter "password": a password in the URL is refused`},
+		{"password in alias query", []string{"doctor", "--redis", "redis://h:1?requirepass=hunter2"}, `parameter "requirepass"`},
+		{"url fragment", []string{"exporter", "--redis.url", "redis://h:1/0#hunter2"}, "--redis.url: a #fragment is not allowed"},
+		{"unknown url parameter", []string{"exporter", "--redis.url", "redis://h:1/?protocol=hunter2"}, `--redis.url: unknown parameter "protocol"`},
+		{"bad url parameter", []string{"exporter", "--redis.url", "redis://h:1/?dial_timeout=-1s"}, "parameter dial_timeout: want a positive duration"},
+		{"url port", []string{"exporter", "--redis.url", "redis://h:70000"}, `--redis.url: port "70000" is outside 1-65535`},
+		{"addr port", []string{"doctor", "--redis.addr", "h:0"}, `--redis.addr "h:0": port "0" is outside 1-65535`},
+		{"listen port", []string{"exporter", "--web.listen-address", ":65536"}, `--web.listen-address ":65536": port "65536" is outside 1-65535`},
 		{"bad scheme", []string{"exporter", "--redis.url", "http://h:1"}, "scheme must be redis or rediss"},
-		{"bad mode", []string{"exporter", "--redis.mode", "sentinel"}, `--redis.mode "sentinel"`},
+		{"bad mode", []string{"exporter", "--redis.mode", "sentinel"}, "--redis.mode: enum value must be one of auto,standalone,cluster"},
 		{"missing password file", []string{"exporter", "--redis.password-file", filepath.Join(dir, "none")}, "--redis.password-file"},
 		{"bad rule", []string{"exporter", "--keygroup.rule", "session:*"}, "want glob=group"},
 		{"bad path", []string{"exporter", "--web.telemetry-path", "metrics"}, "must start with /"},
 		{"bad web config", []string{"exporter", "--web.config.file", filepath.Join(dir, "none.yml")}, "none.yml"},
 		{"zero budget", []string{"exporter", "--sample.max-keys", "0"}, "--sample.max-keys must be positive"},
-		{"bad log level", []string{"exporter", "--log.level", "loud"}, "loud"},
-		{"doctor format", []string{"doctor", "--format", "yaml"}, `--format "yaml"`},
-		{"doctor interval", []string{"doctor", "--interval", "0s"}, "must be positive"},
+		{"negative pace", []string{"exporter", "--sample.keys-per-second=-1"}, "--sample.keys-per-second must not be negative"},
+		{"bad log level", []string{"exporter", "--log.level", "loud"}, "--log.level: "},
+		{"bad log format", []string{"doctor", "--log.format", "yaml"}, "--log.format: "},
+		{"doctor format", []string{"doctor", "--format", "yaml"}, "--format: enum value must be one of text,json"},
+		{"doctor interval", []string{"doctor", "--interval", "0s"}, "--interval must be positive"},
+		{"doctor miss ratio", []string{"doctor", "--miss-ratio", "1.5"}, "--miss-ratio must be in (0, 1]"},
+		{"doctor sync score", []string{"doctor", "--sync-score", "0.5"}, "--sync-score must be above 1"},
+		{"doctor queue length", []string{"doctor", "--queue-length", "0"}, "--queue-length must be at least 1"},
+		{"doctor hot keys", []string{"doctor", "--hot-keys", "0"}, "--hot-keys must be in 1-1000"},
+		{"doctor has no web flags", []string{"doctor", "--web.listen-address", ":1"}, "unknown long flag '--web.listen-address'"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -71,15 +87,52 @@ func TestFlagErrorsExitTwo(t *testing.T) {
 			if code != 2 || !strings.Contains(errOut.String(), c.msg) {
 				t.Fatalf("code %d, stderr %q; want 2 and %q", code, errOut.String(), c.msg)
 			}
+			if lines := strings.Count(strings.TrimSpace(errOut.String()), "\n"); lines != 0 || strings.Contains(errOut.String(), "goroutine") {
+				t.Fatalf("want one line, got:\n%s", errOut.String())
+			}
 			if strings.Contains(errOut.String(), "hunter2") {
 				t.Fatal("the password was printed")
 			}
 		})
 	}
+}
+
+// Help and --version go to stdout in the exporter style: -h, --flags.
+func TestHelpAndVersion(t *testing.T) {
+	for _, args := range [][]string{{"exporter", "-h"}, {"exporter", "--help"}, {"help", "exporter"}} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, &out, &errOut); code != 0 {
+			t.Fatalf("%v: code %d\n%s", args, code, errOut.String())
+		}
+		for _, want := range []string{"--web.listen-address", "--web.config.file", "web.systemd-socket", "--log.level", "--log.format", "--redis.url"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: help lacks %s:\n%s", args, want, out.String())
+			}
+		}
+		if strings.Contains(out.String(), "--redis.password=") || strings.Contains(out.String(), "--redis=") {
+			t.Errorf("%v: help shows a password flag or the hidden alias:\n%s", args, out.String())
+		}
+	}
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), []string{"exporter", "-h"}, &out, &errOut); code != 0 ||
-		!strings.Contains(errOut.String(), "-web.listen-address") || strings.Contains(errOut.String(), "-redis.password ") {
-		t.Fatalf("-h: code %d\n%s", code, errOut.String())
+	if code := run(context.Background(), []string{"doctor", "--help"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "--miss-ratio") || strings.Contains(out.String(), "--web.listen-address") {
+		t.Fatalf("doctor --help: code %d\n%s", code, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "cachewatch ") {
+		t.Fatalf("--version: code %d, out %q", code, out.String())
+	}
+	// Single-dash long flags of earlier versions still work.
+	out.Reset()
+	errOut.Reset()
+	if code := run(context.Background(), []string{"doctor", "-redis.url", "redis://h:1", "-miss-ratio=2"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "--miss-ratio must be in (0, 1], got 2") {
+		t.Fatalf("single-dash flags: code %d, %s", code, errOut.String())
+	}
+	// The --log.* flags are global: before or after the command.
+	out.Reset()
+	if code := run(context.Background(), []string{"--log.level=error", "version", "--log.format=json"}, &out, &errOut); code != 0 {
+		t.Fatalf("global log flags: code %d, %s", code, errOut.String())
 	}
 }
 
@@ -111,7 +164,7 @@ func TestExporterCommand(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"exporter", "--redis.url", "redis://" + srv.Addr, "--redis.password-file", pwFile,
-			"--web.listen-address", listen, "--web.config.file", webCfg, "--sample.interval", "100ms"}, io.Discard, &stderr)
+			"--web.listen-address", listen, "--web.config.file", webCfg, "--sample.interval", "100ms", "--queue", "nosuch"}, io.Discard, &stderr)
 	}()
 	body := waitForBody(t, "http://"+listen+"/metrics", "prom", "scrape-pw", `cachewatch_exporter_up{node="`+srv.Addr+`"} 1`)
 	if !strings.Contains(body, "go_goroutines") {
@@ -131,6 +184,10 @@ func TestExporterCommand(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), password) {
 		t.Fatal("the Redis password was logged")
+	}
+	// A --queue that does not exist is logged, once.
+	if n := strings.Count(stderr.String(), "queue=nosuch"); n != 1 {
+		t.Fatalf("missing queue logged %d times:\n%s", n, stderr.String())
 	}
 }
 

@@ -2,37 +2,86 @@
 //
 // Usage:
 //
-//	cachewatch <command> [flags]
+//	cachewatch [--log.level=info] [--log.format=logfmt] <command> [flags]
 //
-// Run `cachewatch help` for the list of commands. Each command only wires
-// flags to the library packages; the behaviour lives in those packages.
+// Run `cachewatch --help` for the list of commands and `cachewatch <command>
+// --help` for a command's flags. Flags follow the Prometheus exporter
+// conventions (kingpin, `--web.*` from exporter-toolkit, `--log.*` from
+// promslog). Each command only wires flags to the library packages; the
+// behaviour lives in those packages.
 package main
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/promslog"
+	promslogflag "github.com/prometheus/common/promslog/flag"
+	"github.com/redis/go-redis/v9"
 )
 
+// Exit status of a command-line error: an unknown or invalid flag.
+const exitUsage = 2
+
 // command is one subcommand. Each lives in its own file and registers itself
-// in init, so adding a command touches no other file.
+// in init, so adding a command touches no other file:
+//
+//	func init() { register(command{name: "demo", help: "…", define: defineDemo}) }
+//
+//	func defineDemo(cmd *kingpin.CmdClause) action {
+//		addr := cmd.Flag("redis.addr", "…").Default("…").String()
+//		return func(ctx context.Context, c *cli) int {
+//			if bad { return c.usageError(fmt.Errorf("--redis.addr %q: …", *addr)) }
+//			c.logger.Info("…") // --log.level / --log.format already applied
+//			return 0
+//		}
+//	}
+//
+// Connection flags shared with exporter and doctor: redisFlags.register.
 type command struct {
-	summary string
-	// run gets the arguments after the command name and returns the exit status.
-	run func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	name, help string
+	// define adds the command's flags to cmd and returns what to run when
+	// the command is chosen. It is called once per run, so flag values
+	// never leak from one run to the next.
+	define func(cmd *kingpin.CmdClause) action
 }
 
-var commands = map[string]command{}
+// action runs a chosen command and returns its exit status.
+type action func(ctx context.Context, c *cli) int
 
-func register(name string, c command) {
-	if _, dup := commands[name]; dup {
-		panic("cachewatch: command registered twice: " + name)
+// cli is what an action gets: the output streams and the logger built from
+// --log.level and --log.format.
+type cli struct {
+	command        string
+	stdout, stderr io.Writer
+	logger         *slog.Logger
+}
+
+// usageError reports a rejected flag value as one line and returns the
+// usage exit status.
+func (c *cli) usageError(err error) int {
+	fmt.Fprintf(c.stderr, "cachewatch %s: error: %s\n", c.command, redactErr(err))
+	return exitUsage
+}
+
+var commands []command
+
+func register(c command) {
+	for _, o := range commands {
+		if o.name == c.name {
+			panic("cachewatch: command registered twice: " + c.name)
+		}
 	}
-	commands[name] = c
+	commands = append(commands, c)
+	sort.Slice(commands, func(i, j int) bool { return commands[i].name < commands[j].name })
 }
 
 func main() {
@@ -42,31 +91,97 @@ func main() {
 	os.Exit(code)
 }
 
-// run dispatches args to a command; exit status 2 means a usage error.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
-		return 0
+// terminated carries the status kingpin asks to exit with (after --help or
+// --version) out of Parse without exiting the process.
+type terminated int
+
+// run parses args, builds the logger and runs the chosen command.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	app := kingpin.New("cachewatch", "cachewatch makes Redis cache and lock contention visible.")
+	app.UsageWriter(stdout).ErrorWriter(stderr)
+	app.Terminate(func(status int) { panic(terminated(status)) })
+	app.HelpFlag.Short('h')
+	app.Version(versionString())
+	logConfig := &promslog.Config{Writer: stderr}
+	promslogflag.AddFlags(app, logConfig)
+	actions := map[string]action{}
+	for _, c := range commands {
+		cmd := app.Command(c.name, c.help)
+		actions[cmd.FullCommand()] = c.define(cmd)
 	}
-	c, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "cachewatch: unknown command %q\n\n", args[0])
-		usage(stderr)
-		return 2
+
+	defer func() {
+		if r := recover(); r != nil {
+			t, ok := r.(terminated)
+			if !ok {
+				panic(r)
+			}
+			code = int(t)
+			if code != 0 {
+				code = exitUsage
+			}
+		}
+	}()
+	chosen, err := app.Parse(doubleDash(app, args))
+	if err != nil {
+		fmt.Fprintf(stderr, "cachewatch: error: %s, try --help\n", redact(nameFlag(app, args, err)))
+		return exitUsage
 	}
-	return c.run(ctx, args[1:], stdout, stderr)
+	logger := promslog.New(logConfig)
+	redis.SetLogger(redisLogger{logger})
+	return actions[chosen](ctx, &cli{command: chosen, stdout: stdout, stderr: stderr, logger: logger})
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "cachewatch makes Redis cache and lock contention visible.")
-	fmt.Fprintln(w, "\nUsage: cachewatch <command> [flags]\n\nCommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+// doubleDash turns the Go flag package's single-dash long flags
+// (-redis.url), which earlier versions accepted, into kingpin's --redis.url.
+// Only names of known flags are rewritten, so values such as -1 are left
+// alone; nothing after a bare "--" is touched.
+func doubleDash(app *kingpin.Application, args []string) []string {
+	known := map[string]bool{}
+	m := app.Model()
+	for _, f := range m.Flags {
+		known[f.Name] = true
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
+	for _, c := range m.Commands {
+		for _, f := range c.Flags {
+			known[f.Name] = true
+		}
 	}
-	fmt.Fprintln(w, "\nRun `cachewatch <command> -h` for a command's flags.")
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' && known[name] {
+			out[i] = "-" + a
+		}
+	}
+	return out
+}
+
+// nameFlag prefixes a value error with the flag it came from: kingpin's own
+// messages ("time: invalid duration") do not say which flag was wrong.
+func nameFlag(app *kingpin.Application, args []string, err error) string {
+	ctx, perr := app.ParseContext(args)
+	if perr != nil || ctx == nil {
+		return err.Error()
+	}
+	for _, el := range ctx.Elements {
+		f, ok := el.Clause.(*kingpin.FlagClause)
+		if ok && el.Value != nil && f.Model().Value.Set(*el.Value) != nil {
+			return "--" + f.Model().Name + ": " + err.Error()
+		}
+	}
+	return err.Error()
+}
+
+// redisLogger routes go-redis's own log lines (pool and dial errors)
+// through the command's logger, redacted like every other line.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.WarnContext(ctx, redact(strings.TrimSpace(fmt.Sprintf(format, v...))), "component", "go-redis")
 }

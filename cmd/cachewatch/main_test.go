@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -13,11 +15,45 @@ func TestRunDispatch(t *testing.T) {
 		t.Fatalf("version: code %d, out %q", code, out.String())
 	}
 	out.Reset()
-	if code := run(context.Background(), []string{"nope"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "nope"`) {
+	if code := run(context.Background(), []string{"nope"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `expected command but got "nope"`) {
 		t.Fatalf("unknown command: code %d, stderr %q", code, errOut.String())
 	}
 	out.Reset()
 	if code := run(context.Background(), nil, &out, &errOut); code != 0 || !strings.Contains(out.String(), "version") {
 		t.Fatalf("help: code %d, out %q", code, out.String())
+	}
+}
+
+// --log.format json applies to every line, go-redis's own included.
+func TestLogsAreJSONIncludingGoRedis(t *testing.T) {
+	var out, errOut bytes.Buffer
+	addr := freeListenAddr(t) // nothing listens there
+	if code := run(context.Background(), []string{"doctor", "--log.format=json", "--redis.addr", addr}, &out, &errOut); code != exitIncomplete {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	goRedis := 0
+	for _, line := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
+		if strings.HasPrefix(line, "cachewatch doctor: ") {
+			continue // the final error for the operator
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %q", line)
+		}
+		if rec["component"] == "go-redis" {
+			goRedis++
+		}
+	}
+	if goRedis == 0 {
+		t.Fatalf("no go-redis line went through the logger:\n%s", errOut.String())
+	}
+}
+
+func TestRedisLoggerRedacts(t *testing.T) {
+	var buf bytes.Buffer
+	redisLogger{slog.New(slog.NewTextHandler(&buf, nil))}.Printf(context.Background(),
+		"redis: dial %s failed", "rediss://user:hunter2@h:6380/0?password=hunter3")
+	if s := buf.String(); strings.Contains(s, "hunter") || !strings.Contains(s, "rediss://xxxxx@h:6380/0?xxxxx") {
+		t.Fatalf("log line %q", s)
 	}
 }

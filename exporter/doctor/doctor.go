@@ -3,6 +3,11 @@
 // severity, the evidence, and the fix. It samples the whole keyspace twice,
 // Interval apart, so that locks whose owner token did not change in between
 // can be called long-held.
+//
+// Doctor bounds its own load: it retries a sample that made no progress only
+// a few times, with growing pauses, and never retries a command the ACL
+// refused. What it could not sample is listed in Report.Incomplete beside
+// the findings it could make.
 package doctor
 
 import (
@@ -14,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 )
 
 // Severity ranks a finding. A critical finding makes the report fail a
@@ -39,6 +45,7 @@ const (
 	CheckHighMissRatio    = "high_miss_ratio"
 	CheckPartialCoverage  = "partial_coverage"
 	CheckSamplerForbidden = "sampler_forbidden"
+	CheckQueueNotFound    = "queue_not_found"
 )
 
 // ErrNoNode is returned by Run when no node could be sampled at all.
@@ -118,7 +125,10 @@ type Finding struct {
 	Queue         string   `json:"queue,omitempty"`
 	ConsumerGroup string   `json:"consumer_group,omitempty"`
 	Command       string   `json:"command,omitempty"`
-	Nodes         []string `json:"nodes"`
+	// KeyType is the type Redis holds a --queue key under when it is not a
+	// queue (queue_not_found); empty when the key does not exist.
+	KeyType string   `json:"key_type,omitempty"`
+	Nodes   []string `json:"nodes"`
 	// Count is how many things are affected (locks, keys, calls, entries);
 	// Total what it is out of, when meaningful.
 	Count uint64 `json:"count"`
@@ -150,7 +160,14 @@ type Report struct {
 	HotKeys []exporter.HotKey `json:"hot_keys,omitempty"`
 	// IntervalSeconds separated the two samples.
 	IntervalSeconds float64 `json:"interval_seconds"`
+	// Incomplete lists what could not be sampled and why (a node down, a
+	// stage refused or failing, a keyspace not covered). The findings then
+	// describe only what was sampled.
+	Incomplete []string `json:"incomplete,omitempty"`
 }
+
+// Complete reports whether everything was sampled.
+func (r *Report) Complete() bool { return len(r.Incomplete) == 0 }
 
 // Critical reports whether any finding is critical.
 func (r *Report) Critical() bool { return r.Count(Critical) > 0 }
@@ -167,8 +184,12 @@ func (r *Report) Count(s Severity) int {
 }
 
 // Run samples the target twice, Interval apart, each time until every
-// reachable node's keyspace has been covered once (or MaxDuration passed),
-// and analyses the second sample.
+// reachable node's keyspace has been covered once (or MaxDuration passed, or
+// sampling stalled), and analyses the second sample.
+//
+// A run that could not sample everything still returns its report, with
+// the reasons in Report.Incomplete. When no node could be sampled at all
+// Run returns that report and an error wrapping ErrNoNode.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = 2 * time.Second
@@ -189,59 +210,123 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer e.Close()
-	if _, err := coverKeyspace(ctx, e, opts.MaxDuration); err != nil {
-		return nil, err
-	}
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(opts.Interval):
-	}
 	snaps, err := coverKeyspace(ctx, e, opts.MaxDuration)
-	if err != nil {
+	if err == nil {
+		if err = ctxsleep.Sleep(ctx, opts.Interval); err != nil {
+			return nil, err
+		}
+		snaps, err = coverKeyspace(ctx, e, opts.MaxDuration)
+	}
+	if snaps == nil {
 		return nil, err
 	}
-	r := Analyze(snaps, opts.Thresholds)
+	r := analyze(snaps, opts.Thresholds, opts.Exporter.Queues)
 	r.IntervalSeconds = opts.Interval.Seconds()
-	return r, nil
+	return r, err
 }
 
+// Bounds of the retry of a sample that made no progress: a stage that fails
+// while the node answers (CLUSTERDOWN, a timeout) is retried after a pause
+// that doubles, at most maxStalls times in a row; a refused command (NOPERM)
+// is not retried at all. Doctor never loops on a failing node.
+const (
+	maxStalls    = 3
+	firstBackoff = 250 * time.Millisecond
+	maxBackoff   = 2 * time.Second
+)
+
 // coverKeyspace samples until every node that is up has completed one more
-// SCAN pass, or max passes. It fails only when no node is up.
+// SCAN pass, max has passed, or sampling stalled. It returns the last
+// snapshots, with an error wrapping ErrNoNode when no node was up.
 func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration) ([]*exporter.NodeSnapshot, error) {
 	deadline := time.Now().Add(max)
 	before := map[string]uint64{} // passes completed before this call; 0 for new nodes
 	for _, s := range e.Snapshots() {
 		before[s.Node] = s.ScanCycles
 	}
-	for {
+	last := progressOf(e.Snapshots())
+	backoff := firstBackoff
+	for stalls := 0; ; {
 		snaps := e.Sample(ctx)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		done, anyUp := true, false
+		if err := noNodeUp(snaps); err != nil {
+			return snaps, err
+		}
+		// Only the nodes still to cover count: healthy nodes completing
+		// pass after pass must not hide one that makes no progress.
+		done, moved := true, false
 		for _, s := range snaps {
-			if s.Up {
-				anyUp = true
-				done = done && s.ScanCycles > before[s.Node]
+			if s.Up && s.ScanCycles <= before[s.Node] {
+				done = false
+				moved = moved || progressOf([]*exporter.NodeSnapshot{s})[s.Node] > last[s.Node]
 			}
 		}
-		if !anyUp {
-			var errs []error
-			for _, s := range snaps {
-				errs = append(errs, fmt.Errorf("%s: %w", s.Node, s.Err))
-			}
-			return nil, fmt.Errorf("%w: %w", ErrNoNode, errors.Join(errs...))
-		}
+		last = progressOf(snaps)
 		if done || time.Now().After(deadline) {
 			return snaps, nil
 		}
+		if moved {
+			stalls, backoff = 0, firstBackoff
+			continue
+		}
+		if stalls++; stalls >= maxStalls || onlyRefused(snaps) {
+			return snaps, nil
+		}
+		if err := ctxsleep.Sleep(ctx, min(backoff, time.Until(deadline))); err != nil {
+			return nil, err
+		}
+		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// progressOf returns the keys scanned plus passes completed of each node.
+func progressOf(snaps []*exporter.NodeSnapshot) map[string]uint64 {
+	p := make(map[string]uint64, len(snaps))
+	for _, s := range snaps {
+		p[s.Node] = s.KeysScanned + s.ScanCycles
+	}
+	return p
+}
+
+// onlyRefused reports whether every failed stage of an up node was refused
+// by the server's ACL: retrying cannot help.
+func onlyRefused(snaps []*exporter.NodeSnapshot) bool {
+	refused := false
+	for _, s := range snaps {
+		for _, se := range s.Errors {
+			if s.Up && se.Class != exporter.ClassNoPerm {
+				return false
+			}
+			refused = refused || s.Up
+		}
+	}
+	return refused
+}
+
+// noNodeUp returns an error wrapping ErrNoNode and every node's error when
+// no node could be sampled.
+func noNodeUp(snaps []*exporter.NodeSnapshot) error {
+	var errs []error
+	for _, s := range snaps {
+		if s.Up {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", s.Node, s.Err))
+	}
+	return fmt.Errorf("%w: %w", ErrNoNode, errors.Join(errs...))
 }
 
 // Analyze turns snapshots into a report. Findings of the same check and
 // subject on several Cluster masters are merged into one.
 func Analyze(snaps []*exporter.NodeSnapshot, th Thresholds) *Report {
+	return analyze(snaps, th, nil)
+}
+
+// analyze is Analyze knowing the configured queues, so that one found on
+// no node is reported.
+func analyze(snaps []*exporter.NodeSnapshot, th Thresholds, queues []string) *Report {
 	th = th.withDefaults()
 	a := &analysis{th: th, merged: map[string]*Finding{}}
 	r := &Report{}
@@ -258,14 +343,35 @@ func Analyze(snaps []*exporter.NodeSnapshot, th Thresholds) *Report {
 			r.HotKeys = append(r.HotKeys, s.Pass.HotKeys...)
 		}
 		r.Nodes = append(r.Nodes, sum)
+		r.Incomplete = append(r.Incomplete, incomplete(s)...)
 		a.node(s)
 	}
+	a.missingQueues(snaps, queues)
 	sort.Slice(r.HotKeys, func(i, j int) bool { return r.HotKeys[i].Freq > r.HotKeys[j].Freq })
 	if len(r.HotKeys) > 10 {
 		r.HotKeys = r.HotKeys[:10]
 	}
 	r.Findings = a.findings()
 	return r
+}
+
+// incomplete says what could not be sampled on one node, and why.
+func incomplete(s *exporter.NodeSnapshot) []string {
+	if !s.Up {
+		return []string{fmt.Sprintf("%s: not sampled: %v", s.Node, s.Err)}
+	}
+	var out []string
+	seen := map[exporter.Stage]bool{}
+	for _, se := range s.Errors {
+		if !seen[se.Stage] {
+			seen[se.Stage] = true
+			out = append(out, fmt.Sprintf("%s: stage %s failed (%s): %v", s.Node, se.Stage, se.Class, se.Err))
+		}
+	}
+	if s.Pass == nil || !s.Pass.Complete {
+		out = append(out, fmt.Sprintf("%s: keyspace not covered (%d keys scanned, no complete pass)", s.Node, s.KeysScanned))
+	}
+	return out
 }
 
 type analysis struct {
@@ -295,14 +401,14 @@ func (a *analysis) node(s *exporter.NodeSnapshot) {
 	}
 	for _, se := range s.Errors {
 		if se.Class == exporter.ClassNoPerm {
-			a.add(s.Node, Finding{Check: CheckSamplerForbidden, Severity: Info, Command: string(se.Stage), Count: 1})
+			a.add(s.Node, Finding{Check: CheckSamplerForbidden, Severity: Warning, Command: string(se.Stage), Count: 1})
 		}
 	}
 	if s.Pass == nil || !s.Pass.Complete {
-		a.add(s.Node, Finding{Check: CheckPartialCoverage, Severity: Info, Count: 1})
+		a.add(s.Node, Finding{Check: CheckPartialCoverage, Severity: Warning, Count: 1})
 	}
-	if s.Pass != nil {
-		a.keyspace(s.Node, s.Pass)
+	if s.Pass != nil { // lock figures are exact even before the keyspace is covered
+		a.keyspace(s.Node, s.Pass, queueNames(s.Queues))
 	}
 	if s.Server != nil {
 		a.server(s)
@@ -310,27 +416,83 @@ func (a *analysis) node(s *exporter.NodeSnapshot) {
 	a.queues(s.Node, s.Queues)
 }
 
-func (a *analysis) keyspace(node string, p *exporter.Pass) {
+func queueNames(qs []exporter.QueueStats) map[string]bool {
+	m := make(map[string]bool, len(qs))
+	for _, q := range qs {
+		m[q.Queue] = true
+	}
+	return m
+}
+
+// keyspace judges the lock and expiry state of one pass. Lock groups are
+// left out of the synchronised-expiry check (locks taken together expire
+// together by design, and are not recomputed) and locks and queues out of
+// hot keys without TTL (locks without TTL have their own check; queues do
+// not expire).
+func (a *analysis) keyspace(node string, p *exporter.Pass, queues map[string]bool) {
 	for name, g := range p.Groups {
 		if g.LocksNoTTL > 0 {
 			a.add(node, Finding{Check: CheckLocksWithoutTTL, Severity: Critical, KeyGroup: name, Count: g.LocksNoTTL, Total: g.Locks})
 		}
-		if n := g.LocksLongHeld - g.LocksLongHeldNoTTL; p.TokensRead && n > 0 {
+		if n := g.LocksLongHeldPastTTL; p.TokensRead && n > 0 {
 			a.add(node, Finding{Check: CheckLongHeldLocks, Severity: Warning, KeyGroup: name, Count: n, Total: g.Locks})
 		}
-		if g.BusiestSecond >= a.th.SyncMinKeys && g.SyncScore >= a.th.SyncScore {
+		if g.Locks == 0 && g.BusiestSecond >= a.th.SyncMinKeys && g.SyncScore >= a.th.SyncScore {
 			a.add(node, Finding{Check: CheckSyncExpiry, Severity: Warning, KeyGroup: name, Count: g.BusiestSecond,
 				Total: g.Keys, Value: g.SyncScore})
 		}
 	}
 	hot := map[string]uint64{}
 	for _, hk := range p.HotKeys {
-		if hk.NoTTL {
+		if g := p.Groups[hk.Group]; hk.NoTTL && !queues[hk.Key] && (g == nil || g.Locks == 0) {
 			hot[hk.Group]++
 		}
 	}
 	for group, n := range hot {
 		a.add(node, Finding{Check: CheckHotKeysNoTTL, Severity: Warning, KeyGroup: group, Count: n, Total: uint64(len(p.HotKeys))})
+	}
+}
+
+// missingQueues reports each configured queue that no node reported as a
+// queue: it is held under another type, or does not exist. A queue is only
+// called missing when every node was sampled without a queue-stage error,
+// so that the node owning it cannot be the one that failed.
+func (a *analysis) missingQueues(snaps []*exporter.NodeSnapshot, queues []string) {
+	found := map[string]bool{}
+	for _, s := range snaps {
+		if !s.Up {
+			return
+		}
+		for _, se := range s.Errors {
+			if se.Stage == "queues" || se.Stage == "connect" {
+				return
+			}
+		}
+		for _, q := range s.Queues {
+			found[q.Queue] = true
+		}
+	}
+	for _, q := range queues {
+		if found[q] {
+			continue
+		}
+		typ, node := "none", ""
+		for _, s := range snaps {
+			if t, ok := s.NotQueues[q]; ok && (node == "" || t != "none") {
+				typ, node = t, s.Node
+			}
+		}
+		if node == "" {
+			continue // on no node: the sampler did not see it (should not happen)
+		}
+		sev := Warning
+		if typ == "none" {
+			sev = Info // an emptied list or sorted set no longer exists
+		}
+		if typ == "none" {
+			typ = ""
+		}
+		a.add(node, Finding{Check: CheckQueueNotFound, Severity: sev, Queue: q, KeyType: typ, Count: 1})
 	}
 }
 
@@ -414,7 +576,8 @@ func explain(f *Finding) (evidence, fix string) {
 		return fmt.Sprintf("%d of %d lock keys in %s have no expiry %s: if their owner crashed they are held forever", f.Count, f.Total, f.KeyGroup, on),
 			"acquire locks with SET key token NX PX <ttl> (never without PX); remove these keys once their owners are known to be gone"
 	case CheckLongHeldLocks:
-		return fmt.Sprintf("%d of %d lock keys in %s kept the same owner token across both samples %s", f.Count, f.Total, f.KeyGroup, on),
+		return fmt.Sprintf("%d of %d lock keys in %s kept the same owner token across both samples and longer than the TTL they had when first seen: their owners keep extending them %s",
+				f.Count, f.Total, f.KeyGroup, on),
 			"check that the owners are alive and the critical section is short; for long work renew the lease (heartbeat) and give up when renewal fails"
 	case CheckSyncExpiry:
 		return fmt.Sprintf("%d of %d keys in %s expire in the same second, %.1f× an even spread %s: they will be recomputed together (stampede)",
@@ -439,11 +602,18 @@ func explain(f *Finding) (evidence, fix string) {
 				f.Count, f.Total, f.Value*100, on),
 			"check TTLs are not too short and that invalidation is not too broad; protect the source from the misses with request coalescing"
 	case CheckPartialCoverage:
-		return fmt.Sprintf("the keyspace was not covered completely in the time allowed %s; keyspace checks are missing there", on),
-			"run doctor with a larger --max-duration"
+		return fmt.Sprintf("the keyspace was not covered completely %s; keyspace checks are missing there", on),
+			"see the incomplete reasons: grant the refused commands, wait for the cluster to recover, or run doctor with a larger --max-duration"
+	case CheckQueueNotFound:
+		if f.KeyType != "" {
+			return fmt.Sprintf("queue %s is a %s, not a list, stream or sorted set %s: it is not monitored", f.Queue, f.KeyType, on),
+				"fix the --queue name"
+		}
+		return fmt.Sprintf("queue %s does not exist %s: it is not monitored until it has entries", f.Queue, on),
+			"check the --queue name; Redis deletes an emptied list or sorted set, so an idle queue can be missing"
 	case CheckSamplerForbidden:
 		return fmt.Sprintf("the sampler's ACL user may not run the %s stage's commands %s; those checks are missing", f.Command, on),
-			"grant the user the commands the log names, or the minimal ACL of docs/exporter.md: +ping +info +scan +pexpiretime +getrange +type +llen +xlen +xrange +xinfo|groups +xpending +zcard +zrange +object|freq +cluster|nodes"
+			"grant the user +info +scan +pttl +get +type +llen +xlen +xrange +xinfo +xpending +zcard +zrange +object, read-only on the key patterns"
 	}
 	return "", ""
 }

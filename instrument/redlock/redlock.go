@@ -9,6 +9,12 @@
 // every attempt is counted, and classifies redsync's errors into the
 // instrument package's sentinels (instrument.ErrLockBusy, instrument.ErrRedis,
 // instrument.ErrNotOwner), so callers branch the same way on both.
+//
+// The adapter marks the commands it sends through redsync as the instrument
+// client marks its own, so a cachewatch hook on the same go-redis clients
+// times them but leaves their lock outcomes to the adapter: each attempt is
+// counted once, retries as retries. The Context of a held Mutex is not
+// marked: the guarded work's commands are the hook's to count.
 package redlock
 
 import (
@@ -20,6 +26,7 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -27,7 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cachewatch/cachewatch/instrument"
-	"github.com/cachewatch/cachewatch/internal/ctxsleep"
+	"github.com/cachewatch/cachewatch/internal/origin"
 	"github.com/cachewatch/cachewatch/keygroup"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -37,8 +44,8 @@ type Options struct {
 	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
 	// It may be shared with instrument clients and hooks.
 	Registerer prometheus.Registerer
-	// KeyGroups maps mutex names to key groups; nil means the default
-	// classifier.
+	// KeyGroups maps mutex names to key groups; nil means the registry's
+	// shared default (keygroup.Shared).
 	KeyGroups *keygroup.Classifier
 	// Backoff bounds the retries of Mutex.Lock (full jitter). redsync's own
 	// WithTries and WithRetryDelay options are not used: each attempt is one
@@ -48,8 +55,11 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Logger receives one debug line per decision; nil means slog.Default().
 	Logger *slog.Logger
-	// Now is the clock for durations and lease checks; nil means time.Now.
-	Now func() time.Time
+	// Clock times durations, the backoff between attempts and the Renew
+	// heartbeat; nil means the real clock. redsync computes a lock's
+	// validity (Mutex.Until) on the real clock, so a fake clock should
+	// start at the real time (clockwork.NewFakeClockAt(time.Now())).
+	Clock clockwork.Clock
 	// Renew keeps every held mutex alive until Unlock: a heartbeat extends
 	// it on a quorum every third of its remaining validity. When an
 	// extension finds it gone, or extensions fail until its validity has
@@ -67,7 +77,7 @@ type Redlock struct {
 	renew   bool
 	tracer  trace.Tracer
 	log     *slog.Logger
-	now     func() time.Time
+	clock   clockwork.Clock
 
 	attempts *prometheus.CounterVec
 	acquire  *prometheus.HistogramVec
@@ -88,7 +98,7 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	r := &Redlock{rs: rs, groups: opts.KeyGroups, backoff: opts.Backoff, renew: opts.Renew, log: opts.Logger, now: opts.Now}
+	r := &Redlock{rs: rs, groups: opts.KeyGroups, backoff: opts.Backoff, renew: opts.Renew, log: opts.Logger, clock: opts.Clock}
 	var err error
 	counter := func(m *signals.Metric) *prometheus.CounterVec {
 		c, e := signals.Register(reg, m.NewCounterVec())
@@ -108,10 +118,7 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	r.retries = counter(signals.Retries)
 	r.delays = histogram(signals.BackoffDelay)
 	if r.groups == nil {
-		overflow := counter(signals.KeyGroupOverflow)
-		if err == nil {
-			r.groups, err = keygroup.New(keygroup.Options{Overflow: overflow.WithLabelValues()})
-		}
+		r.groups = keygroup.Shared(reg)
 	}
 	if err != nil {
 		return nil, err
@@ -124,8 +131,8 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
-	if r.now == nil {
-		r.now = time.Now
+	if r.clock == nil {
+		r.clock = clockwork.NewRealClock()
 	}
 	return r, nil
 }
@@ -196,7 +203,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 	ctx, span := r.tracer.Start(ctx, "cachewatch.redlock.lock",
 		trace.WithAttributes(attribute.String("cachewatch.key_group", m.group)))
 	defer span.End()
-	start := r.now()
+	start := r.clock.Now()
 	retries := r.backoff.MaxRetries()
 	for attempt := 0; ; attempt++ {
 		which := "first"
@@ -208,7 +215,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			r.retries.WithLabelValues(m.group).Inc()
 		}
 		m.ops.Lock()
-		err := m.mu.TryLockContext(ctx)
+		err := m.mu.TryLockContext(origin.Instrumented(ctx))
 		m.ops.Unlock()
 		result := classify(err)
 		r.attempts.WithLabelValues(m.group, result, which).Inc()
@@ -216,7 +223,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		switch {
 		case result == "acquired":
 			m.hold(ctx)
-			r.acquire.WithLabelValues(m.group, "acquired").Observe(r.now().Sub(start).Seconds())
+			r.acquire.WithLabelValues(m.group, "acquired").Observe(r.clock.Since(start).Seconds())
 			span.AddEvent("lease acquired")
 			return nil
 		case ctx.Err() != nil:
@@ -245,11 +252,18 @@ func classify(err error) string {
 
 func (m *Mutex) wait(ctx context.Context, d time.Duration) error {
 	m.r.delays.WithLabelValues(m.group).Observe(d.Seconds())
-	return ctxsleep.Sleep(ctx, d)
+	t := m.r.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.Chan():
+		return nil
+	}
 }
 
 func (m *Mutex) failed(ctx context.Context, span trace.Span, start time.Time, outcome string, err error) error {
-	m.r.acquire.WithLabelValues(m.group, outcome).Observe(m.r.now().Sub(start).Seconds())
+	m.r.acquire.WithLabelValues(m.group, outcome).Observe(m.r.clock.Since(start).Seconds())
 	m.r.logf(ctx, m, outcome)
 	span.SetStatus(codes.Error, outcome)
 	return err
@@ -266,13 +280,13 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	defer span.End()
 	m.endHeartbeat()
 	m.ops.Lock()
-	ok, err := m.mu.UnlockContext(ctx)
+	ok, err := m.mu.UnlockContext(origin.Instrumented(ctx))
 	m.ops.Unlock()
 	m.state.Lock()
 	defer m.state.Unlock()
 	defer m.cancel(errReleased) // no effect if the loss came first
 	if !m.taken.IsZero() {
-		r.hold.WithLabelValues(m.group).Observe(r.now().Sub(m.taken).Seconds())
+		r.hold.WithLabelValues(m.group).Observe(r.clock.Since(m.taken).Seconds())
 	}
 	held := !m.taken.IsZero()
 	m.taken = time.Time{}
@@ -297,7 +311,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 func (m *Mutex) Extend(ctx context.Context) error {
 	r := m.r
 	m.ops.Lock()
-	ok, err := m.mu.ExtendContext(ctx)
+	ok, err := m.mu.ExtendContext(origin.Instrumented(ctx))
 	m.ops.Unlock()
 	switch {
 	case ok:
@@ -308,7 +322,7 @@ func (m *Mutex) Extend(ctx context.Context) error {
 		r.renewals.WithLabelValues(m.group, "lost").Inc()
 		m.state.Lock()
 		if !m.taken.IsZero() {
-			r.hold.WithLabelValues(m.group).Observe(r.now().Sub(m.taken).Seconds())
+			r.hold.WithLabelValues(m.group).Observe(r.clock.Since(m.taken).Seconds())
 			m.taken = time.Time{}
 			m.lose(ctx, trace.SpanFromContext(ctx))
 		}
@@ -324,7 +338,7 @@ func (m *Mutex) Extend(ctx context.Context) error {
 // otherwise not_owner. m.state is held.
 func (m *Mutex) lose(ctx context.Context, span trace.Span) {
 	reason := "not_owner"
-	if !m.r.now().Before(m.Until()) {
+	if !m.r.clock.Now().Before(m.Until()) {
 		reason = "expired"
 	}
 	m.loseFor(ctx, span, reason)
@@ -361,7 +375,7 @@ func (r *Redlock) logf(ctx context.Context, m *Mutex, outcome string, extra ...s
 func (m *Mutex) hold(ctx context.Context) {
 	m.state.Lock()
 	defer m.state.Unlock()
-	m.taken = m.r.now()
+	m.taken = m.r.clock.Now()
 	m.cancel(errReleased) // a previous hold's, if Unlock was skipped
 	m.ctx, m.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if m.r.renew {
@@ -391,21 +405,21 @@ func (m *Mutex) heartbeat(ctx context.Context, stop <-chan struct{}, beat chan<-
 	defer close(beat)
 	for {
 		until := m.Until()
-		t := time.NewTimer(max(time.Until(until)/3, time.Millisecond))
+		t := m.r.clock.NewTimer(max(m.r.clock.Until(until)/3, time.Millisecond))
 		select {
 		case <-stop:
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 		extended := make(chan error, 1)
 		go func() { extended <- m.Extend(ctx) }()
-		expiry := time.NewTimer(time.Until(until))
+		expiry := m.r.clock.NewTimer(m.r.clock.Until(until))
 		var err error
 		select {
 		case err = <-extended:
 			expiry.Stop()
-		case <-expiry.C:
+		case <-expiry.Chan():
 			m.giveUp(ctx)
 			<-extended // a late success or loss is not counted twice: the hold has ended
 			return
@@ -414,7 +428,7 @@ func (m *Mutex) heartbeat(ctx context.Context, stop <-chan struct{}, beat chan<-
 		case err == nil:
 		case errors.Is(err, instrument.ErrNotOwner):
 			return
-		case !time.Now().Before(until):
+		case !m.r.clock.Now().Before(until):
 			m.giveUp(ctx)
 			return
 		}
@@ -426,7 +440,7 @@ func (m *Mutex) giveUp(ctx context.Context) {
 	m.state.Lock()
 	defer m.state.Unlock()
 	if !m.taken.IsZero() {
-		m.r.hold.WithLabelValues(m.group).Observe(m.r.now().Sub(m.taken).Seconds())
+		m.r.hold.WithLabelValues(m.group).Observe(m.r.clock.Since(m.taken).Seconds())
 		m.taken = time.Time{}
 		m.loseFor(ctx, trace.SpanFromContext(ctx), "renew_failed")
 	}

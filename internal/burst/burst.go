@@ -16,10 +16,11 @@ const (
 
 // Options configures a Detector. The zero value is usable.
 type Options struct {
-	// Window is the length of the fixed counting window (default 1s).
+	// Window is the length of the fixed counting windows, aligned on
+	// multiples of it since the Unix epoch (default 1s).
 	Window time.Duration
 	// Threshold is the number of misses in one window that makes a burst
-	// (default 50).
+	// (default 50, at most MaxThreshold).
 	Threshold int64
 	// OnBurst is called once per window in which a group's misses reach the
 	// threshold, on the goroutine whose miss reached it.
@@ -32,9 +33,15 @@ type Options struct {
 // concurrent use and does not allocate once a group has been seen. Groups
 // must come from a bounded classifier: the detector keeps one small record
 // per group for its lifetime.
+//
+// Windows are aligned on multiples of Window since the Unix epoch. A
+// group's window and its count share one atomic word, changed by
+// compare-and-swap, so a miss is counted in exactly one window and a
+// window's reset cannot interleave with its misses: bursts are exact under
+// concurrency.
 type Detector struct {
 	window    int64
-	threshold int64
+	threshold uint64
 	onBurst   func(string)
 	now       func() time.Time
 
@@ -43,19 +50,35 @@ type Detector struct {
 	bursts atomic.Uint64
 }
 
+// A counter's state packs the window's index (mod 2^windowBits) above the
+// misses counted in it (saturating at maxCount).
+const (
+	countBits  = 24
+	windowBits = 64 - countBits
+	maxCount   = 1<<countBits - 1
+	windowMask = 1<<windowBits - 1
+)
+
+// MaxThreshold is the largest usable Threshold; larger ones are lowered to it.
+const MaxThreshold = maxCount
+
 type counter struct {
-	start atomic.Int64 // window start, unix nanoseconds
-	n     atomic.Int64
+	state atomic.Uint64
 }
 
 // New returns a Detector for opts.
 func New(opts Options) *Detector {
-	d := &Detector{window: int64(opts.Window), threshold: opts.Threshold, onBurst: opts.OnBurst, now: opts.Now}
+	d := &Detector{window: int64(opts.Window), onBurst: opts.OnBurst, now: opts.Now}
 	if d.window <= 0 {
 		d.window = int64(DefaultWindow)
 	}
-	if d.threshold <= 0 {
+	switch {
+	case opts.Threshold <= 0:
 		d.threshold = DefaultThreshold
+	case opts.Threshold > MaxThreshold:
+		d.threshold = MaxThreshold
+	default:
+		d.threshold = uint64(opts.Threshold)
 	}
 	if d.now == nil {
 		d.now = time.Now
@@ -67,20 +90,37 @@ func New(opts Options) *Detector {
 
 // Miss records one miss of group and reports whether it completed a burst.
 func (d *Detector) Miss(group string) bool {
-	now := d.now().UnixNano()
+	window := uint64(d.now().UnixNano()/d.window) & windowMask
 	c := d.counter(group)
-	start := c.start.Load()
-	if now-start >= d.window && c.start.CompareAndSwap(start, now) {
-		c.n.Store(0)
-	}
-	if c.n.Add(1) != d.threshold {
-		return false
+	for {
+		old := c.state.Load()
+		next := window<<countBits | 1
+		if cur := old >> countBits; old != 0 && !after(window, cur) {
+			// The current window, or a later one than this miss's clock
+			// reading (its goroutine was preempted): count it there.
+			if old&maxCount == maxCount {
+				return false
+			}
+			next = old + 1
+		}
+		if c.state.CompareAndSwap(old, next) {
+			if next&maxCount != d.threshold {
+				return false
+			}
+			break
+		}
 	}
 	d.bursts.Add(1)
 	if d.onBurst != nil {
 		d.onBurst(group)
 	}
 	return true
+}
+
+// after reports whether window a comes after window b, both mod 2^windowBits.
+func after(a, b uint64) bool {
+	diff := (a - b) & windowMask
+	return diff != 0 && diff < 1<<(windowBits-1)
 }
 
 // Bursts returns the number of bursts detected so far.

@@ -2,6 +2,7 @@ package burst_test
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,4 +64,75 @@ func TestMissAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { d.Miss(g) }); n != 0 {
 		t.Fatalf("Miss allocates %v", n)
 	}
+}
+
+// A window reset racing with misses of the new window: 9 misses, the window
+// passes, then 2 concurrent misses. The new window holds 2 misses, so with
+// a threshold of 10 no repetition may report a burst (the old two-step
+// reset let a miss land on the old count between the window's and the
+// count's reset, completing a false burst).
+func TestWindowResetRaceReportsNoFalseBurst(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	d := burst.New(burst.Options{Window: time.Second, Threshold: 10, Now: clk.now})
+	const reps = 100_000
+	start := make(chan struct{})
+	var ready, done sync.WaitGroup
+	for rep := 0; rep < reps; rep++ {
+		for i := 0; i < 9; i++ {
+			d.Miss("g")
+		}
+		clk.add(time.Second)
+		start = make(chan struct{})
+		ready.Add(2)
+		done.Add(2)
+		for w := 0; w < 2; w++ {
+			go func(start <-chan struct{}) {
+				defer done.Done()
+				ready.Done()
+				<-start
+				d.Miss("g")
+			}(start)
+		}
+		ready.Wait()
+		close(start)
+		done.Wait()
+		clk.add(time.Second)
+	}
+	if got := d.Bursts(); got != 0 {
+		t.Fatalf("%d repetitions of 9 misses, a window reset and 2 concurrent misses (threshold 10) gave %d bursts, want 0", reps, got)
+	}
+}
+
+// A miss whose clock reading is older than the current window (its
+// goroutine read the clock, then the window moved on) counts in the current
+// window rather than resetting it.
+func TestLateMissDoesNotResetNewerWindow(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Unix(1000, 0).UnixNano())
+	d := burst.New(burst.Options{Window: time.Second, Threshold: 3, Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	now.Add(int64(time.Second))
+	d.Miss("g")
+	d.Miss("g")
+	now.Add(-int64(time.Second)) // a reading from before the window moved
+	if !d.Miss("g") {
+		t.Fatalf("third miss of the window (from a late clock reading) was not a burst; bursts = %d", d.Bursts())
+	}
+}
+
+func BenchmarkMiss(b *testing.B) {
+	d := burst.New(burst.Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		d.Miss("session:*")
+	}
+}
+
+func BenchmarkMissParallel(b *testing.B) {
+	d := burst.New(burst.Options{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			d.Miss("session:*")
+		}
+	})
 }

@@ -1,0 +1,534 @@
+package alerts
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// TestGeneratedFilesUpToDate fails while a committed file differs from what
+// `go generate ./alerts` would write.
+func TestGeneratedFilesUpToDate(t *testing.T) {
+	files, err := render(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := PromtoolTests(RulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[RulesTestFile] = tests
+	runbooks, err := Runbooks(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string][]byte{filepath.Join("..", "docs", "runbooks.md"): runbooks}
+	for name, data := range files {
+		paths[filepath.Join("generated", name)] = data
+	}
+	for path, want := range paths {
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("%v (run go generate ./alerts)", err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: run go generate ./alerts and commit the result", path)
+		}
+	}
+}
+
+func TestAtLeastFifteenAlertsNamedMixinStyle(t *testing.T) {
+	names := AlertNames()
+	if len(names) < 15 {
+		t.Fatalf("%d alert names, want at least 15", len(names))
+	}
+	camel := regexp.MustCompile(`^Cachewatch([A-Z][a-z0-9]*|TTL)+$`)
+	alerts, err := Alerts(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range alerts {
+		if !camel.MatchString(a.Name) {
+			t.Errorf("%s: not a CamelCase name prefixed Cachewatch", a.Name)
+		}
+		switch a.Severity {
+		case SeverityCritical, SeverityWarning, SeverityInfo:
+		default:
+			t.Errorf("%s: severity %q", a.Name, a.Severity)
+		}
+		if a.Labels["severity"] != a.Severity {
+			t.Errorf("%s: severity label %q", a.Name, a.Labels["severity"])
+		}
+		if s := a.Annotations["summary"]; s == "" || strings.Contains(s, "{{") {
+			t.Errorf("%s: summary %q must be a static sentence", a.Name, s)
+		}
+		if d := a.Annotations["description"]; !strings.Contains(d, "$labels.") && !strings.Contains(d, "$value") {
+			t.Errorf("%s: description %q uses neither labels nor value", a.Name, d)
+		}
+		if a.For <= 0 {
+			t.Errorf("%s: no for:", a.Name)
+		}
+	}
+}
+
+var recordName = regexp.MustCompile(`^[a-z_]+:cachewatch_[a-z0-9_]+:[a-z0-9_]+$`)
+
+func TestRecordingRulesNamedLevelMetricOperations(t *testing.T) {
+	for _, r := range recordingRules(DefaultConfig()) {
+		if !recordName.MatchString(r.Record) {
+			t.Errorf("%s: not level:metric:operations", r.Record)
+		}
+		if recordingGroup[r.Record] == "" {
+			t.Errorf("%s: no rule group", r.Record)
+		}
+	}
+	if recLockContention != "key_group:cachewatch_lock_contention:ratio_rate5m" {
+		t.Errorf("contention rule named %s", recLockContention)
+	}
+}
+
+// promtool's test file, as far as this test reads it.
+type parsedTests struct {
+	Tests []struct {
+		Name        string `yaml:"name"`
+		InputSeries []struct {
+			Series string `yaml:"series"`
+		} `yaml:"input_series"`
+		AlertRuleTest []struct {
+			Alertname string `yaml:"alertname"`
+			ExpAlerts []struct {
+				ExpLabels map[string]string `yaml:"exp_labels"`
+			} `yaml:"exp_alerts"`
+		} `yaml:"alert_rule_test"`
+		PromqlExprTest []struct {
+			Expr string `yaml:"expr"`
+		} `yaml:"promql_expr_test"`
+	} `yaml:"tests"`
+}
+
+// TestEveryAlertHasPromtoolCases reads the committed unit tests: each alert
+// at each severity has a case where it fires, each alert a case with series
+// where it stays quiet and one without series, and each recording rule a
+// case.
+func TestEveryAlertHasPromtoolCases(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("generated", RulesTestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pt parsedTests
+	if err := yaml.Unmarshal(data, &pt); err != nil {
+		t.Fatal(err)
+	}
+	fires := map[string]bool{}
+	quietWithSeries, quietEmpty, recorded := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, tg := range pt.Tests {
+		for _, at := range tg.AlertRuleTest {
+			for _, e := range at.ExpAlerts {
+				fires[at.Alertname+"/"+e.ExpLabels["severity"]] = true
+			}
+			if len(at.ExpAlerts) == 0 && len(tg.InputSeries) > 0 && !strings.Contains(tg.Name, "quiet before") {
+				quietWithSeries[at.Alertname] = true
+			}
+			if len(at.ExpAlerts) == 0 && len(tg.InputSeries) == 0 {
+				quietEmpty[at.Alertname] = true
+			}
+		}
+		for _, e := range tg.PromqlExprTest {
+			recorded[e.Expr] = true
+		}
+	}
+	alerts, err := Alerts(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range alerts {
+		if !fires[a.Name+"/"+a.Severity] {
+			t.Errorf("%s (%s): no promtool case where it fires", a.Name, a.Severity)
+		}
+		if !quietWithSeries[a.Name] {
+			t.Errorf("%s: no promtool case where it stays quiet on series", a.Name)
+		}
+		if !quietEmpty[a.Name] {
+			t.Errorf("%s: no promtool case without series", a.Name)
+		}
+	}
+	for _, r := range recordingRules(DefaultConfig()) {
+		if !recorded[r.Record] {
+			t.Errorf("recording rule %s: no promtool case", r.Record)
+		}
+	}
+}
+
+// TestOnlyCatalogMetricsAndLabels checks every expression of the rules, the
+// Grafana queries and the fixtures' series: each metric is in the catalog
+// (or is Prometheus's up, or one of our recording rules), each label is one
+// the metric has (or a target label), each matched value one the catalog
+// lists.
+func TestOnlyCatalogMetricsAndLabels(t *testing.T) {
+	groups, err := Rules(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCatalogCheck(groups)
+	for _, g := range groups {
+		for _, r := range g.Recording {
+			c.check(t, r.Record, r.Expr)
+		}
+		for _, a := range g.Alerts {
+			c.check(t, a.Name, a.Expr)
+			c.check(t, a.Name+" (Grafana)", inlineRecording(a.grafanaQuery, recordingExprs(groups)))
+		}
+	}
+	for _, d := range definitions(DefaultConfig()) {
+		for _, tc := range d.cases {
+			for _, s := range tc.series {
+				c.check(t, d.name+" fixture", s.name)
+			}
+		}
+	}
+	for _, rc := range recordingCases() {
+		for _, s := range rc.series {
+			c.check(t, rc.record+" fixture", s.name)
+		}
+	}
+}
+
+// The mutation the checker must catch: a metric or label not in the catalog.
+func TestCatalogCheckCatchesStrangers(t *testing.T) {
+	groups, _ := Rules(DefaultConfig())
+	c := newCatalogCheck(groups)
+	for _, e := range []string{
+		`rate(cachewatch_lock_attempt_total{job="x"}[5m])`,
+		`sum by (job, key) (rate(cachewatch_lock_attempts_total{job="x"}[5m]))`,
+		`cachewatch_lock_attempts_total{job="x", result="bussy"}`,
+		`key_group:cachewatch_nothing:rate5m > 0`,
+	} {
+		if errs := c.errors(e); len(errs) == 0 {
+			t.Errorf("%s: accepted", e)
+		}
+	}
+}
+
+type catalogCheck struct {
+	metrics   map[string]*signals.Metric
+	labels    map[string]bool
+	recording map[string]bool
+}
+
+var (
+	quoted      = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	selectorRE  = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}`)
+	matcherRE   = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"`)
+	groupingRE  = regexp.MustCompile(`\b(?:by|on|without)\s*\(([^)]*)\)`)
+	identRE     = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+	rangeRE     = regexp.MustCompile(`\[[0-9a-z]+\]`)
+	numberRE    = regexp.MustCompile(`\b[0-9][0-9.e+-]*\b`)
+	promqlWords = map[string]bool{
+		"sum": true, "max": true, "min": true, "by": true, "on": true, "without": true, "and": true, "or": true,
+		"unless": true, "rate": true, "increase": true, "histogram_quantile": true, "max_over_time": true,
+	}
+	targetLabels = map[string]bool{"job": true, "instance": true}
+)
+
+func newCatalogCheck(groups []Group) *catalogCheck {
+	c := &catalogCheck{metrics: map[string]*signals.Metric{}, labels: map[string]bool{}, recording: map[string]bool{}}
+	for _, m := range signals.All() {
+		c.metrics[m.Name] = m
+		if m.Kind == signals.Histogram {
+			for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+				c.metrics[m.Name+suffix] = m
+			}
+		}
+		for _, l := range m.Labels {
+			c.labels[l.Name] = true
+		}
+	}
+	for _, g := range groups {
+		for _, r := range g.Recording {
+			c.recording[r.Record] = true
+		}
+	}
+	return c
+}
+
+func (c *catalogCheck) check(t *testing.T, where, e string) {
+	t.Helper()
+	for _, err := range c.errors(e) {
+		t.Errorf("%s: %v", where, err)
+	}
+}
+
+func (c *catalogCheck) errors(e string) []error {
+	var errs []error
+	for _, sel := range selectorRE.FindAllStringSubmatch(e, -1) {
+		name := sel[1]
+		m, known := c.metrics[name]
+		if !known && name != upMetric {
+			errs = append(errs, errors.New("metric "+name+" is not in the catalog"))
+			continue
+		}
+		for _, mt := range matcherRE.FindAllStringSubmatch(sel[2], -1) {
+			errs = append(errs, c.matcherErrors(m, name, mt[1], mt[2], mt[3])...)
+		}
+	}
+	for _, g := range groupingRE.FindAllStringSubmatch(e, -1) {
+		for _, l := range strings.Split(g[1], ",") {
+			l = strings.TrimSpace(l)
+			if !c.labels[l] && !targetLabels[l] && l != "le" {
+				errs = append(errs, errors.New("label "+l+" is not in the catalog"))
+			}
+		}
+	}
+	bare := groupingRE.ReplaceAllString(selectorRE.ReplaceAllString(quoted.ReplaceAllString(e, `""`), "SELECTOR"), "")
+	bare = numberRE.ReplaceAllString(rangeRE.ReplaceAllString(bare, ""), "")
+	for _, id := range identRE.FindAllString(bare, -1) {
+		switch {
+		case id == "SELECTOR" || promqlWords[id]:
+		case strings.Contains(id, ":"):
+			if !c.recording[id] {
+				errs = append(errs, errors.New(id+" is not one of the recording rules"))
+			}
+		case c.metrics[id] != nil:
+		default:
+			errs = append(errs, errors.New("unknown name "+id))
+		}
+	}
+	return errs
+}
+
+func (c *catalogCheck) matcherErrors(m *signals.Metric, name, label, op, value string) []error {
+	if targetLabels[label] || (label == "le" && strings.HasSuffix(name, "_bucket")) {
+		return nil
+	}
+	if m == nil {
+		return []error{errors.New(name + " has no label " + label)}
+	}
+	for _, l := range m.Labels {
+		if l.Name != label {
+			continue
+		}
+		if len(l.Values) == 0 {
+			return nil
+		}
+		values := []string{value}
+		if op == "=~" || op == "!~" {
+			values = strings.Split(value, "|")
+		}
+		var errs []error
+		for _, v := range values {
+			if !contains(l.Values, v) {
+				errs = append(errs, errors.New(name+": "+label+" never takes the value "+v))
+			}
+		}
+		return errs
+	}
+	return []error{errors.New(name + " has no label " + label)}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+var heading = regexp.MustCompile(`(?m)^## (\S+)$`)
+
+// TestRunbookSections proves every alert has its section in the committed
+// docs/runbooks.md and every runbook_url anchor exists there.
+func TestRunbookSections(t *testing.T) {
+	md, err := os.ReadFile(filepath.Join("..", "docs", "runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, h := range heading.FindAllStringSubmatch(string(md), -1) {
+		anchors[strings.ToLower(h[1])] = true
+	}
+	alerts, err := Alerts(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range alerts {
+		url := a.Annotations["runbook_url"]
+		base, anchor, ok := strings.Cut(url, "#")
+		if !ok || base != DefaultRunbookBaseURL || !anchors[anchor] {
+			t.Errorf("%s: runbook_url %s has no section in docs/runbooks.md", a.Name, url)
+		}
+	}
+	for _, d := range definitions(DefaultConfig()) {
+		r := d.runbook
+		if r.meaning == "" || len(r.causes) == 0 || r.fix == "" ||
+			!(strings.Contains(r.confirm, boardContention) || strings.Contains(r.confirm, boardRedis) || strings.Contains(r.confirm, boardKeyspace)) {
+			t.Errorf("%s: runbook lacks meaning, causes, a dashboard to confirm on, or a fix", d.name)
+		}
+	}
+}
+
+func TestGrafanaProvisioningShape(t *testing.T) {
+	groups, err := Rules(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := GrafanaRules(groups, GrafanaOptions{DatasourceUID: "prom-uid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		APIVersion int `yaml:"apiVersion"`
+		Groups     []struct {
+			Name, Folder string
+			Rules        []struct {
+				UID       string            `yaml:"uid"`
+				Title     string            `yaml:"title"`
+				Condition string            `yaml:"condition"`
+				Labels    map[string]string `yaml:"labels"`
+				Data      []struct {
+					RefID         string         `yaml:"refId"`
+					DatasourceUID string         `yaml:"datasourceUid"`
+					Model         map[string]any `yaml:"model"`
+				} `yaml:"data"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.APIVersion != 1 || len(doc.Groups) == 0 {
+		t.Fatalf("apiVersion %d, %d groups", doc.APIVersion, len(doc.Groups))
+	}
+	alerts, _ := Alerts(DefaultConfig())
+	uids, n := map[string]bool{}, 0
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			n++
+			if uids[r.UID] || len(r.UID) > 40 {
+				t.Errorf("%s: uid %q duplicate or too long", r.Title, r.UID)
+			}
+			uids[r.UID] = true
+			if r.Condition != "C" || len(r.Data) != 3 {
+				t.Fatalf("%s: condition %s with %d queries", r.Title, r.Condition, len(r.Data))
+			}
+			if r.Data[0].DatasourceUID != "prom-uid" || r.Data[0].Model["expr"] == "" {
+				t.Errorf("%s: query A %+v", r.Title, r.Data[0])
+			}
+			if r.Data[1].Model["type"] != "reduce" || r.Data[2].Model["type"] != "threshold" {
+				t.Errorf("%s: B is %v, C is %v; want reduce and threshold", r.Title, r.Data[1].Model["type"], r.Data[2].Model["type"])
+			}
+			if r.Labels["severity"] == "" {
+				t.Errorf("%s: no severity label", r.Title)
+			}
+		}
+	}
+	if n != len(alerts) {
+		t.Errorf("%d Grafana rules, %d alerts", n, len(alerts))
+	}
+}
+
+func TestConfigYAMLOverridesAndStrictKeys(t *testing.T) {
+	cfg, err := ParseConfig(strings.NewReader("lock_contention_warning: 0.1\nlocks_without_ttl_for: 30s\nexporter_selector: 'job=\"redis-exp\"'\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts, err := Alerts(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, a := range alerts {
+		switch {
+		case a.Name == "CachewatchLockContentionHigh" && a.Severity == SeverityWarning:
+			seen++
+			if !strings.HasPrefix(a.Expr, recLockContention+" > 0.1\n") {
+				t.Errorf("contention expr %q", a.Expr)
+			}
+			if !strings.Contains(a.Annotations["description"], "threshold 10%") {
+				t.Errorf("description %q", a.Annotations["description"])
+			}
+		case a.Name == "CachewatchLocksWithoutTTL":
+			seen++
+			if a.For.Seconds() != 30 || !strings.Contains(a.Expr, `job="redis-exp"`) {
+				t.Errorf("for %v, expr %s", a.For, a.Expr)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("saw %d of the overridden alerts", seen)
+	}
+
+	_, err = ParseConfig(strings.NewReader("lock_contention_warning: 0.1\nlock_contension_critical: 0.3\n"))
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "lock_contension_critical") {
+		t.Errorf("unknown key: %v", err)
+	}
+	for _, bad := range []string{
+		"lock_contention_warning: 5\n",   // a ratio above 1
+		"lock_acquire_for: 0s\n",         // no for:
+		"service_selector: 'job=api'\n",  // not a matcher (unquoted value)
+		"min_lookups_per_second: -1\n",   // negative
+		"lock_acquire_p99_warning: 50\n", // not a duration
+	} {
+		if _, err := ParseConfig(strings.NewReader(bad)); !errors.Is(err, ErrConfig) {
+			t.Errorf("%q: err %v, want ErrConfig", bad, err)
+		}
+	}
+}
+
+func TestConfigSet(t *testing.T) {
+	cfg := DefaultConfig()
+	for key, value := range map[string]string{
+		"lock_acquire_p99_warning": "75ms", "stale_ratio_warning": "0.4", "runbook_base_url": "https://wiki.example/runbooks",
+	} {
+		if err := cfg.Set(key, value); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := cfg.Get(key); got != value {
+			t.Errorf("%s = %q after Set(%q)", key, got, value)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Set("lock_acquire_p99_warning", "fast"); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "lock_acquire_p99_warning") {
+		t.Errorf("bad duration: %v", err)
+	}
+	if err := cfg.Set("no_such_key", "1"); !errors.Is(err, ErrConfig) {
+		t.Errorf("unknown key: %v", err)
+	}
+	if len(cfg.Keys()) < 40 {
+		t.Errorf("only %d keys", len(cfg.Keys()))
+	}
+}
+
+func TestWriteFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	cfg := DefaultConfig()
+	cfg.RunbookBaseURL = "https://wiki.example/cachewatch"
+	if err := WriteFiles(dir, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{RulesFile, GrafanaFile, AlertmanagerFile} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name != AlertmanagerFile && !bytes.Contains(data, []byte("https://wiki.example/cachewatch#cachewatchlockswithoutttl")) {
+			t.Errorf("%s: runbook base URL not applied", name)
+		}
+	}
+	bad := DefaultConfig()
+	bad.StreamLag = -1
+	if err := WriteFiles(t.TempDir(), bad); !errors.Is(err, ErrConfig) {
+		t.Errorf("bad config: %v", err)
+	}
+}

@@ -1,0 +1,346 @@
+package alerts
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultRunbookBaseURL is where runbook_url annotations point unless the
+// Config says otherwise: the runbooks page in the project's repository.
+const DefaultRunbookBaseURL = "https://github.com/cachewatch/cachewatch/blob/main/docs/runbooks.md"
+
+// ErrConfig is wrapped by every error about a bad Config value or key, so
+// callers (the command line) can tell a user mistake from an I/O failure.
+var ErrConfig = errors.New("alerts: bad config")
+
+// Config holds every selector, threshold and `for:` duration of the rules:
+// the monitoring-mixin `_config` idea. DefaultConfig gives the values from
+// the design brief; a YAML file (LoadConfig) and Set override them. The yaml
+// key of each field is also its command-line name (underscores become dashes).
+type Config struct {
+	// ServiceSelector selects the services that run the instrumented
+	// client or the hook: comma-separated PromQL label matchers.
+	ServiceSelector string `yaml:"service_selector"`
+	// ExporterSelector selects the `cachewatch exporter` scrape jobs.
+	ExporterSelector string `yaml:"exporter_selector"`
+	// RunbookBaseURL is the runbooks page; each alert links to its section.
+	RunbookBaseURL string `yaml:"runbook_base_url"`
+
+	// Traffic floors: ratios over less traffic than this (per second)
+	// are noise and never alert.
+	MinLockAttemptsPerSecond float64 `yaml:"min_lock_attempts_per_second"`
+	MinLookupsPerSecond      float64 `yaml:"min_lookups_per_second"`
+	MinCommandsPerSecond     float64 `yaml:"min_commands_per_second"`
+
+	LockAcquireP99Warning  model.Duration `yaml:"lock_acquire_p99_warning"`
+	LockAcquireP99Critical model.Duration `yaml:"lock_acquire_p99_critical"`
+	LockAcquireFor         model.Duration `yaml:"lock_acquire_for"`
+
+	LockContentionWarning  float64        `yaml:"lock_contention_warning"`
+	LockContentionCritical float64        `yaml:"lock_contention_critical"`
+	LockContentionFor      model.Duration `yaml:"lock_contention_for"`
+
+	// EventWindow is the window of the alerts on rare events (lost locks,
+	// write skew, duplicate recomputes, hard-TTL refusals): one event keeps
+	// the alert up this long, so it does not flap.
+	EventWindow   model.Duration `yaml:"event_window"`
+	LocksLostFor  model.Duration `yaml:"locks_lost_for"`
+	RenewalsFor   model.Duration `yaml:"renewals_for"`
+	WriteSkewFor  model.Duration `yaml:"write_skew_for"`
+	DuplicatesFor model.Duration `yaml:"duplicates_for"`
+
+	StaleRatioWarning float64        `yaml:"stale_ratio_warning"`
+	StaleRatioFor     model.Duration `yaml:"stale_ratio_for"`
+
+	ConsecutiveRefreshFailures    float64        `yaml:"consecutive_refresh_failures"`
+	ConsecutiveRefreshFailuresFor model.Duration `yaml:"consecutive_refresh_failures_for"`
+	HardTTLRefusalsFor            model.Duration `yaml:"hard_ttl_refusals_for"`
+
+	LoaderAmplification    float64        `yaml:"loader_amplification"`
+	LoaderAmplificationFor model.Duration `yaml:"loader_amplification_for"`
+
+	MissBurstFor model.Duration `yaml:"miss_burst_for"`
+
+	ScriptP99    model.Duration `yaml:"script_p99"`
+	ScriptP99For model.Duration `yaml:"script_p99_for"`
+
+	CommandErrorsWarning  float64        `yaml:"command_errors_warning"`
+	CommandErrorsCritical float64        `yaml:"command_errors_critical"`
+	CommandErrorsFor      model.Duration `yaml:"command_errors_for"`
+
+	PoolTimeoutsFor model.Duration `yaml:"pool_timeouts_for"`
+
+	BreakerOpenFor model.Duration `yaml:"breaker_open_for"`
+
+	LocksWithoutTTLFor model.Duration `yaml:"locks_without_ttl_for"`
+	LocksLongHeldFor   model.Duration `yaml:"locks_long_held_for"`
+
+	ExpirySync        float64        `yaml:"expiry_sync"`
+	ExpirySyncMinKeys float64        `yaml:"expiry_sync_min_keys"`
+	ExpirySyncFor     model.Duration `yaml:"expiry_sync_for"`
+
+	HitRatioDrop    float64        `yaml:"hit_ratio_drop"`
+	HitRatioDropFor model.Duration `yaml:"hit_ratio_drop_for"`
+
+	QueueOldestAge    model.Duration `yaml:"queue_oldest_age"`
+	QueueOldestAgeFor model.Duration `yaml:"queue_oldest_age_for"`
+	StreamLag         float64        `yaml:"stream_lag"`
+	StreamPendingAge  model.Duration `yaml:"stream_pending_age"`
+	StreamFor         model.Duration `yaml:"stream_for"`
+
+	ExporterDownFor     model.Duration `yaml:"exporter_down_for"`
+	ExporterFailingFor  model.Duration `yaml:"exporter_failing_for"`
+	ExporterErrorsFor   model.Duration `yaml:"exporter_errors_for"`
+	KeyspaceCoverage    float64        `yaml:"keyspace_coverage"`
+	KeyspaceCoverageFor model.Duration `yaml:"keyspace_coverage_for"`
+	KeyGroupOverflowFor model.Duration `yaml:"keygroup_overflow_for"`
+}
+
+func minutes(n int) model.Duration { return model.Duration(n) * model.Duration(60e9) }
+
+func millis(n int) model.Duration { return model.Duration(n) * model.Duration(1e6) }
+
+// DefaultConfig returns the thresholds of the design brief (lock acquire p99
+// above 50 ms, first-try contention above 5 %, …) and `for:` durations long
+// enough that a single scrape or a short spike does not page anyone.
+func DefaultConfig() Config {
+	return Config{
+		ServiceSelector:  `job=~".+"`,
+		ExporterSelector: `job="cachewatch-exporter"`,
+		RunbookBaseURL:   DefaultRunbookBaseURL,
+
+		MinLockAttemptsPerSecond: 0.05,
+		MinLookupsPerSecond:      0.05,
+		MinCommandsPerSecond:     0.1,
+
+		LockAcquireP99Warning:  millis(50),
+		LockAcquireP99Critical: millis(500),
+		LockAcquireFor:         minutes(10),
+
+		LockContentionWarning:  0.05,
+		LockContentionCritical: 0.25,
+		LockContentionFor:      minutes(10),
+
+		EventWindow:   minutes(15),
+		LocksLostFor:  minutes(1),
+		RenewalsFor:   minutes(5),
+		WriteSkewFor:  minutes(1),
+		DuplicatesFor: minutes(1),
+
+		StaleRatioWarning: 0.5,
+		StaleRatioFor:     minutes(15),
+
+		ConsecutiveRefreshFailures:    5,
+		ConsecutiveRefreshFailuresFor: minutes(10),
+		HardTTLRefusalsFor:            minutes(5),
+
+		LoaderAmplification:    1,
+		LoaderAmplificationFor: minutes(15),
+
+		MissBurstFor: minutes(5),
+
+		ScriptP99:    millis(10),
+		ScriptP99For: minutes(10),
+
+		CommandErrorsWarning:  0.01,
+		CommandErrorsCritical: 0.10,
+		CommandErrorsFor:      minutes(10),
+
+		PoolTimeoutsFor: minutes(5),
+		BreakerOpenFor:  minutes(2),
+
+		LocksWithoutTTLFor: minutes(5),
+		LocksLongHeldFor:   minutes(10),
+
+		ExpirySync:        10,
+		ExpirySyncMinKeys: 100,
+		ExpirySyncFor:     minutes(15),
+
+		HitRatioDrop:    0.2,
+		HitRatioDropFor: minutes(10),
+
+		QueueOldestAge:    minutes(5),
+		QueueOldestAgeFor: minutes(10),
+		StreamLag:         1000,
+		StreamPendingAge:  minutes(5),
+		StreamFor:         minutes(10),
+
+		ExporterDownFor:     minutes(5),
+		ExporterFailingFor:  minutes(5),
+		ExporterErrorsFor:   minutes(15),
+		KeyspaceCoverage:    1,
+		KeyspaceCoverageFor: minutes(30),
+		KeyGroupOverflowFor: minutes(15),
+	}
+}
+
+// LoadConfig reads a YAML file of overrides on top of DefaultConfig. Keys
+// not set keep their defaults; an unknown key is an error naming it.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("alerts: read config: %w", err)
+	}
+	cfg, err := ParseConfig(bytes.NewReader(data))
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig is LoadConfig on an open reader.
+func ParseConfig(r io.Reader) (Config, error) {
+	cfg := DefaultConfig()
+	dec := yaml.NewDecoder(r)
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("%w: %s", ErrConfig, unknownKeyMessage(err))
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// yaml.v3 reports an unknown key as `field x not found in type alerts.Config`;
+// users know keys, not Go types.
+var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
+
+func unknownKeyMessage(err error) string {
+	return unknownField.ReplaceAllString(err.Error(), "unknown key $1")
+}
+
+// field is one settable Config field.
+type field struct {
+	key string
+	v   reflect.Value
+}
+
+func (c *Config) fields() []field {
+	rv := reflect.ValueOf(c).Elem()
+	rt := rv.Type()
+	out := make([]field, 0, rt.NumField())
+	for i := range rt.NumField() {
+		out = append(out, field{key: rt.Field(i).Tag.Get("yaml"), v: rv.Field(i)})
+	}
+	return out
+}
+
+// Keys returns every config key (the yaml names) in a stable order, for
+// command lines that offer one flag per key.
+func (c *Config) Keys() []string {
+	var keys []string
+	for _, f := range c.fields() {
+		keys = append(keys, f.key)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Get returns the current value of key as text, as Set accepts it.
+func (c *Config) Get(key string) (string, error) {
+	for _, f := range c.fields() {
+		if f.key == key {
+			return formatValue(f.v), nil
+		}
+	}
+	return "", fmt.Errorf("%w: unknown key %q", ErrConfig, key)
+}
+
+func formatValue(v reflect.Value) string {
+	switch x := v.Interface().(type) {
+	case model.Duration:
+		return x.String()
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	default:
+		return v.String()
+	}
+}
+
+// Set overrides one key with a value in the YAML file's syntax: a number, a
+// Prometheus duration ("90s", "5m") or a string. It does not validate the
+// whole Config; call Validate after the last Set.
+func (c *Config) Set(key, value string) error {
+	for _, f := range c.fields() {
+		if f.key != key {
+			continue
+		}
+		switch f.v.Interface().(type) {
+		case model.Duration:
+			d, err := model.ParseDuration(value)
+			if err != nil {
+				return fmt.Errorf("%w: %s: %q is not a duration like 90s or 5m", ErrConfig, key, value)
+			}
+			f.v.Set(reflect.ValueOf(d))
+		case float64:
+			x, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return fmt.Errorf("%w: %s: %q is not a number", ErrConfig, key, value)
+			}
+			f.v.SetFloat(x)
+		default:
+			f.v.SetString(value)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: unknown key %q", ErrConfig, key)
+}
+
+// matchers is a non-empty, comma-separated list of PromQL label matchers.
+var matchers = regexp.MustCompile(`^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*(,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*)*$`)
+
+// Validate reports the first bad value, naming its key: selectors must be
+// label matchers, ratios within [0, 1], other numbers and durations positive.
+func (c *Config) Validate() error {
+	for _, f := range c.fields() {
+		if err := validateField(f); err != nil {
+			return fmt.Errorf("%w: %s: %s", ErrConfig, f.key, err)
+		}
+	}
+	return nil
+}
+
+func validateField(f field) error {
+	switch x := f.v.Interface().(type) {
+	case model.Duration:
+		if x <= 0 {
+			return errors.New("must be a positive duration")
+		}
+	case float64:
+		if x < 0 || x != x {
+			return fmt.Errorf("must not be negative, got %v", x)
+		}
+		if isRatio(f.key) && x > 1 {
+			return fmt.Errorf("is a ratio from 0 to 1, got %v", x)
+		}
+	case string:
+		if strings.HasSuffix(f.key, "_selector") && !matchers.MatchString(x) {
+			return fmt.Errorf("%q is not a list of label matchers like job=~\"api|worker\"", x)
+		}
+		if f.key == "runbook_base_url" && x == "" {
+			return errors.New("must not be empty")
+		}
+	}
+	return nil
+}
+
+func isRatio(key string) bool {
+	switch key {
+	case "lock_contention_warning", "lock_contention_critical", "stale_ratio_warning",
+		"command_errors_warning", "command_errors_critical", "hit_ratio_drop", "keyspace_coverage":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,56 @@
+package alerts
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// WriteFiles writes the Prometheus rule file, the Grafana alert-rule
+// provisioning file and the Alertmanager configuration for cfg into dir,
+// creating it if needed.
+func WriteFiles(dir string, cfg Config) error {
+	files, err := render(cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("alerts: %w", err)
+	}
+	for _, name := range sortedKeysBytes(files) {
+		if err := os.WriteFile(filepath.Join(dir, name), files[name], 0o644); err != nil {
+			return fmt.Errorf("alerts: %w", err)
+		}
+	}
+	return nil
+}
+
+// render returns the files WriteFiles writes, by name.
+func render(cfg Config) (map[string][]byte, error) {
+	groups, err := Rules(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := PrometheusRules(groups)
+	if err != nil {
+		return nil, err
+	}
+	grafana, err := GrafanaRules(groups, GrafanaOptions{})
+	if err != nil {
+		return nil, err
+	}
+	am, err := AlertmanagerConfig()
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{RulesFile: rules, GrafanaFile: grafana, AlertmanagerFile: am}, nil
+}
+
+func sortedKeysBytes(m map[string][]byte) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	return keys
+}

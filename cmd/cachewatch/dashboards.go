@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/cachewatch/cachewatch/dashboards"
+)
+
+// GrafanaTokenEnv names the environment variable holding the Grafana token.
+// A token is never a flag value: flags show up in ps and shell history.
+const GrafanaTokenEnv = "CACHEWATCH_GRAFANA_TOKEN"
+
+// exitPushFailed is the status when Grafana refused a board or could not
+// be reached.
+const exitPushFailed = 1
+
+func init() {
+	register(command{name: "dashboards", help: "Write the Grafana dashboards as JSON, or push them to Grafana.", define: defineDashboards})
+}
+
+type dashboardsFlags struct {
+	out, grafanaURL, tokenFile, folder string
+}
+
+func defineDashboards(cmd *kingpin.CmdClause) action {
+	f := &dashboardsFlags{}
+	cmd.Flag("out", "Directory to write the dashboards to, as <uid>.json.").PlaceHolder("DIR").StringVar(&f.out)
+	cmd.Flag("grafana-url", "Grafana to push the dashboards to (POST /api/dashboards/db, overwriting).").PlaceHolder("URL").StringVar(&f.grafanaURL)
+	cmd.Flag("grafana-token-file", "File holding the Grafana service account token (else $"+GrafanaTokenEnv+").").
+		PlaceHolder("FILE").StringVar(&f.tokenFile)
+	cmd.Flag("grafana-folder", "UID of the Grafana folder to push into (default: General).").PlaceHolder("UID").StringVar(&f.folder)
+	return f.run
+}
+
+func (f *dashboardsFlags) run(ctx context.Context, c *cli) int {
+	if f.out == "" && f.grafanaURL == "" {
+		return c.usageError(errors.New("nothing to do: give --out DIR, --grafana-url URL, or both"))
+	}
+	var token string
+	if f.grafanaURL != "" {
+		var err error
+		if token, err = f.token(); err != nil {
+			return c.usageError(err)
+		}
+	}
+	if f.out != "" {
+		if err := dashboards.Write(f.out); err != nil {
+			fmt.Fprintf(c.stderr, "cachewatch %s: %s\n", c.command, oneLine(err))
+			return exitPushFailed
+		}
+		fmt.Fprintf(c.stdout, "wrote the dashboards to %s\n", f.out)
+	}
+	if f.grafanaURL != "" {
+		err := dashboards.Push(ctx, f.grafanaURL, token, dashboards.PushOptions{FolderUID: f.folder, Message: "saved by " + versionString()})
+		if err != nil {
+			fmt.Fprintf(c.stderr, "cachewatch %s: %s\n", c.command, oneLine(err))
+			return exitPushFailed
+		}
+		fmt.Fprintf(c.stdout, "pushed the dashboards to %s\n", redact(f.grafanaURL))
+	}
+	return 0
+}
+
+// token reads the Grafana token from --grafana-token-file or the
+// environment, never both.
+func (f *dashboardsFlags) token() (string, error) {
+	env := os.Getenv(GrafanaTokenEnv)
+	if f.tokenFile == "" {
+		if env == "" {
+			return "", fmt.Errorf("--grafana-url needs a token: set $%s or --grafana-token-file", GrafanaTokenEnv)
+		}
+		return env, nil
+	}
+	if env != "" {
+		return "", fmt.Errorf("set $%s or --grafana-token-file, not both", GrafanaTokenEnv)
+	}
+	b, err := os.ReadFile(f.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--grafana-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("--grafana-token-file %s is empty", f.tokenFile)
+	}
+	return token, nil
+}
+
+// oneLine is an error's text, redacted, on one line.
+func oneLine(err error) string { return strings.Join(strings.Fields(redactErr(err)), " ") }

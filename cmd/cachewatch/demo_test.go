@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestDemoBadInputIsOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--bogus"}, 2},
+		{[]string{"--duration", "abc"}, 2},
+		{[]string{"--duration", "1s"}, 2},
+		{[]string{"--format", "xml"}, 2},
+		{[]string{"--instances", "0"}, 2},
+		{[]string{"--redis", "localhost:6379"}, 2},
+		{[]string{"--redis", "redis://u:secret@localhost:6379"}, 2},
+		{[]string{"extra"}, 2},
+		{[]string{"--web.listen-address", "127.0.0.1:99999"}, 2},
+		{[]string{"--redis", "redis://127.0.0.1:1"}, exitRedisUnreachable},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"demo"}, tc.args...), &out, &errOut)
+		msg := errOut.String()
+		if code != tc.code || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cachewatch") {
+			t.Errorf("demo %v: code %d (want %d), stderr %q: want one line", tc.args, code, tc.code, msg)
+		}
+		if strings.Contains(msg, "goroutine") || strings.Contains(msg, "secret") {
+			t.Errorf("demo %v: stderr %q has a stack trace or the password", tc.args, msg)
+		}
+	}
+}
+
+func TestDemoHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"demo", "--help"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "-redis") {
+		t.Fatalf("demo --help: code %d, stdout %q", code, out.String())
+	}
+}
+
+// TestDemoJSONAndMetrics runs a short demo on the embedded miniredis:
+// /metrics answers while it runs, stdout is one JSON document, and the
+// HTML report is written.
+func TestDemoJSONAndMetrics(t *testing.T) {
+	html := filepath.Join(t.TempDir(), "report.html")
+	var out bytes.Buffer
+	progress := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), []string{"demo", "--duration", "4s", "--format", "json", "--report", html}, &out, progress)
+	}()
+
+	addr := regexp.MustCompile(`metrics: (http://\S+/metrics)`)
+	scraped := false
+	for !scraped {
+		select {
+		case code := <-done:
+			t.Fatalf("demo ended (code %d) before /metrics was scraped; stderr:\n%s", code, progress.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		m := addr.FindStringSubmatch(progress.String())
+		if m == nil {
+			continue
+		}
+		resp, err := http.Get(m[1])
+		if err != nil {
+			t.Fatalf("GET %s while the demo runs: %v", m[1], err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", m[1], resp.StatusCode)
+		}
+		// The first series appear with the fleet's first commands.
+		scraped = bytes.Contains(body, []byte("cachewatch_lock_attempts_total"))
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("demo: code %d, stderr:\n%s", code, progress.String())
+	}
+	if !strings.Contains(progress.String(), "embedded miniredis") {
+		t.Errorf("the output does not say which Redis is in use:\n%s", progress.String())
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, out.String())
+	}
+	if phases, _ := doc["phases"].([]any); len(phases) != 2 {
+		t.Errorf("JSON has %d phases, want 2", len(phases))
+	}
+	if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("<svg")) {
+		t.Errorf("HTML report not written (%v)", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the demo's writes and the test's
+// reads at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/keygroup"
+)
+
+// PasswordEnv names the environment variable holding the Redis password.
+// The password is never a flag: flags show in ps and shell history.
+const PasswordEnv = "CACHEWATCH_REDIS_PASSWORD"
+
+// listFlag is a repeatable flag that also splits on commas.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// IsCumulative tells kingpin the flag may be repeated.
+func (l *listFlag) IsCumulative() bool { return true }
+
+// redisFlags are the connection and sampling flags shared by exporter and doctor.
+type redisFlags struct {
+	url, urlAlias, user, passwordFile, mode string
+	addrs, lockPatterns, queues, rules      listFlag
+	tls, tlsSkipVerify                      bool
+	tlsCA, tlsServerName                    string
+	maxKeys, scanCount, batch, maxGroups    int
+	maxDuration                             time.Duration
+	keysPerSecond                           float64
+}
+
+func (f *redisFlags) register(cmd *kingpin.CmdClause) {
+	cmd.Flag("redis.addr", "Redis host:port (repeat or comma-separate; Cluster seeds); default localhost:6379.").
+		PlaceHolder("HOST:PORT").SetValue(&f.addrs)
+	cmd.Flag("redis.url", "Redis URL redis://[user@]host:port[/db] or rediss:// for TLS; never a password in it.").
+		PlaceHolder("URL").StringVar(&f.url)
+	cmd.Flag("redis", "Same as --redis.url (kept for older scripts).").Hidden().StringVar(&f.urlAlias)
+	cmd.Flag("redis.user", "Redis ACL user.").PlaceHolder("USER").StringVar(&f.user)
+	cmd.Flag("redis.password-file", "File holding the Redis password (else $"+PasswordEnv+").").
+		PlaceHolder("FILE").StringVar(&f.passwordFile)
+	cmd.Flag("redis.mode", "auto (ask INFO cluster), standalone or cluster.").
+		Default("auto").EnumVar(&f.mode, "auto", "standalone", "cluster")
+	cmd.Flag("redis.tls", "Connect with TLS (implied by rediss://).").BoolVar(&f.tls)
+	cmd.Flag("redis.tls-ca-file", "PEM file of CAs that sign the Redis server certificate.").
+		PlaceHolder("FILE").StringVar(&f.tlsCA)
+	cmd.Flag("redis.tls-server-name", "Server name to verify in the Redis certificate.").PlaceHolder("NAME").StringVar(&f.tlsServerName)
+	cmd.Flag("redis.tls-insecure-skip-verify", "Do not verify the Redis certificate (testing only).").BoolVar(&f.tlsSkipVerify)
+	cmd.Flag("locks.pattern", "Glob of lock keys (repeatable); default "+exporter.DefaultLockPattern+".").
+		PlaceHolder("GLOB").SetValue(&f.lockPatterns)
+	cmd.Flag("queue", "List, stream or sorted-set key to report as a queue (repeatable).").
+		PlaceHolder("KEY").SetValue(&f.queues)
+	cmd.Flag("keygroup.rule", "glob=group rule for key groups (repeatable); other keys get derived groups.").
+		PlaceHolder("GLOB=GROUP").SetValue(&f.rules)
+	cmd.Flag("keygroup.max-groups", "Cap on distinct key groups; the rest fold into other.").
+		Default(strconv.Itoa(keygroup.DefaultMaxGroups)).IntVar(&f.maxGroups)
+	cmd.Flag("sample.max-keys", "Keys read per node per sample; SCAN resumes next sample.").
+		Default(strconv.Itoa(exporter.DefaultMaxKeys)).IntVar(&f.maxKeys)
+	cmd.Flag("sample.max-duration", "Time spent scanning per node per sample.").
+		Default(exporter.DefaultMaxDuration.String()).DurationVar(&f.maxDuration)
+	cmd.Flag("sample.scan-count", "SCAN COUNT hint.").Default(strconv.Itoa(exporter.DefaultScanCount)).IntVar(&f.scanCount)
+	cmd.Flag("sample.batch", "Keys read per pipeline.").Default(strconv.Itoa(exporter.DefaultBatch)).IntVar(&f.batch)
+	cmd.Flag("sample.keys-per-second", "Pace key reads to at most this rate per node (0: unpaced).").
+		Default(strconv.FormatFloat(exporter.DefaultKeysPerSecond, 'f', -1, 64)).Float64Var(&f.keysPerSecond)
+}
+
+// options builds exporter options from the flags, reading the password from
+// the file or the environment. Errors name the flag and never contain the
+// password.
+func (f *redisFlags) options() (exporter.Options, error) {
+	t, err := f.target()
+	if err != nil {
+		return exporter.Options{}, err
+	}
+	groups, err := f.classifier()
+	if err != nil {
+		return exporter.Options{}, err
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"sample.max-keys", f.maxKeys}, {"sample.scan-count", f.scanCount}, {"sample.batch", f.batch}, {"keygroup.max-groups", f.maxGroups}} {
+		if n.v <= 0 {
+			return exporter.Options{}, fmt.Errorf("--%s must be positive, got %d", n.name, n.v)
+		}
+	}
+	if f.maxDuration <= 0 {
+		return exporter.Options{}, fmt.Errorf("--sample.max-duration must be positive, got %s", f.maxDuration)
+	}
+	if f.keysPerSecond < 0 {
+		return exporter.Options{}, fmt.Errorf("--sample.keys-per-second must not be negative, got %g", f.keysPerSecond)
+	}
+	kps := f.keysPerSecond
+	if kps == 0 {
+		kps = -1 // unpaced
+	}
+	return exporter.Options{
+		Target: t, LockPatterns: f.lockPatterns, Queues: f.queues, KeyGroups: groups,
+		MaxKeys: f.maxKeys, MaxDuration: f.maxDuration, ScanCount: f.scanCount, Batch: f.batch, KeysPerSecond: kps,
+	}, nil
+}
+
+// target builds the connection target from the URL or address flags.
+func (f *redisFlags) target() (exporter.Target, error) {
+	var t exporter.Target
+	rawURL := f.url
+	switch {
+	case f.urlAlias != "" && f.url != "" && f.urlAlias != f.url:
+		return t, errors.New("--redis and --redis.url disagree; set only --redis.url")
+	case f.urlAlias != "":
+		rawURL = f.urlAlias
+	}
+	switch {
+	case rawURL != "" && len(f.addrs) > 0:
+		return t, errors.New("--redis.url and --redis.addr: set one, not both")
+	case rawURL != "":
+		var err error
+		if t, err = parseURL(rawURL); err != nil {
+			return t, fmt.Errorf("--redis.url: %w", err)
+		}
+	case len(f.addrs) > 0:
+		for _, a := range f.addrs {
+			if err := checkHostPort(a); err != nil {
+				return t, fmt.Errorf("--redis.addr %q: %w", a, err)
+			}
+		}
+		t.Addrs = f.addrs
+	default:
+		t.Addrs = []string{"localhost:6379"}
+	}
+	if f.user != "" {
+		t.Username = f.user
+	}
+	switch f.mode {
+	case "standalone":
+		t.Mode = exporter.ModeStandalone
+	case "cluster":
+		t.Mode = exporter.ModeCluster
+	}
+	pw, err := f.password()
+	if err != nil {
+		return t, err
+	}
+	t.Password = pw
+	return t, f.tlsConfig(&t)
+}
+
+// urlParams are the query parameters a Redis URL may carry.
+var urlParams = map[string]func(t *exporter.Target, v string) error{
+	"dial_timeout": func(t *exporter.Target, v string) (err error) { t.DialTimeout, err = positiveDuration(v); return err },
+	"read_timeout": func(t *exporter.Target, v string) (err error) { t.ReadTimeout, err = positiveDuration(v); return err },
+}
+
+// parseURL checks what exporter.ParseURL does not: the query parameters
+// (first, so that a URL carrying a secret is refused before anything can
+// quote it) and the port range. No parameter value is ever repeated in an
+// error.
+func parseURL(raw string) (exporter.Target, error) {
+	u, err := url.Parse(raw)
+	var q url.Values
+	if err == nil {
+		if u.Fragment != "" || strings.HasSuffix(raw, "#") {
+			return exporter.Target{}, errors.New("a #fragment is not allowed")
+		}
+		if q, err = url.ParseQuery(u.RawQuery); err != nil {
+			return exporter.Target{}, errors.New("the query cannot be parsed")
+		}
+	}
+	for name := range q {
+		if strings.Contains(strings.ToLower(name), "pass") || strings.EqualFold(name, "auth") {
+			return exporter.Target{}, fmt.Errorf("parameter %q: a password in the URL is refused; use $%s or --redis.password-file", name, PasswordEnv)
+		}
+		if _, ok := urlParams[name]; !ok {
+			return exporter.Target{}, fmt.Errorf("unknown parameter %q (known: dial_timeout, read_timeout)", name)
+		}
+	}
+	t, err := exporter.ParseURL(raw)
+	if err != nil {
+		return t, err
+	}
+	if err := checkHostPort(t.Addrs[0]); err != nil {
+		return t, err
+	}
+	for name, vs := range q {
+		if err := urlParams[name](&t, vs[len(vs)-1]); err != nil {
+			return t, fmt.Errorf("parameter %s: %w", name, err)
+		}
+	}
+	return t, nil
+}
+
+func positiveDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, errors.New("want a positive duration such as 2s")
+	}
+	return d, nil
+}
+
+// checkHostPort accepts host:port with a port in 1–65535.
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	return checkPort(port)
+}
+
+func checkPort(port string) error {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is outside 1-65535", port)
+	}
+	return nil
+}
+
+func (f *redisFlags) password() (string, error) {
+	env := os.Getenv(PasswordEnv)
+	if f.passwordFile == "" {
+		return env, nil
+	}
+	if env != "" {
+		return "", fmt.Errorf("set $%s or --redis.password-file, not both", PasswordEnv)
+	}
+	b, err := os.ReadFile(f.passwordFile)
+	if err != nil {
+		return "", fmt.Errorf("--redis.password-file: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+func (f *redisFlags) tlsConfig(t *exporter.Target) error {
+	if !f.tls && f.tlsCA == "" && f.tlsServerName == "" && !f.tlsSkipVerify {
+		return nil
+	}
+	if t.TLS == nil {
+		t.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if f.tlsServerName != "" {
+		t.TLS.ServerName = f.tlsServerName
+	}
+	t.TLS.InsecureSkipVerify = f.tlsSkipVerify
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return fmt.Errorf("--redis.tls-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--redis.tls-ca-file %s: no PEM certificate in it", f.tlsCA)
+		}
+		t.TLS.RootCAs = pool
+	}
+	return nil
+}
+
+func (f *redisFlags) classifier() (*keygroup.Classifier, error) {
+	var rules []keygroup.Rule
+	for _, r := range f.rules {
+		glob, group, ok := strings.Cut(r, "=")
+		if !ok || glob == "" || group == "" {
+			return nil, fmt.Errorf("--keygroup.rule %q: want glob=group", r)
+		}
+		rules = append(rules, keygroup.Glob(glob, group))
+	}
+	return keygroup.New(keygroup.Options{Rules: rules, MaxGroups: f.maxGroups})
+}
+
+// urlPattern finds URLs in free text (errors, go-redis log lines).
+var urlPattern = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
+
+// redact hides the user information and query values of every URL in s,
+// so that no password reaches a log line or an error, whatever its shape.
+func redact(s string) string {
+	return urlPattern.ReplaceAllStringFunc(s, func(raw string) string {
+		scheme, rest, _ := strings.Cut(raw, "://")
+		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+			rest = "xxxxx" + rest[at:]
+		}
+		if q := strings.IndexByte(rest, '?'); q >= 0 {
+			rest = rest[:q] + "?xxxxx"
+		}
+		return scheme + "://" + rest
+	})
+}
+
+// redactErr is redact for an error's text.
+func redactErr(err error) string { return redact(err.Error()) }

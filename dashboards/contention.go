@@ -1,0 +1,217 @@
+package dashboards
+
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/units"
+
+	s "github.com/cachewatch/cachewatch/signals"
+)
+
+// Stable identities of the boards: links and bookmarks survive regeneration.
+const (
+	ContentionUID = "cachewatch-contention"
+	RedisUID      = "cachewatch-redis"
+	KeyspaceUID   = "cachewatch-keyspace"
+)
+
+var kg = []string{keyGroupLabel}
+
+// contention is the service's view: what the instrumented client and the
+// hook saw of locks and the cache, per key group.
+func contention() (*board, error) {
+	x := &exprs{keyGroup: true}
+	firstTry := x.is(s.LockAttempts, "attempt", "first")
+	allFirst := x.rate(s.LockAttempts, kg, firstTry)
+	sourceCalls := x.rate(s.SourceCalls, kg, x.is(s.SourceCalls, "result", "success", "error"))
+
+	b := &board{
+		uid:         ContentionUID,
+		title:       "cachewatch / Service contention",
+		description: "Locks and cache as the service sees them (instrumented client and hook), per key group: from waiting callers down to the cause.",
+		anchors:     []*s.Metric{s.LockAttempts, s.CacheLookups},
+		keyGroup:    true,
+		rows: []row{{
+			title: "Symptom: callers wait for locks",
+			panels: []panel{{
+				title: "Lock acquire time p50 / p99",
+				help: help{"Time from the first acquire attempt to the outcome, retries and backoff included, per key group.",
+					"p99 below 50 ms (dashed line); a p99 near the give-up time means callers queue behind one holder.", rbLockAcquireSlow},
+				unit: units.Seconds, limit: cog.ToPtr(0.05),
+				targets: []target{
+					{x.quantile(0.5, s.LockAcquireDuration, kg), "p50 {{key_group}}"},
+					{x.quantile(0.99, s.LockAcquireDuration, kg), "p99 {{key_group}}"},
+				},
+			}, {
+				title: "Contention rate (busy first attempts / first attempts)",
+				help: help{"Share of first acquire attempts that found the lock already held, per key group.",
+					"below 5 % (dashed line); higher means many workers want the same lock at once.", rbLockContention},
+				unit: units.PercentUnit, max: 1, limit: cog.ToPtr(0.05),
+				targets: []target{{ratio(orZero(x.rate(s.LockAttempts, kg, firstTry, x.is(s.LockAttempts, "result", "busy")), allFirst), allFirst), "{{key_group}}"}},
+			}, {
+				title: "Lock attempts by result",
+				help: help{"Single SET NX attempts per second by result and by first try or retry.",
+					"retries a small fraction of first tries; no errors.", rbLockContention},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.LockAttempts, []string{keyGroupLabel, "result", "attempt"}), "{{key_group}} {{result}} ({{attempt}})"}},
+			}},
+		}, {
+			title: "Cause: locks held too long, or lost mid-work",
+			panels: []panel{{
+				title: "Lock hold time p50 / p99",
+				help: help{"Time a lock was held, from acquisition to release or loss.",
+					"p99 well below the lock TTL; close to the TTL means the lease can expire mid-work.", rbLocksLost},
+				unit: units.Seconds,
+				targets: []target{
+					{x.quantile(0.5, s.LockHoldDuration, kg), "p50 {{key_group}}"},
+					{x.quantile(0.99, s.LockHoldDuration, kg), "p99 {{key_group}}"},
+				},
+			}, {
+				title: "Lost locks by reason",
+				help: help{"Locks lost before their holder released them: expired, renewal failed, or owned by someone else at release.",
+					"0: every lost lock let a second worker into the critical section.", rbLocksLost},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.LocksLost, []string{keyGroupLabel, "reason"}), "{{key_group}} {{reason}}"}},
+			}, {
+				title: "Lease renewals by result",
+				help: help{"Heartbeats extending held locks, by result.",
+					"all renewed; lost or error means the holder is working without a lease.", rbLockRenewals},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.LockRenewals, []string{keyGroupLabel, "result"}), "{{key_group}} {{result}}"}},
+			}},
+		}, {
+			title: "Symptom: the cache serves stale data or misses",
+			panels: []panel{{
+				title: "Cache lookups by result (share)",
+				help: help{"Share of lookups that were hit, stale (served while refreshing), miss, coalesced (waited for another caller's load), fallback (Redis unavailable) or error, per key group.",
+					"mostly hit; stale a small share; no fallback or error.", rbStaleServes},
+				unit: units.PercentUnit, max: 1, stacked: true,
+				targets: []target{{x.ratioOfTotal(s.CacheLookups, "result", kg), "{{key_group}} {{result}}"}},
+			}, {
+				title: "Stale age served p50 / p99",
+				help: help{"How far past its fresh TTL a served stale value was.",
+					"a few refresh durations; growing age means refreshes do not land (stale-forever).", rbStaleForever},
+				unit: units.Seconds,
+				targets: []target{
+					{x.quantile(0.5, s.StaleAge, kg), "p50 {{key_group}}"},
+					{x.quantile(0.99, s.StaleAge, kg), "p99 {{key_group}}"},
+				},
+			}, {
+				title: "Miss bursts",
+				help: help{"Windows in which a key group's misses reached the burst threshold: a stampede in progress.",
+					"0; bursts right after a group's keys expire together point at missing TTL jitter.", rbMissBurst},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.MissBursts, kg), "{{key_group}}"}},
+			}},
+		}, {
+			title: "Cause: refreshes fail (stale-forever)",
+			panels: []panel{{
+				title: "Refresh failures",
+				help: help{"Background refreshes of stale values whose loader failed.",
+					"0; steady failures keep serving stale data until the hard TTL.", rbStaleForever},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.RefreshFailures, kg), "{{key_group}}"}},
+			}, {
+				title: "Consecutive refresh failures",
+				help: help{"Longest current run of failed refreshes among the group's keys.",
+					"0 or 1; a growing run is stale-forever.", rbStaleForever},
+				unit:    units.Short,
+				targets: []target{{x.agg("max", s.RefreshConsecutiveFailures, kg), "{{key_group}}"}},
+			}, {
+				title: "Hard-TTL refusals",
+				help: help{"Lookups that found only data past its hard TTL and refused to serve it.",
+					"0; refusals mean the source has been failing for longer than the hard TTL.", rbHardTTL},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.HardTTLExpired, kg), "{{key_group}}"}},
+			}},
+		}, {
+			title: "Cause: the source is called too often, or is slow",
+			panels: []panel{{
+				title: "Loader amplification (source calls per kept result)",
+				help: help{"Source (loader) calls per call whose result was kept: calls divided by calls less the loaded values thrown away because the key was invalidated or the lease passed to another loader while loading. Above 1, loads overlapped: a stampede got through the coalescing, or leases expire before loads end.",
+					"exactly 1 (dashed line).", rbLoaderAmplified},
+				unit: units.Short, limit: cog.ToPtr(1.0),
+				targets: []target{{ratio(sourceCalls, "("+sourceCalls+" - "+
+					orZero(x.rate(s.StaleWritesRefused, kg), sourceCalls)+")"), "{{key_group}}"}},
+			}, {
+				title: "Source calls by result",
+				help: help{"Calls that reached the source by result; rejected means the fallback concurrency limit refused them.",
+					"about one per refresh; no errors or rejections.", rbLoaderAmplified},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.SourceCalls, []string{keyGroupLabel, "result"}), "{{key_group}} {{result}}"}},
+			}, {
+				title: "Recompute duration p50 / p99",
+				help: help{"Loader call duration, per key group and result.",
+					"well below the lease TTL and the fresh TTL.", rbRecompute},
+				unit: units.Seconds,
+				targets: []target{
+					{x.quantile(0.5, s.RecomputeDuration, []string{keyGroupLabel, "result"}), "p50 {{key_group}} {{result}}"},
+					{x.quantile(0.99, s.RecomputeDuration, []string{keyGroupLabel, "result"}), "p99 {{key_group}} {{result}}"},
+				},
+			}},
+		}, {
+			title: "Consequence: old data over new, work done twice",
+			panels: []panel{{
+				title: "Write skew and refused stale writes",
+				help: help{"Versioned writes rejected because a newer version was stored, and loaded values not stored because the key was invalidated or the lease moved on while loading.",
+					"0 write skew; refused stale writes are prevented damage, rare.", rbWriteSkew},
+				unit: units.OpsPerSecond,
+				targets: []target{
+					{x.rate(s.WriteSkew, kg), "write skew {{key_group}}"},
+					{x.rate(s.StaleWritesRefused, kg), "stale write refused {{key_group}}"},
+				},
+			}, {
+				title: "Duplicate recomputes",
+				help: help{"Versioned writes of a version already stored: the same work done twice.",
+					"0.", rbDuplicateWork},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.DuplicateRecompute, kg), "{{key_group}}"}},
+			}, {
+				title: "Idempotency checks by result",
+				help: help{"Idempotency-key checks: first (work proceeds) or duplicate (work skipped).",
+					"duplicates only when producers retry; no errors.", rbDuplicateWork},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.IdempotencyChecks, []string{keyGroupLabel, "result"}), "{{key_group}} {{result}}"}},
+			}},
+		}, {
+			title: "Back-pressure: retries, backoff, circuit breaker",
+			panels: []panel{{
+				title: "Retries",
+				help: help{"Retries after a busy lock or lease, each after a full-jitter backoff.",
+					"a small fraction of lock attempts.", rbRetries},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.Retries, kg), "{{key_group}}"}},
+			}, {
+				title: "Backoff delay p50 / p99",
+				help: help{"Backoff delays chosen before retries.",
+					"spread between 0 and the cap (full jitter); a p50 at the cap means retries are exhausted.", rbRetries},
+				unit: units.Seconds,
+				targets: []target{
+					{x.quantile(0.5, s.BackoffDelay, kg), "p50 {{key_group}}"},
+					{x.quantile(0.99, s.BackoffDelay, kg), "p99 {{key_group}}"},
+				},
+			}, {
+				title: "Circuit breaker state",
+				help: help{"State of the breaker guarding Redis: 0 closed, 1 half-open, 2 open (lookups go straight to the source).",
+					"0.", rbBreakerOpen},
+				unit:    units.Short,
+				targets: []target{{x.agg("max", s.CircuitBreakerState, []string{"name"}), "{{name}}"}},
+			}, {
+				title: "Fallback calls in flight",
+				help: help{"Direct-to-source calls in flight while Redis is unavailable, bounded by the concurrency limit.",
+					"0; at the limit, callers are being rejected.", rbBreakerOpen},
+				unit:    units.Short,
+				targets: []target{{x.agg("sum", s.SourceInFlight, []string{"name"}), "{{name}}"}},
+			}},
+		}, {
+			title: "Labels: key groups",
+			panels: []panel{{
+				title: "Key-group overflow",
+				help: help{"Classifications folded into the `other` key group because the cap on distinct groups was reached.",
+					"0; overflow hides which keys are hot: add a rule for the missing groups.", rbKeyGroups},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.KeyGroupOverflow, nil), "overflow"}},
+			}},
+		}},
+	}
+	return b, x.err
+}

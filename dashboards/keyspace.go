@@ -1,0 +1,229 @@
+package dashboards
+
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/units"
+
+	s "github.com/cachewatch/cachewatch/signals"
+)
+
+var node = []string{"node"}
+
+// keyspace is the server-side view from the exporter: what the Redis
+// nodes hold (locks, expiry shape, queues) and how they cope.
+func keyspace() (*board, error) {
+	x := &exprs{keyGroup: true}
+	// The exporter exports both counters from the first sample on.
+	hits := x.rate(s.ServerKeyspaceHits, node)
+	misses := x.rate(s.ServerKeyspaceMisses, node)
+	cmdCalls := x.rate(s.ServerCommandCalls, []string{"node", "command"})
+	nodeKG := []string{"node", keyGroupLabel}
+
+	b := &board{
+		uid:         KeyspaceUID,
+		title:       "cachewatch / Keyspace & locks",
+		description: "What the Redis nodes hold and how they cope, sampled by the cachewatch exporter: locks, expiry shape, server statistics, queues and the sampler's own health.",
+		anchors:     []*s.Metric{s.ExporterUp},
+		// Every sampled key's group; lock groups are a subset.
+		keyGroupAnchors: []*s.Metric{s.KeysSampled},
+		keyGroup:        true,
+		rows: []row{{
+			title: "Symptom: locks pile up or never expire",
+			panels: []panel{{
+				title: "Locks held",
+				help: help{"Lock keys present in the last complete pass, per node and key group.",
+					"about the number of workers doing locked work; a steady climb means locks are not released.", rbLocksLongHeld},
+				unit:    units.Short,
+				targets: []target{{x.agg("sum", s.LocksHeld, nodeKG), "{{node}} {{key_group}}"}},
+			}, {
+				title: "Locks without TTL",
+				help: help{"Lock keys with no expiry: held forever if their owner crashed.",
+					"0: every lock needs a TTL.", rbLocksWithoutTTL},
+				unit:    units.Short,
+				targets: []target{{x.agg("sum", s.LocksWithoutTTL, nodeKG), "{{node}} {{key_group}}"}},
+			}, {
+				title: "Long-held locks",
+				help: help{"Locks whose owner token has been seen unchanged for longer than the long-held threshold.",
+					"0; a long-held lock is a stuck holder or a lease renewed forever.", rbLocksLongHeld},
+				unit:    units.Short,
+				targets: []target{{x.agg("sum", s.LocksLongHeld, nodeKG), "{{node}} {{key_group}}"}},
+			}, {
+				kind:  heatmapPanel,
+				title: "Lock remaining TTL (heatmap)",
+				help: help{"Distribution of the remaining TTL of sampled lock keys in the last pass (locks without expiry are counted separately).",
+					"spread below the lock TTL; a band near 0 means holders run out of lease.", rbLocksLost},
+				unit:    units.Seconds,
+				targets: []target{{x.snapshotBuckets(s.LockRemainingTTL, nil), "{{le}}"}},
+			}},
+		}, {
+			title: "Cause: keys expire together (coming stampede)",
+			panels: []panel{{
+				title: "Expiry synchronisation per key group",
+				help: help{"Keys of the group expiring in its busiest second, divided by the count an even spread would give.",
+					"close to 1; far above 1 means TTLs without jitter and a stampede when they expire.", rbExpirySync},
+				unit:    units.Short,
+				targets: []target{{x.agg("max", s.ExpirySync, kg), "{{key_group}}"}},
+			}, {
+				title: "Keys expiring within 1 s / 10 s / 1 min",
+				help: help{"Sampled keys of each group expiring within the horizon (cumulative).",
+					"a small share of the group; a large share within 1 s is a wave of expiries.", rbExpirySync},
+				unit: units.Short,
+				targets: []target{{x.agg("sum", s.KeysExpiring, []string{keyGroupLabel, "within"}, x.is(s.KeysExpiring, "within", "1s", "10s", "1m")),
+					"{{key_group}} within {{within}}"}},
+			}, {
+				title: "Keys sampled and keys without TTL",
+				help: help{"Keys of each group seen in the last complete pass, and those that never expire.",
+					"no keys without TTL in cache groups: they grow until eviction.", rbKeysWithoutTTL},
+				unit: units.Short,
+				targets: []target{
+					{x.agg("sum", s.KeysSampled, kg), "sampled {{key_group}}"},
+					{x.agg("sum", s.KeysWithoutTTL, kg), "without TTL {{key_group}}"},
+				},
+			}},
+		}, {
+			title: "Server: hits, misses, evictions",
+			panels: []panel{{
+				title: "Server hit ratio",
+				help: help{"Keyspace hits divided by lookups, per node (the exporter's own lookups excluded).",
+					"steady; a sudden drop is a mass expiry or an eviction storm.", rbServerHitRatio},
+				unit: units.PercentUnit, max: 1,
+				targets: []target{{ratio(hits, "("+hits+" + "+misses+")"), "{{node}}"}},
+			}, {
+				title: "Server miss bursts",
+				help: help{"Samples in which a node's keyspace misses grew by at least the burst threshold.",
+					"0.", rbMissBurst},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.ServerMissBursts, node), "{{node}}"}},
+			}, {
+				title: "Expired and evicted keys",
+				help: help{"Keys the server expired, and keys it evicted under maxmemory.",
+					"evictions 0 for locks and sessions; expirations steady, not in waves.", rbServerResources},
+				unit: units.OpsPerSecond,
+				targets: []target{
+					{x.rate(s.ServerExpiredKeys, node), "expired {{node}}"},
+					{x.rate(s.ServerEvictedKeys, node), "evicted {{node}}"},
+				},
+			}, {
+				title: "Memory used and limit",
+				help: help{"Memory used by each node, and its maxmemory (0 means no limit).",
+					"used well below the limit; at the limit the server evicts or refuses writes (OOM).", rbServerResources},
+				unit: units.BytesIEC,
+				targets: []target{
+					{x.agg("max", s.ServerMemoryUsed, node), "used {{node}}"},
+					{x.agg("max", s.ServerMemoryMax, node), "limit {{node}}"},
+				},
+			}, {
+				title: "Clients",
+				help: help{"Client connections per node, connected and blocked (BLPOP, XREAD BLOCK…).",
+					"steady; a climb in connected clients is pools growing under lock contention.", rbServerResources},
+				unit:    units.Short,
+				targets: []target{{x.agg("max", s.ServerClients, []string{"node", "state"}), "{{node}} {{state}}"}},
+			}},
+		}, {
+			title: "Server: command latency",
+			panels: []panel{{
+				title: "Server command latency percentiles",
+				help: help{"Server-side latency percentiles per command (INFO latencystats, Redis 7+), without the network.",
+					"microseconds; a slow script here blocks every other client.", rbScriptSlow},
+				unit:    units.Seconds,
+				targets: []target{{x.agg("max", s.ServerCommandLatency, []string{"command", "percentile"}), "{{command}} {{percentile}}"}},
+			}, {
+				title: "Server time per call",
+				help: help{"Average server time per call of each command (INFO commandstats).",
+					"microseconds for GET/SET; scripts as short as possible.", rbServerCommandStats},
+				unit:    units.Seconds,
+				targets: []target{{ratio(x.rate(s.ServerCommandSeconds, []string{"node", "command"}), cmdCalls), "{{node}} {{command}}"}},
+			}, {
+				title: "Server calls and failed calls",
+				help: help{"Calls per second per command, and calls that failed or were rejected.",
+					"failures 0.", rbServerCommandStats},
+				unit: units.OpsPerSecond,
+				targets: []target{
+					{cmdCalls, "{{node}} {{command}}"},
+					{x.rate(s.ServerCommandFailed, []string{"node", "command"}), "failed {{node}} {{command}}"},
+				},
+			}},
+		}, {
+			title: "Queues: backlog behind the locks",
+			panels: []panel{{
+				title: "Queue length",
+				help: help{"Entries in each configured queue key: list or stream length, or delayed jobs in a sorted set.",
+					"steady or draining; growth means consumers fall behind.", rbQueueBacklog},
+				unit:    units.Short,
+				targets: []target{{x.agg("max", s.QueueLength, []string{"queue", "type"}), "{{queue}} ({{type}})"}},
+			}, {
+				title: "Oldest entry age",
+				help: help{"Age of each queue's oldest entry, or how overdue its earliest delayed job is.",
+					"below the processing time you promise.", rbQueueBacklog},
+				unit:    units.Seconds,
+				targets: []target{{x.agg("max", s.QueueOldestAge, []string{"queue"}), "{{queue}}"}},
+			}, {
+				title: "Stream lag and pending per consumer group",
+				help: help{"Entries not yet delivered to each consumer group (lag) and delivered but not acknowledged (pending).",
+					"both near 0; pending that only grows is consumers crashing before XACK.", rbStreamLag},
+				unit: units.Short,
+				targets: []target{
+					{x.agg("max", s.StreamGroupLag, []string{"queue", "group"}), "lag {{queue}} {{group}}"},
+					{x.agg("max", s.StreamGroupPending, []string{"queue", "group"}), "pending {{queue}} {{group}}"},
+				},
+			}, {
+				title: "Oldest pending message age",
+				help: help{"Age of each consumer group's oldest unacknowledged message.",
+					"below the consumer's visibility timeout.", rbStreamPending},
+				unit:    units.Seconds,
+				targets: []target{{x.agg("max", s.StreamGroupOldestPending, []string{"queue", "group"}), "{{queue}} {{group}}"}},
+			}, {
+				title: "Consumer groups not exported",
+				help: help{"Consumer groups of a stream left out because the stream has more groups than the exporter's per-stream cap.",
+					"0; raise the cap or the lag of the missing groups is invisible.", rbStreamLag},
+				unit:    units.Short,
+				targets: []target{{x.agg("max", s.StreamGroupsDropped, []string{"queue"}), "{{queue}}"}},
+			}},
+		}, {
+			title: "Sampler health: can this board be trusted?",
+			panels: []panel{{
+				title: "Exporter up",
+				help: help{"1 when the last sample of the node succeeded, 0 otherwise.",
+					"1 for every node.", rbExporterDown},
+				unit: units.Short, max: 1,
+				targets: []target{{x.agg("min", s.ExporterUp, node), "{{node}}"}},
+			}, {
+				title: "Keyspace coverage",
+				help: help{"Fraction of each node's keyspace covered by the keyspace figures on this board; below 1 the view is partial.",
+					"1.", rbExporterCoverage},
+				unit: units.PercentUnit, max: 1,
+				targets: []target{{x.agg("min", s.ExporterKeyspaceCoverage, node), "{{node}}"}},
+			}, {
+				title: "Sample duration",
+				help: help{"Duration of the last sample of each node.",
+					"well below the scrape interval.", rbExporterCoverage},
+				unit:    units.Seconds,
+				targets: []target{{x.agg("max", s.ExporterSampleDuration, node), "{{node}}"}},
+			}, {
+				title: "Scan cycles, truncated samples and keys scanned",
+				help: help{"Complete SCAN passes, samples cut short by the key or time budget, and keys inspected, per second.",
+					"cycles steady; truncations mean a pass spans several samples (coverage tells how much is seen).", rbExporterCoverage},
+				unit: units.OpsPerSecond,
+				targets: []target{
+					{x.rate(s.ExporterScanCycles, node), "cycles {{node}}"},
+					{x.rate(s.ExporterTruncated, node), "truncated {{node}}"},
+					{x.rate(s.ExporterKeysScanned, node), "keys {{node}}"},
+				},
+			}, {
+				title: "Sampler errors by stage and class",
+				help: help{"Sampler errors per second by stage (connect, info, scan, keys, locks, queues, latency) and class; the other stages are still sampled.",
+					"0; noperm means the exporter's ACL user lacks a command.", rbExporterFailing},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.ExporterErrors, []string{"node", "stage", "class"}), "{{node}} {{stage}} {{class}}"}},
+			}, {
+				title: "Time since last successful sample",
+				help: help{"Seconds since each node was last sampled successfully.",
+					"about one scrape interval.", rbExporterDown},
+				unit: units.Seconds,
+				targets: []target{
+					{"time() - " + x.agg("max", s.ExporterLastSuccess, node), "{{node}}"},
+				},
+			}},
+		}},
+	}
+	return b, x.err
+}

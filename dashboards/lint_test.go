@@ -1,0 +1,457 @@
+package dashboards_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cachewatch/cachewatch/dashboards"
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// The rules of grafana/dashboard-linter in strict mode, and this project's
+// own (stable UIDs, links, runbook in every description), checked over the
+// generated JSON. The linter itself cannot be installed from the module
+// proxy.
+
+// boardJSON is one dashboard as generic JSON, as Grafana reads it.
+type boardJSON map[string]any
+
+func (b boardJSON) uid() string { s, _ := b["uid"].(string); return s }
+
+func (b boardJSON) variables() []map[string]any {
+	templating, _ := b["templating"].(map[string]any)
+	return objects(templating["list"])
+}
+
+func (b boardJSON) variable(name string) map[string]any {
+	for _, v := range b.variables() {
+		if v["name"] == name {
+			return v
+		}
+	}
+	return nil
+}
+
+// panels returns the non-row panels, those nested in collapsed rows too.
+func (b boardJSON) panels() []map[string]any {
+	var out []map[string]any
+	for _, p := range objects(b["panels"]) {
+		if p["type"] == "row" {
+			out = append(out, objects(p["panels"])...)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func objects(v any) []map[string]any {
+	list, _ := v.([]any)
+	out := make([]map[string]any, 0, len(list))
+	for _, x := range list {
+		if m, ok := x.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func str(m map[string]any, path ...string) string {
+	var cur any = m
+	for _, k := range path {
+		obj, _ := cur.(map[string]any)
+		cur = obj[k]
+	}
+	s, _ := cur.(string)
+	return s
+}
+
+// generated returns the boards as the JSON Dashboards writes.
+func generated(t testing.TB) []boardJSON {
+	t.Helper()
+	ds, err := dashboards.Dashboards()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]boardJSON, len(ds))
+	for i, d := range ds {
+		b, err := d.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+var wantBoards = map[string]string{
+	dashboards.ContentionUID: "cachewatch / Service contention",
+	dashboards.RedisUID:      "cachewatch / Redis commands & pool",
+	dashboards.KeyspaceUID:   "cachewatch / Keyspace & locks",
+}
+
+type rule func(b boardJSON) []string
+
+var rules = map[string]rule{
+	"uneditable": func(b boardJSON) []string {
+		if b["editable"] != false {
+			return []string{"editable is not false"}
+		}
+		return nil
+	},
+	"stable-uid": func(b boardJSON) []string {
+		if title, ok := wantBoards[b.uid()]; !ok || b["title"] != title {
+			return []string{fmt.Sprintf("uid %q / title %q is not one of the stable pairs", b.uid(), b["title"])}
+		}
+		return nil
+	},
+	"links": func(b boardJSON) []string {
+		var urls []string
+		for _, l := range objects(b["links"]) {
+			urls = append(urls, str(l, "url"))
+		}
+		var problems []string
+		for uid := range wantBoards {
+			if uid != b.uid() && !slices.Contains(urls, "/d/"+uid) {
+				problems = append(problems, "no link to "+uid)
+			}
+		}
+		return problems
+	},
+	"template-datasource": func(b boardJSON) []string {
+		v := b.variable("datasource")
+		if v == nil || v["type"] != "datasource" || v["query"] != "prometheus" || v["label"] != "Data source" {
+			return []string{fmt.Sprintf("want a prometheus datasource variable labelled \"Data source\", got %v", v)}
+		}
+		return nil
+	},
+	"template-job":      queryVariableRule("job"),
+	"template-instance": queryVariableRule("instance"),
+	"template-key-group": func(b boardJSON) []string {
+		carries := false
+		for _, s := range boardSelectors(b) {
+			carries = carries || carriesKeyGroup(s)
+		}
+		v := b.variable("key_group")
+		switch {
+		case carries && v == nil:
+			return []string{"the board's metrics carry key_group but it has no key_group variable"}
+		case !carries && v != nil:
+			return []string{"a key_group variable but no metric of the board carries key_group"}
+		case v != nil:
+			return queryVariableRule("key_group")(b)
+		}
+		return nil
+	},
+	"panel-datasource": func(b boardJSON) []string {
+		var problems []string
+		for _, p := range b.panels() {
+			if str(p, "datasource", "uid") != "$datasource" {
+				problems = append(problems, fmt.Sprintf("panel %q: datasource %v", p["title"], p["datasource"]))
+			}
+			for _, tg := range objects(p["targets"]) {
+				if str(tg, "datasource", "uid") != "$datasource" {
+					problems = append(problems, fmt.Sprintf("panel %q target %v: datasource %v", p["title"], tg["refId"], tg["datasource"]))
+				}
+			}
+		}
+		return problems
+	},
+	"panel-title-description": func(b boardJSON) []string {
+		var problems []string
+		for _, p := range b.panels() {
+			d := str(p, "description")
+			if str(p, "title") == "" || !strings.Contains(d, "**Healthy:**") || !strings.Contains(d, "**Runbook:**") {
+				problems = append(problems, fmt.Sprintf("panel %q: needs a title and a description with the healthy value and the runbook", p["title"]))
+			}
+			if strings.Contains(d, "#") && !strings.Contains(d, dashboards.RunbookURL+"#cachewatch") {
+				problems = append(problems, fmt.Sprintf("panel %q: runbook link outside %s", p["title"], dashboards.RunbookURL))
+			}
+		}
+		return problems
+	},
+	"panel-units": func(b boardJSON) []string {
+		var problems []string
+		for _, p := range b.panels() {
+			if u := str(p, "fieldConfig", "defaults", "unit"); !validUnits()[u] {
+				problems = append(problems, fmt.Sprintf("panel %q: unit %q is not a Grafana unit", p["title"], u))
+			}
+		}
+		return problems
+	},
+	"panel-no-targets": func(b boardJSON) []string {
+		var problems []string
+		for _, p := range b.panels() {
+			tgs := objects(p["targets"])
+			if len(tgs) == 0 {
+				problems = append(problems, fmt.Sprintf("panel %q has no targets", p["title"]))
+			}
+			for _, tg := range tgs {
+				if str(tg, "expr") == "" {
+					problems = append(problems, fmt.Sprintf("panel %q: a target without expr", p["title"]))
+				}
+			}
+		}
+		return problems
+	},
+	"target-promql": eachTarget(func(_ map[string]any, _ map[string]any, e promExpr) []string { return nil }),
+	"target-job-instance": eachSelector(func(_ map[string]any, _ map[string]any, s selector, _ []frame) []string {
+		if !s.has("job", "=~", "$job") || !s.has("instance", "=~", "$instance") {
+			return []string{"not filtered by job=~\"$job\", instance=~\"$instance\""}
+		}
+		return nil
+	}),
+	"target-key-group": eachSelector(func(_ map[string]any, _ map[string]any, s selector, _ []frame) []string {
+		if carriesKeyGroup(s) && !s.has("key_group", "=~", "$key_group") {
+			return []string{"not filtered by key_group=~\"$key_group\""}
+		}
+		return nil
+	}),
+	"target-rate-interval": eachSelector(func(_ map[string]any, _ map[string]any, s selector, around []frame) []string {
+		if s.rng != "" && s.rng != "$__rate_interval" {
+			return []string{fmt.Sprintf("range [%s], want [$__rate_interval]", s.rng)}
+		}
+		if fn := innermost(around); (fn == "rate" || fn == "irate" || fn == "increase") != (s.rng != "") {
+			return []string{"a range belongs inside rate/irate/increase and nowhere else"}
+		}
+		return nil
+	}),
+	"target-counter-agg": eachSelector(func(_ map[string]any, _ map[string]any, s selector, around []frame) []string {
+		if fn := innermost(around); strings.HasSuffix(s.metric, "_total") && fn != "rate" && fn != "irate" && fn != "increase" {
+			return []string{s.metric + " outside rate/irate/increase"}
+		}
+		return nil
+	}),
+	"target-histogram": eachSelector(func(p, tg map[string]any, s selector, around []frame) []string {
+		if !strings.HasSuffix(s.metric, "_bucket") {
+			return nil
+		}
+		// The buckets must be summed by le (directly, or around rate)…
+		i := len(around) - 1
+		if innermost(around) == "rate" {
+			i--
+		}
+		if i < 0 || around[i].fn != "sum" || !slices.Contains(around[i].by, "le") {
+			return []string{s.metric + " not summed by le"}
+		}
+		// …and then either be the whole query of a heatmap, or the
+		// argument of histogram_quantile.
+		heat := p["type"] == "heatmap" && tg["format"] == "heatmap" && i == 0
+		quantile := i == 1 && around[0].fn == "histogram_quantile"
+		if !heat && !quantile {
+			return []string{s.metric + " neither in a heatmap nor in histogram_quantile(q, sum by (le, …)(…))"}
+		}
+		return nil
+	}),
+}
+
+func queryVariableRule(name string) rule {
+	return func(b boardJSON) []string {
+		v := b.variable(name)
+		if v == nil {
+			return []string{"no " + name + " variable"}
+		}
+		if v["type"] != "query" || str(v, "datasource", "uid") != "$datasource" || v["multi"] != true ||
+			v["includeAll"] != true || v["allValue"] != ".+" || v["refresh"] != 2.0 {
+			return []string{fmt.Sprintf("$%s must be a multi-value query variable on $datasource with All = .+, refreshed on time-range change: %v", name, v)}
+		}
+		if q, _ := v["query"].(string); !strings.HasSuffix(q, ", "+name+")") {
+			return []string{fmt.Sprintf("$%s lists %q", name, q)}
+		}
+		return nil
+	}
+}
+
+func eachTarget(check func(p, tg map[string]any, e promExpr) []string) rule {
+	return func(b boardJSON) []string {
+		var problems []string
+		for _, p := range b.panels() {
+			for _, tg := range objects(p["targets"]) {
+				e, err := parsePromQL(str(tg, "expr"))
+				if err != nil {
+					problems = append(problems, fmt.Sprintf("panel %q: %v", p["title"], err))
+					continue
+				}
+				for _, problem := range check(p, tg, e) {
+					problems = append(problems, fmt.Sprintf("panel %q: %s", p["title"], problem))
+				}
+			}
+		}
+		return problems
+	}
+}
+
+func eachSelector(check func(p, tg map[string]any, s selector, around []frame) []string) rule {
+	return eachTarget(func(p, tg map[string]any, e promExpr) []string {
+		var problems []string
+		for _, s := range e.selectors {
+			problems = append(problems, check(p, tg, s, s.around)...)
+		}
+		return problems
+	})
+}
+
+func innermost(around []frame) string {
+	if len(around) == 0 {
+		return ""
+	}
+	return around[len(around)-1].fn
+}
+
+func boardSelectors(b boardJSON) []selector {
+	var out []selector
+	for _, p := range b.panels() {
+		for _, tg := range objects(p["targets"]) {
+			if e, err := parsePromQL(str(tg, "expr")); err == nil {
+				out = append(out, e.selectors...)
+			}
+		}
+	}
+	return out
+}
+
+func carriesKeyGroup(s selector) bool {
+	m, ok := signals.Names()[s.metric]
+	return ok && slices.Contains(m.LabelNames(), "key_group")
+}
+
+// validUnits is every unit ID the SDK's units package declares: the units
+// Grafana's unit picker knows.
+var validUnits = sync.OnceValue(func() map[string]bool {
+	dir, err := exec.Command("go", "list", "-f", "{{.Dir}}", "github.com/grafana/grafana-foundation-sdk/go/units").Output()
+	if err != nil {
+		panic(fmt.Sprintf("locate the SDK's units package: %v", err))
+	}
+	files, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(dir)), "*.go"))
+	if err != nil || len(files) == 0 {
+		panic(fmt.Sprintf("no source in the SDK's units package: %v", err))
+	}
+	units := map[string]bool{}
+	for _, f := range files {
+		file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+		if err != nil {
+			panic(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if s, err := strconv.Unquote(lit.Value); err == nil {
+					units[s] = true
+				}
+			}
+			return true
+		})
+	}
+	return units
+})
+
+func lint(b boardJSON) map[string][]string {
+	out := map[string][]string{}
+	for name, r := range rules {
+		if problems := r(b); len(problems) > 0 {
+			out[name] = problems
+		}
+	}
+	return out
+}
+
+// TestLint runs every rule over every generated board.
+func TestLint(t *testing.T) {
+	boards := generated(t)
+	if len(boards) != len(wantBoards) {
+		t.Fatalf("%d boards, want %d", len(boards), len(wantBoards))
+	}
+	for _, b := range boards {
+		for name, problems := range lint(b) {
+			for _, p := range problems {
+				t.Errorf("%s: %s: %s", b.uid(), name, p)
+			}
+		}
+		if len(b.panels()) < 10 {
+			t.Errorf("%s: only %d panels", b.uid(), len(b.panels()))
+		}
+	}
+}
+
+// TestLintRulesCanFail breaks each rule once on a copy of a real board and
+// checks that the rule reports it.
+func TestLintRulesCanFail(t *testing.T) {
+	firstPanel := func(b boardJSON) map[string]any { return b.panels()[0] }
+	firstTarget := func(b boardJSON) map[string]any { return objects(firstPanel(b)["targets"])[0] }
+	// The contention board's first panel reads a key_group histogram
+	// through histogram_quantile: every target rule can be broken on it.
+	mutations := map[string]func(b boardJSON){
+		"uneditable":          func(b boardJSON) { b["editable"] = true },
+		"stable-uid":          func(b boardJSON) { b["uid"] = "contention" },
+		"links":               func(b boardJSON) { b["links"] = []any{} },
+		"template-datasource": func(b boardJSON) { b.variable("datasource")["label"] = "Datasource" },
+		"template-job":        func(b boardJSON) { b.variable("job")["allValue"] = "" },
+		"template-instance":   func(b boardJSON) { b.variable("instance")["refresh"] = 1.0 },
+		"template-key-group": func(b boardJSON) {
+			templating := b["templating"].(map[string]any)
+			templating["list"] = slices.DeleteFunc(templating["list"].([]any), func(v any) bool { return v.(map[string]any)["name"] == "key_group" })
+		},
+		"panel-datasource":        func(b boardJSON) { firstTarget(b)["datasource"] = map[string]any{"uid": "prometheus"} },
+		"panel-title-description": func(b boardJSON) { firstPanel(b)["description"] = "Lock acquire time." },
+		"panel-units": func(b boardJSON) {
+			firstPanel(b)["fieldConfig"].(map[string]any)["defaults"].(map[string]any)["unit"] = "seconds"
+		},
+		"panel-no-targets":     func(b boardJSON) { firstPanel(b)["targets"] = []any{} },
+		"target-promql":        func(b boardJSON) { firstTarget(b)["expr"] = str(firstTarget(b), "expr") + ")" },
+		"target-job-instance":  replaceInExpr(firstTarget, `, instance=~"$instance"`, ""),
+		"target-key-group":     replaceInExpr(firstTarget, `, key_group=~"$key_group"`, ""),
+		"target-rate-interval": replaceInExpr(firstTarget, "[$__rate_interval]", "[5m]"),
+		"target-counter-agg": func(b boardJSON) {
+			firstTarget(b)["expr"] = signals.LockAttempts.Name + `{job=~"$job", instance=~"$instance", key_group=~"$key_group"}`
+		},
+		"target-histogram": replaceInExpr(firstTarget, "sum by (le, key_group) (", "sum by (key_group) ("),
+	}
+	for name := range rules {
+		if mutations[name] == nil {
+			t.Errorf("rule %s has no mutation: nothing shows it can fail", name)
+		}
+	}
+	for name, mutate := range mutations {
+		t.Run(name, func(t *testing.T) {
+			b := contentionBoard(t)
+			mutate(b)
+			got := lint(b)
+			if len(got[name]) == 0 {
+				t.Fatalf("rule %s did not report the mutation; reports: %v", name, got)
+			}
+			t.Logf("%s: %s", name, got[name][0])
+		})
+	}
+}
+
+func replaceInExpr(target func(boardJSON) map[string]any, old, new string) func(boardJSON) {
+	return func(b boardJSON) {
+		tg := target(b)
+		e := str(tg, "expr")
+		if !strings.Contains(e, old) {
+			panic(fmt.Sprintf("mutation: %q not in %q", old, e))
+		}
+		tg["expr"] = strings.Replace(e, old, new, 1)
+	}
+}
+
+func contentionBoard(t *testing.T) boardJSON {
+	for _, b := range generated(t) {
+		if b.uid() == dashboards.ContentionUID {
+			return b
+		}
+	}
+	t.Fatal("no contention board")
+	return nil
+}

@@ -1,0 +1,159 @@
+package dashboards
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// Template variables every board defines. Selectors filter on them so that a
+// board shows only the jobs, instances and key groups the viewer picked.
+const (
+	varDatasource = "datasource"
+	varJob        = "job"
+	varInstance   = "instance"
+	varKeyGroup   = "key_group"
+
+	// rateInterval is Grafana's range for rate(): at least four scrape
+	// intervals, so a rate never falls between two samples.
+	rateInterval = "$__rate_interval"
+)
+
+// The label every key-group metric carries, as the catalog spells it.
+var keyGroupLabel = signals.LockAttempts.Labels[0].Name
+
+// exprs builds PromQL for one board from catalog definitions. Every metric
+// and label name goes through it, so a name that is not in the catalog is a
+// build error, not a dead panel. The first mistake is kept in err.
+type exprs struct {
+	keyGroup bool // the board has a key_group variable
+	err      error
+}
+
+func (x *exprs) fail(format string, args ...any) {
+	if x.err == nil {
+		x.err = fmt.Errorf("dashboards: "+format, args...)
+	}
+}
+
+// sel is the selector of m's series (suffix "", "_bucket", "_count" or
+// "_sum"), filtered by the board's variables and the extra matchers.
+func (x *exprs) sel(m *signals.Metric, suffix string, matchers ...string) string {
+	if suffix != "" && m.Kind != signals.Histogram {
+		x.fail("%s is a %s: it has no %s series", m.Name, m.Kind, suffix)
+	}
+	all := []string{varJob + `=~"$` + varJob + `"`, varInstance + `=~"$` + varInstance + `"`}
+	if x.keyGroup && slices.Contains(m.LabelNames(), keyGroupLabel) {
+		all = append(all, keyGroupLabel+`=~"$`+varKeyGroup+`"`)
+	}
+	all = append(all, matchers...)
+	return m.Name + suffix + "{" + strings.Join(all, ", ") + "}"
+}
+
+// is is the matcher label="value", checked against m's catalog labels and,
+// where the catalog lists them, the label's values.
+func (x *exprs) is(m *signals.Metric, label string, values ...string) string {
+	l := x.label(m, label)
+	if l == nil {
+		return ""
+	}
+	for _, v := range values {
+		if len(l.Values) > 0 && !slices.Contains(l.Values, v) {
+			x.fail("%s{%s}: value %q is not in the catalog", m.Name, label, v)
+		}
+	}
+	if len(values) == 1 {
+		return label + `="` + values[0] + `"`
+	}
+	return label + `=~"` + strings.Join(values, "|") + `"`
+}
+
+func (x *exprs) label(m *signals.Metric, name string) *signals.Label {
+	for i := range m.Labels {
+		if m.Labels[i].Name == name {
+			return &m.Labels[i]
+		}
+	}
+	x.fail("%s has no label %q", m.Name, name)
+	return nil
+}
+
+// by is the grouping clause "by (a, b) ", each label checked against m;
+// empty for no labels.
+func (x *exprs) by(m *signals.Metric, labels ...string) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	for _, l := range labels {
+		if l != "le" {
+			x.label(m, l)
+		}
+	}
+	return "by (" + strings.Join(labels, ", ") + ") "
+}
+
+// rate is sum by (labels) (rate(m{…}[$__rate_interval])).
+func (x *exprs) rate(m *signals.Metric, by []string, matchers ...string) string {
+	return x.rateOf(m, "", by, matchers...)
+}
+
+func (x *exprs) rateOf(m *signals.Metric, suffix string, by []string, matchers ...string) string {
+	return "sum " + x.by(m, by...) + "(rate(" + x.sel(m, suffix, matchers...) + "[" + rateInterval + "]))"
+}
+
+// quantile is the q-quantile of histogram m grouped by the labels.
+func (x *exprs) quantile(q float64, m *signals.Metric, by []string, matchers ...string) string {
+	if m.Kind != signals.Histogram {
+		x.fail("%s is not a histogram", m.Name)
+	}
+	return "histogram_quantile(" + strconv.FormatFloat(q, 'f', -1, 64) + ", " +
+		x.rateOf(m, "_bucket", append([]string{"le"}, by...), matchers...) + ")"
+}
+
+// snapshotQuantile is quantile for a histogram the exporter rebuilds on
+// every sample (a distribution of current state, not a counter): its
+// buckets are summed as they are, without rate.
+func (x *exprs) snapshotQuantile(q float64, m *signals.Metric, by []string) string {
+	return "histogram_quantile(" + strconv.FormatFloat(q, 'f', -1, 64) + ", " + x.snapshotBuckets(m, by) + ")"
+}
+
+// heatmap is the per-bucket rate of histogram m, for a heatmap panel.
+func (x *exprs) heatmap(m *signals.Metric) string {
+	return x.rateOf(m, "_bucket", []string{"le"})
+}
+
+// snapshotBuckets is the buckets of a snapshot histogram summed by le.
+func (x *exprs) snapshotBuckets(m *signals.Metric, by []string) string {
+	return "sum " + x.by(m, append([]string{"le"}, by...)...) + "(" + x.sel(m, "_bucket") + ")"
+}
+
+// agg is op by (labels) (m{…}) for a gauge.
+func (x *exprs) agg(op string, m *signals.Metric, by []string, matchers ...string) string {
+	if m.Kind == signals.Counter {
+		x.fail("%s is a counter: use rate", m.Name)
+	}
+	return op + " " + x.by(m, by...) + "(" + x.sel(m, "", matchers...) + ")"
+}
+
+// orZero makes a missing numerator read 0: a counter appears only once it
+// is first incremented, and "no contention yet" should show 0, not No data.
+// like is an expression with the same labels that exists whenever the
+// denominator does.
+func orZero(expr, like string) string {
+	return "(" + expr + " or 0 * " + like + ")"
+}
+
+// ratio divides two expressions with the same labels.
+func ratio(num, den string) string {
+	return num + " / " + den
+}
+
+// ratioOfTotal is the share of each value of label among the sum of m's
+// rate by the labels in by: each row of a stacked ratio panel.
+func (x *exprs) ratioOfTotal(m *signals.Metric, label string, by []string, matchers ...string) string {
+	return x.rate(m, append(slices.Clone(by), label), matchers...) +
+		" / ignoring (" + label + ") group_left " + x.rate(m, by, matchers...)
+}

@@ -1,0 +1,100 @@
+package dashboards_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/cachewatch/cachewatch/dashboards"
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// The derived panels (ratios, "absent means 0", amplification) are checked
+// for what they compute, not only that they parse: promtool test rules
+// evaluates them over made-up series in the real PromQL engine.
+
+type series struct {
+	Series string `json:"series"`
+	Values string `json:"values"`
+}
+
+type sample struct {
+	Labels string  `json:"labels"`
+	Value  float64 `json:"value"`
+}
+
+type exprTest struct {
+	Expr       string   `json:"expr"`
+	EvalTime   string   `json:"eval_time"`
+	ExpSamples []sample `json:"exp_samples"`
+}
+
+// panelExpr is the first query of the panel with this title, made concrete.
+func panelExpr(t *testing.T, title string) string {
+	t.Helper()
+	for _, q := range dashboards.Queries() {
+		if q.Panel == title {
+			return concrete.Replace(q.Expr)
+		}
+	}
+	t.Fatalf("no panel %q", title)
+	return ""
+}
+
+// counter is a series of m growing by perSample every 15 s for 20 minutes.
+func counter(m *signals.Metric, labels string, perSample int) series {
+	return series{m.Name + `{job="svc", instance="a:1", ` + labels + `}`, "0+" + itoa(perSample) + "x80"}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestDerivedPanelsCompute(t *testing.T) {
+	promtool := needPromtool(t)
+	input := []series{
+		// Contention: group g has 2 busy of 8 first attempts; group h none busy.
+		counter(signals.LockAttempts, `key_group="g", attempt="first", result="acquired"`, 6),
+		counter(signals.LockAttempts, `key_group="g", attempt="first", result="busy"`, 2),
+		counter(signals.LockAttempts, `key_group="g", attempt="retry", result="busy"`, 50),
+		counter(signals.LockAttempts, `key_group="h", attempt="first", result="acquired"`, 3),
+		// Amplification: group g threw one of two loads away; h none.
+		counter(signals.SourceCalls, `key_group="g", result="success"`, 2),
+		counter(signals.SourceCalls, `key_group="g", result="rejected"`, 7),
+		counter(signals.StaleWritesRefused, `key_group="g"`, 1),
+		counter(signals.SourceCalls, `key_group="h", result="success"`, 4),
+		// Lookup shares.
+		counter(signals.CacheLookups, `key_group="g", result="hit"`, 3),
+		counter(signals.CacheLookups, `key_group="g", result="miss"`, 1),
+		// Command errors: 1 of 4 GETs failed, no SET did.
+		{signals.CommandDuration.Name + `_count{job="svc", instance="a:1", client="c", command="get"}`, "0+4x80"},
+		{signals.CommandDuration.Name + `_count{job="svc", instance="a:1", client="c", command="set"}`, "0+2x80"},
+		counter(signals.CommandErrors, `client="c", command="get", error_class="timeout"`, 1),
+	}
+	tests := []exprTest{
+		{panelExpr(t, "Contention rate (busy first attempts / first attempts)"), "10m", []sample{
+			{`{key_group="g"}`, 0.25}, {`{key_group="h"}`, 0}}},
+		{panelExpr(t, "Loader amplification (source calls per kept result)"), "10m", []sample{
+			{`{key_group="g"}`, 2}, {`{key_group="h"}`, 1}}},
+		{panelExpr(t, "Cache lookups by result (share)"), "10m", []sample{
+			{`{key_group="g", result="hit"}`, 0.75}, {`{key_group="g", result="miss"}`, 0.25}}},
+		{panelExpr(t, "Command error ratio by command"), "10m", []sample{
+			{`{client="c", command="get"}`, 0.25}, {`{client="c", command="set"}`, 0}}},
+	}
+	file := map[string]any{
+		"rule_files":          []string{},
+		"evaluation_interval": "15s",
+		"tests":               []any{map[string]any{"interval": "15s", "input_series": input, "promql_expr_test": tests}},
+	}
+	raw, err := json.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "derived_test.yml")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "test", "rules", path).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}

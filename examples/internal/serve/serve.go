@@ -1,0 +1,63 @@
+// Package serve holds what every example's main does the same way: connect
+// to Redis from a URL flag, serve /metrics beside the example's routes, and
+// report a fatal error in one line. Tests share WaitFor.
+package serve
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis returns a client for url with its password from REDIS_PASSWORD
+// (never a flag). A bad URL ends the program with status 2.
+func Redis(name, url string) *redis.Client {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		Exit(name, 2, fmt.Errorf("--redis: %w", err))
+	}
+	if pw := os.Getenv("REDIS_PASSWORD"); pw != "" {
+		opts.Password = pw
+	}
+	return redis.NewClient(opts)
+}
+
+// HTTP serves routes, and reg's metrics on /metrics, on addr until it fails.
+func HTTP(name, addr string, reg *prometheus.Registry, routes http.Handler) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if routes != nil {
+		mux.Handle("/", routes)
+	}
+	slog.Info(name+" example listening", "addr", addr)
+	Exit(name, 1, http.ListenAndServe(addr, mux))
+}
+
+// Exit prints "name: err" and ends the program with code; a nil err exits 0.
+func Exit(name string, code int, err error) {
+	if err == nil {
+		os.Exit(0)
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	os.Exit(code)
+}
+
+// WaitFor polls cond until it holds, failing t after a minute: bounds are
+// generous because CI runs on a busy 2-core machine.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

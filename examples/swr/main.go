@@ -1,0 +1,119 @@
+// Command swr serves a slow upstream through cachewatch's stale-while-
+// revalidate cache (seed 003): across every instance of the service one
+// request per refresh reaches the upstream while the others wait for it or
+// are served the stale value; an upstream error keeps the stale value
+// served (until its hard TTL); with Redis down the handler degrades to
+// calling the upstream directly, with bounded concurrency behind a circuit
+// breaker, instead of failing.
+//
+//	go run ./examples/swr --redis redis://localhost:6379 --upstream https://api.example/prices
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/examples/internal/serve"
+	"github.com/cachewatch/cachewatch/hooks"
+	"github.com/cachewatch/cachewatch/instrument"
+)
+
+// Page is what the upstream answers for one path.
+type Page struct {
+	Body      string    `json:"body"`
+	FetchedAt time.Time `json:"fetched_at"`
+}
+
+// Service is one instance of the HTTP service.
+type Service struct {
+	pages    *instrument.Cache[Page]
+	upstream string
+	http     *http.Client
+}
+
+// Config is what an instance needs.
+type Config struct {
+	Redis    *redis.Client
+	Upstream string // base URL of the slow upstream
+	// FreshTTL and HardTTL: serve as fresh, then stale while one request in
+	// the fleet revalidates, never past HardTTL.
+	FreshTTL, HardTTL time.Duration
+	Registerer        prometheus.Registerer
+	Name              string // the instance's client label
+}
+
+// New wires the hook and the instrumented cache onto cfg.Redis.
+func New(cfg Config) (*Service, error) {
+	h, err := hooks.New(hooks.Options{Registerer: cfg.Registerer, Name: cfg.Name})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Redis.AddHook(h)
+	cw, err := instrument.New(cfg.Redis, instrument.Options{Registerer: cfg.Registerer, Name: cfg.Name})
+	if err != nil {
+		return nil, err
+	}
+	pages := instrument.NewCache[Page](cw, instrument.CacheOptions{FreshTTL: cfg.FreshTTL, HardTTL: cfg.HardTTL})
+	return &Service{pages: pages, upstream: cfg.Upstream, http: &http.Client{Timeout: 5 * time.Second}}, nil
+}
+
+// Close stops the cache's background work.
+func (s *Service) Close() error { return s.pages.Close() }
+
+// ServeHTTP answers GET /page/{path...} from the cache.
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	p, err := s.pages.Fetch(r.Context(), "page:"+path, func(ctx context.Context) (Page, error) {
+		return s.fetch(ctx, path)
+	})
+	if err != nil {
+		http.Error(w, "upstream unavailable", http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Age", fmt.Sprint(int(time.Since(p.FetchedAt).Seconds())))
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// fetch is the slow upstream call the cache protects.
+func (s *Service) fetch(ctx context.Context, path string) (Page, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.upstream+path, nil)
+	if err != nil {
+		return Page{}, err
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return Page{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Page{}, fmt.Errorf("upstream %s: %s", path, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return Page{Body: string(body), FetchedAt: time.Now()}, err
+}
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:8081", "HTTP address")
+	url := flag.String("redis", "redis://127.0.0.1:6379", "Redis URL (password from REDIS_PASSWORD)")
+	upstream := flag.String("upstream", "http://127.0.0.1:9000", "base URL of the slow upstream")
+	flag.Parse()
+	reg := prometheus.NewRegistry()
+	svc, err := New(Config{Redis: serve.Redis("swr", *url), Upstream: *upstream,
+		FreshTTL: 30 * time.Second, HardTTL: 10 * time.Minute, Registerer: reg, Name: "swr"})
+	if err != nil {
+		serve.Exit("swr", 1, err)
+	}
+	defer svc.Close()
+	mux := http.NewServeMux()
+	mux.Handle("/page/", svc)
+	serve.HTTP("swr", *listen, reg, mux)
+}

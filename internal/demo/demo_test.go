@@ -1,0 +1,205 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// testDuration is short enough for the suite and long enough for each
+// phase to see its keys expire and refresh (fresh TTL 2s) at least once.
+const testDuration = 8 * time.Second
+
+func TestRunEmbeddedMiniredis(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r, err := Run(context.Background(), Options{Duration: testDuration, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Embedded || !strings.Contains(r.Server, "miniredis") {
+		t.Errorf("server %q embedded=%v, want the embedded miniredis", r.Server, r.Embedded)
+	}
+	checkReport(t, r)
+	// The exporter sampled the embedded server: up, keys scanned, and the
+	// INFO sections miniredis lacks named.
+	snap, err := gather(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.sum(signals.ExporterUp); got != 1 {
+		t.Errorf("exporter up = %v on miniredis, want 1", got)
+	}
+	if r.Exporter.KeysScanned == 0 || len(r.Exporter.Missing) == 0 {
+		t.Errorf("exporter note %+v: want keys scanned and INFO's missing sections named", r.Exporter)
+	}
+	checkJSON(t, r)
+
+	html := filepath.Join(t.TempDir(), "report.html")
+	f, err := os.Create(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteHTML(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	checkHTMLInBrowser(t, html)
+}
+
+func TestRunRealRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	r, err := Run(context.Background(), Options{Duration: testDuration, RedisURL: "redis://" + srv.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Embedded || !strings.Contains(r.Server, srv.Addr) {
+		t.Errorf("server %q embedded=%v, want the redis-server at %s", r.Server, r.Embedded, srv.Addr)
+	}
+	checkReport(t, r)
+	if len(r.Exporter.Missing) != 0 {
+		t.Errorf("exporter could not sample a real Redis: %v", r.Exporter.Missing)
+	}
+	// The demo leaves nothing behind.
+	if n, err := srv.Client(t).DBSize(context.Background()).Result(); err != nil || n != 0 {
+		t.Errorf("after the run the server holds %d keys (%v), want 0", n, err)
+	}
+}
+
+func TestRunUnreachableRedis(t *testing.T) {
+	_, err := Run(context.Background(), Options{RedisURL: "redis://127.0.0.1:1"})
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("err = %v, want ErrRedisUnreachable naming the address", err)
+	}
+	if !errors.Is(err, ErrRedisUnreachable) {
+		t.Errorf("err = %v does not wrap ErrRedisUnreachable", err)
+	}
+}
+
+func TestRunBadOptions(t *testing.T) {
+	for _, o := range []Options{
+		{Duration: time.Second},
+		{Instances: -1},
+		{RedisURL: "http://localhost:6379"},
+		{RedisURL: "redis://user:secret@localhost:6379"},
+	} {
+		_, err := Run(context.Background(), o)
+		if !errors.Is(err, ErrBadOptions) {
+			t.Errorf("%+v: err = %v, want ErrBadOptions", o, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("error repeats the password: %v", err)
+		}
+	}
+}
+
+// checkReport asserts the demo's claims: the unprotected phase makes many
+// loader calls per refresh, cachewatch at most one (beyond loads made
+// directly because Redis failed, which the client counts), and every
+// figure the metrics can see equals the demo's own count.
+func checkReport(t *testing.T, r *Report) {
+	t.Helper()
+	if len(r.Phases) != 2 || r.Phases[0].Name != PhaseUnprotected || r.Phases[1].Name != PhaseCachewatch {
+		t.Fatalf("phases %v, want unprotected then cachewatch", r.Phases)
+	}
+	for _, p := range r.Phases {
+		if p.Requests == 0 || p.Refreshes == 0 {
+			t.Fatalf("%s: %d requests, %d refreshes: the fleet did not run", p.Name, p.Requests, p.Refreshes)
+		}
+		equal(t, p.Name+" loader calls", p.LoaderCalls)
+		equal(t, p.Name+" first-try lock attempts", p.FirstTryLockAttempts)
+		equal(t, p.Name+" first-try lock contention", p.FirstTryContention)
+		equal(t, p.Name+" locks lost", p.LocksLost)
+		equal(t, p.Name+" write skew prevented", p.WriteSkewPrevented)
+		if *p.FirstTryLockAttempts.Truth == 0 {
+			t.Errorf("%s: no lock attempts", p.Name)
+		}
+	}
+	un, cw := r.Phases[0], r.Phases[1]
+	equal(t, "unprotected cache misses", un.CacheMisses)
+	equal(t, "unprotected stale served", un.StaleServed)
+
+	if perRefresh := *un.LoaderCallsPerRefresh.Truth; perRefresh < 1.5 {
+		t.Errorf("unprotected: %.2f loader calls per refresh, want a stampede (≥ 1.5)", perRefresh)
+	}
+	if calls, direct := *cw.LoaderCalls.Truth, *cw.Fallbacks.Metric; calls-direct > float64(cw.Refreshes) {
+		t.Errorf("cachewatch: %v loader calls (%v direct) for %d refreshes, want at most one per refresh",
+			calls, direct, cw.Refreshes)
+	}
+	if *un.OlderWritesLanded.Truth == 0 || *un.WriteSkewPrevented.Metric != 0 {
+		t.Errorf("unprotected: %v older writes landed, %v prevented; want some landed, none prevented",
+			*un.OlderWritesLanded.Truth, *un.WriteSkewPrevented.Metric)
+	}
+	if *cw.OlderWritesLanded.Truth != 0 || *cw.WriteSkewPrevented.Truth == 0 {
+		t.Errorf("cachewatch: %v older writes landed, %v prevented; want none landed, some prevented",
+			*cw.OlderWritesLanded.Truth, *cw.WriteSkewPrevented.Truth)
+	}
+	// Staleness is judged by the client at its read and by the demo when
+	// the call returns, a millisecond or so apart: close, not equal.
+	if m, tr := *cw.StaleServed.Metric, *cw.StaleServed.Truth; m == 0 || math.Abs(m-tr) > 0.2*max(m, tr)+5 {
+		t.Errorf("cachewatch stale served: metric %v, truth %v; want some, close to each other", m, tr)
+	}
+	if len(un.Timeline) == 0 || len(cw.Timeline) == 0 {
+		t.Error("empty timeline")
+	}
+}
+
+func equal(t *testing.T, what string, f Figure) {
+	t.Helper()
+	if f.Metric == nil || f.Truth == nil {
+		t.Errorf("%s: metric %v, truth %v: want both", what, f.Metric, f.Truth)
+		return
+	}
+	if *f.Metric != *f.Truth {
+		t.Errorf("%s: metrics say %v, the demo counted %v", what, *f.Metric, *f.Truth)
+	}
+}
+
+// checkJSON asserts the report encodes to valid JSON with the same figures.
+func checkJSON(t *testing.T, r *Report) {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(b) {
+		t.Fatal("report JSON is not valid")
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range back.Phases {
+		if *p.LoaderCalls.Metric != *r.Phases[i].LoaderCalls.Metric || p.CallerP99Ms.Metric != nil {
+			t.Errorf("phase %s: JSON figures differ from the report", p.Name)
+		}
+	}
+	if !bytes.Contains(b, []byte(`"loader_calls_per_refresh"`)) || !bytes.Contains(b, []byte(signals.SourceCalls.Name)) {
+		t.Errorf("JSON lacks the figures or their PromQL: %.300s", b)
+	}
+}
+
+// Every figure's PromQL comes from a panel of the generated dashboards; a
+// renamed panel must fail here, not leave the report without its query.
+func TestChartQueriesFindEveryPanel(t *testing.T) {
+	q := chartQueries()
+	for name, want := range figurePanels {
+		if q[name].Expr == "" {
+			t.Errorf("figure %s: no panel %q on dashboard %s", name, want.panel, want.board)
+		}
+	}
+	if !strings.Contains(q["loader_calls_cachewatch"].Expr, signals.SourceCalls.Name) {
+		t.Errorf("loader calls query %q does not read %s", q["loader_calls_cachewatch"].Expr, signals.SourceCalls.Name)
+	}
+}

@@ -1,0 +1,100 @@
+package demo
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// snapshot is one gathering of the registry: per metric family, the sum of
+// the matching series' counter values (histograms: their sample counts).
+type snapshot map[string][]*dto.Metric
+
+func gather(g prometheus.Gatherer) (snapshot, error) {
+	fams, err := g.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("gather metrics: %w", err)
+	}
+	s := snapshot{}
+	for _, f := range fams {
+		s[f.GetName()] = f.GetMetric()
+	}
+	return s, nil
+}
+
+// sum adds up the series of metric m whose labels equal every pair in
+// match (name, value, name, value…). Counters give their value, histograms
+// their count, gauges their value.
+func (s snapshot) sum(m *signals.Metric, match ...string) float64 {
+	var total float64
+	for _, series := range s[m.Name] {
+		if !labelsMatch(series, match) {
+			continue
+		}
+		switch {
+		case series.Counter != nil:
+			total += series.Counter.GetValue()
+		case series.Histogram != nil:
+			total += float64(series.Histogram.GetSampleCount())
+		case series.Gauge != nil:
+			total += series.Gauge.GetValue()
+		}
+	}
+	return total
+}
+
+func labelsMatch(series *dto.Metric, match []string) bool {
+	for i := 0; i+1 < len(match); i += 2 {
+		found := false
+		for _, l := range series.GetLabel() {
+			if l.GetName() == match[i] {
+				found = l.GetValue() == match[i+1]
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// phaseSignals are the catalog figures the report compares, read from one
+// snapshot; a phase's figures are the difference of two of them.
+type phaseSignals struct {
+	SourceCalls, ValueWrites, Fallbacks float64
+	Misses, Stale, MissBursts           float64
+	FirstAttempts, FirstBusy            float64
+	LocksLost, WriteSkew                float64
+}
+
+func readSignals(s snapshot) phaseSignals {
+	return phaseSignals{
+		// "rejected" counts loads refused a fallback slot: no call made.
+		SourceCalls: s.sum(signals.SourceCalls, "result", "success") + s.sum(signals.SourceCalls, "result", "error"),
+		Fallbacks:   s.sum(signals.CacheLookups, "result", "fallback"),
+		// The naive services write each loaded value with SETEX; the hook
+		// times every command, so its SETEX count is their loader calls.
+		ValueWrites:   s.sum(signals.CommandDuration, "command", "setex"),
+		Misses:        s.sum(signals.CacheLookups, "result", "miss"),
+		Stale:         s.sum(signals.CacheLookups, "result", "stale"),
+		MissBursts:    s.sum(signals.MissBursts),
+		FirstAttempts: s.sum(signals.LockAttempts, "attempt", "first"),
+		FirstBusy:     s.sum(signals.LockAttempts, "attempt", "first", "result", "busy"),
+		LocksLost:     s.sum(signals.LocksLost),
+		WriteSkew:     s.sum(signals.WriteSkew),
+	}
+}
+
+func (a phaseSignals) minus(b phaseSignals) phaseSignals {
+	return phaseSignals{
+		SourceCalls: a.SourceCalls - b.SourceCalls, ValueWrites: a.ValueWrites - b.ValueWrites,
+		Fallbacks: a.Fallbacks - b.Fallbacks,
+		Misses:    a.Misses - b.Misses, Stale: a.Stale - b.Stale, MissBursts: a.MissBursts - b.MissBursts,
+		FirstAttempts: a.FirstAttempts - b.FirstAttempts, FirstBusy: a.FirstBusy - b.FirstBusy,
+		LocksLost: a.LocksLost - b.LocksLost, WriteSkew: a.WriteSkew - b.WriteSkew,
+	}
+}

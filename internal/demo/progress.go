@@ -1,0 +1,52 @@
+package demo
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// ProgressPrinter returns a Progress callback writing to w: one line
+// rewritten in place when w is a terminal, otherwise a plain line every two
+// seconds and at each phase change (logs and pipes get no control codes).
+func ProgressPrinter(w io.Writer, terminal bool) func(Progress) {
+	var (
+		mu        sync.Mutex
+		lastPhase int
+		lastLine  time.Time
+	)
+	return func(p Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		line := progressLine(p)
+		switch {
+		case terminal:
+			if lastPhase != 0 && p.PhaseIndex != lastPhase {
+				fmt.Fprintln(w) // keep the finished phase's last line
+			}
+			fmt.Fprintf(w, "\r\033[K%s", line)
+		case p.PhaseIndex != lastPhase || time.Since(lastLine) >= 2*time.Second:
+			fmt.Fprintln(w, line)
+			lastLine = time.Now()
+		}
+		lastPhase = p.PhaseIndex
+	}
+}
+
+// EndProgress finishes the in-place line of a terminal.
+func EndProgress(w io.Writer, terminal bool) {
+	if terminal {
+		fmt.Fprintln(w)
+	}
+}
+
+func progressLine(p Progress) string {
+	perRefresh := 0.0
+	if p.Refreshes > 0 {
+		perRefresh = float64(p.DatabaseCalls) / float64(p.Refreshes)
+	}
+	return fmt.Sprintf("phase %d/2 %-11s %5.1fs/%.0fs  requests %6d  db calls %4d (%.1f/refresh)  misses %5d  lock busy %d/%d  lost %d  older writes %d",
+		p.PhaseIndex, p.Phase, p.Elapsed.Seconds(), p.Total.Seconds(), p.Requests, p.DatabaseCalls, perRefresh,
+		p.Misses, p.LockBusy, p.LockAll, p.LocksLost, p.OlderWrites)
+}

@@ -1,0 +1,174 @@
+package demo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/hooks"
+)
+
+// The hand-written owner-checked release of the unprotected services: the
+// redis.io recipe, answering -1 when the lock was already gone. The hook is
+// told its role, so that a release finding the lock gone or taken counts as
+// a lost lock.
+const releaseScriptSrc = `local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+if v == false then return -1 end
+return 0`
+
+var releaseScript = redis.NewScript(releaseScriptSrc)
+
+// demoScripts names the hand-written release script for the hooks.
+var demoScripts = []hooks.Script{{Name: "demo_release", Src: releaseScriptSrc, Role: hooks.RoleReleaseTellsExpiry}}
+
+// Tuning of the unprotected services' anti-patterns.
+const (
+	naiveLockTTL = 250 * time.Millisecond // shorter than a slow load
+	pollInterval = 10 * time.Millisecond  // waiters re-read this often…
+	pollAttempts = 30                     // …and give up and load after this many tries
+)
+
+// unprotected is one service instance as teams write it before cachewatch:
+// cache-aside with SETEX and no jitter, and — on odd instances — a
+// hand-written SET NX lock whose waiters poll and, out of patience, load
+// from the database themselves.
+type unprotected struct {
+	env      *env
+	rdb      *redis.Client
+	withLock bool
+}
+
+func newUnprotected(e *env, i int) (service, error) {
+	rdb := e.newClient()
+	h, err := hooks.New(hooks.Options{Registerer: e.reg, Name: fmt.Sprintf("unprotected-%d", i),
+		KeyGroups: e.groups, Scripts: demoScripts, Pool: rdb,
+		MissBurstWindow: burstWindow, MissBurstThreshold: burstThreshold})
+	if err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("hook: %w", err)
+	}
+	rdb.AddHook(h)
+	return &unprotected{env: e, rdb: rdb, withLock: i%2 == 1}, nil
+}
+
+func (u *unprotected) close() { u.rdb.Close() }
+
+// read is naive cache-aside: GET; on a miss, load and SETEX.
+func (u *unprotected) read(ctx context.Context, key string) (Product, error) {
+	if p, hit, err := u.get(ctx, key); err != nil || hit {
+		return p, err
+	}
+	if !u.withLock {
+		return u.loadAndStore(ctx, key)
+	}
+	return u.readLocked(ctx, key)
+}
+
+// readLocked is the hand-written stampede guard: SET NX on a lock key; the
+// losers poll the value and retry the lock, and after pollAttempts load
+// from the database anyway.
+func (u *unprotected) readLocked(ctx context.Context, key string) (Product, error) {
+	lock, token := lockKeyOf(key), newToken()
+	for attempt := 0; attempt < pollAttempts; attempt++ {
+		acquired, err := u.tryLock(ctx, lock, token, attempt == 0)
+		if err != nil {
+			return Product{}, err
+		}
+		if acquired {
+			p, err := u.loadAndStore(ctx, key)
+			u.release(ctx, lock, token)
+			return p, err
+		}
+		time.Sleep(pollInterval)
+		if p, hit, err := u.get(ctx, key); err != nil || hit {
+			return p, err
+		}
+	}
+	return u.loadAndStore(ctx, key)
+}
+
+func (u *unprotected) get(ctx context.Context, key string) (Product, bool, error) {
+	b, err := u.rdb.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		u.env.truth().misses.Add(1)
+		return Product{}, false, nil
+	}
+	if err != nil {
+		return Product{}, false, err
+	}
+	var p Product
+	return p, true, json.Unmarshal(b, &p)
+}
+
+func (u *unprotected) loadAndStore(ctx context.Context, key string) (Product, error) {
+	p, err := u.env.db.Load(ctx, key)
+	if err != nil {
+		return p, err
+	}
+	b, _ := json.Marshal(p)
+	return p, u.rdb.SetEx(ctx, key, b, u.env.freshTTL).Err()
+}
+
+// tryLock sends SET lock token NX PX and counts a first attempt's outcome.
+func (u *unprotected) tryLock(ctx context.Context, lock, token string, first bool) (bool, error) {
+	err := u.rdb.SetArgs(ctx, lock, token, redis.SetArgs{Mode: "NX", TTL: naiveLockTTL}).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, err
+	}
+	acquired := err == nil
+	if first {
+		u.env.truth().firstAttempts.Add(1)
+		if !acquired {
+			u.env.truth().firstBusy.Add(1)
+		}
+	}
+	return acquired, nil
+}
+
+// release runs the owner-checked script; anything but 1 means the lock had
+// expired (and maybe been taken by another instance) while it was held.
+func (u *unprotected) release(ctx context.Context, lock, token string) {
+	n, err := releaseScript.Run(ctx, u.rdb, []string{lock}, token).Int()
+	if err == nil && n != 1 {
+		u.env.truth().locksLost.Add(1)
+	}
+}
+
+// job is a periodic task that one instance at a time should run: take the
+// lock once (skip when busy), work, release. Its work often outlasts the
+// lock's TTL, and nothing renews it.
+func (u *unprotected) job(ctx context.Context) {
+	token := newToken()
+	acquired, err := u.tryLock(ctx, jobLockKey, token, true)
+	if err != nil || !acquired {
+		return
+	}
+	time.Sleep(jobWork())
+	u.release(ctx, jobLockKey, token)
+}
+
+// write stores a price update with a plain SET: a slow update that finishes
+// after a newer one replaces it.
+func (u *unprotected) write(ctx context.Context, key string, version int64) {
+	older, _, err := u.env.versions.write(key, version, func() (bool, error) {
+		return true, u.rdb.Set(ctx, key, strconv.FormatInt(version, 10), time.Minute).Err()
+	})
+	if err == nil && older {
+		u.env.truth().olderWrites.Add(1)
+		u.env.truth().olderLanded.Add(1)
+	}
+}
+
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
