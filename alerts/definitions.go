@@ -69,7 +69,7 @@ func lockDefinitions(cfg Config) []definition {
 				"The holder works long under the lock (slow source, recompute inside the lock).",
 				"Waiters poll the lock instead of reading a stale value (stale-while-revalidate would answer them at once).",
 			},
-			confirm: "On **" + boardContention + "**, panel *Lock acquire p50 / p99* by key group, next to *Contention rate* and *Lock hold time*. If hold time is high too, the work under the lock is the cause; if contention is high, too many callers fight for it. On **" + boardRedis + "**, *Pool waits / timeouts* tells whether waiters also drain the connection pool.",
+			confirm: "On **" + boardContention + "**, panel *Lock acquire time p50 / p99* by key group, next to *Contention rate (busy first attempts / first attempts)* and *Lock hold time p50 / p99*. If hold time is high too, the work under the lock is the cause; if contention is high, too many callers fight for it. On **" + boardRedis + "**, *Pool waits and timeouts* tells whether waiters also drain the connection pool.",
 			fix:     "Serve stale while one caller refreshes (`instrument.NewCache` with `CacheOptions.FreshTTL` and `HardTTL`) instead of locking on every read; keep full-jitter backoff (`LockOptions.Backoff{Base, Max, Retries}`) bounded; split one global lock into per-resource locks; move slow work out of the lock.",
 		},
 		cases: []testCase{{
@@ -118,7 +118,7 @@ func lockDefinitions(cfg Config) []definition {
 				"A hot key expires and every caller tries to recompute it (no stale-while-revalidate, no coalescing).",
 				"Polling waiters: callers spin on the lock instead of waiting for the value.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Contention rate (busy first attempts / first attempts)* per key group, with *Retries and backoff*. *Cache results* and *Miss bursts* show whether a stampede drives it; on **" + boardKeyspace + "**, *Expiry synchronisation* shows keys expiring together.",
+			confirm: "On **" + boardContention + "**, panel *Contention rate (busy first attempts / first attempts)* per key group, with *Retries* and *Backoff delay p50 / p99*. *Cache lookups by result (share)* and *Miss bursts* show whether a stampede drives it; on **" + boardKeyspace + "**, *Expiry synchronisation per key group* shows keys expiring together.",
 			fix:     "Use `instrument.Cache.Fetch` (in-process and cross-process coalescing: one refresh per key) rather than a lock per reader; jitter TTLs (`CacheOptions.Jitter`, default 0.1) and keep full-jitter backoff (`LockOptions.Backoff`); lock per resource, not globally.",
 		},
 		cases: []testCase{{
@@ -167,7 +167,7 @@ func lockDefinitions(cfg Config) []definition {
 				"Redis evicted or failed over and the lock key vanished.",
 				"Code releasing with `DEL` instead of the owner-checked script (another worker's lock deleted).",
 			},
-			confirm: "On **" + boardContention + "**, panel *Locks lost by reason* and *Lock hold time* (compare hold p99 with the lock TTL); *Duplicate recomputes* shows the damage. On **" + boardKeyspace + "**, *Remaining lock TTL* shows how close locks run to expiry.",
+			confirm: "On **" + boardContention + "**, panel *Lost locks by reason* and *Lock hold time p50 / p99* (compare hold p99 with the lock TTL); *Duplicate recomputes* shows the damage. On **" + boardKeyspace + "**, *Lock remaining TTL (heatmap)* shows how close locks run to expiry.",
 			fix:     "Take locks with `LockOptions.TTL` above the p99.9 of the work, or set `LockOptions.Renew: true` for work that may outlast one TTL (the lock's context is cancelled when the lease is lost, so stop work on `l.Context()`); use `LockOptions.Fencing` and check the fence downstream where a second writer would corrupt data; never release with `DEL`.",
 		},
 		cases: []testCase{{
@@ -193,7 +193,7 @@ func lockDefinitions(cfg Config) []definition {
 				"Redis unreachable or failing over; the lock key evicted under `maxmemory`.",
 				"Another process deleted the lock without an owner check.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Lock renewals by result* next to *Locks lost by reason*; on **" + boardRedis + "**, *Command errors by class* (timeouts, connection) and *Latency by command* for `evalsha`.",
+			confirm: "On **" + boardContention + "**, panel *Lease renewals by result* next to *Lost locks by reason*; on **" + boardRedis + "**, *Command errors by class* (timeouts, connection) and *Command latency p99 by command* for `evalsha`.",
 			fix:     "Raise `LockOptions.TTL` so that TTL/3 covers Redis hiccups; make the work stop on `l.Context()` cancellation; fix connectivity (`CacheOptions.RedisTimeout`, pool size); set a `noeviction` or `volatile-*` policy so locks are not evicted.",
 		},
 		cases: []testCase{{
@@ -226,7 +226,7 @@ func cacheDefinitions(cfg Config) []definition {
 				"Fresh TTL much shorter than the time a refresh takes.",
 				"The refresh lease (`CacheOptions.LeaseTTL`) expires before slow loads finish, so no load ever stores.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Cache results (hit / stale / miss / coalesced)* and *Stale age served*; then *Refresh failures* and *Recompute duration*.",
+			confirm: "On **" + boardContention + "**, panel *Cache lookups by result (share)* and *Stale age served p50 / p99*; then *Refresh failures* and *Recompute duration p50 / p99*.",
 			fix:     "Fix the failing source first (see CachewatchStaleForever); size `CacheOptions.FreshTTL` above the recompute p99 and `LeaseTTL` above the slowest load; enable probabilistic early refresh (`CacheOptions.Beta: 1`) so hot keys refresh before they go stale.",
 		},
 		cases: []testCase{{
@@ -258,7 +258,7 @@ func cacheDefinitions(cfg Config) []definition {
 				"The loader times out: its context is bounded by `CacheOptions.LeaseTTL`.",
 				"A bug makes the loader fail for some keys only (a deleted row, a bad payload).",
 			},
-			confirm: "On **" + boardContention + "**, panels *Consecutive refresh failures (stale-forever)*, *Refresh failures* and *Recompute duration* by result; *Stale age served* grows while it lasts.",
+			confirm: "On **" + boardContention + "**, panels *Consecutive refresh failures*, *Refresh failures* and *Recompute duration p50 / p99* by result; *Stale age served p50 / p99* grows while it lasts.",
 			fix:     "Fix the source or the loader. Meanwhile `CacheOptions.FailureHoldoff` keeps a failing source from being hammered (one retry per hold-off), and `HardTTL` bounds how old served data can get; lower it if stale data is worse than an error.",
 		},
 		cases: []testCase{{
@@ -283,7 +283,7 @@ func cacheDefinitions(cfg Config) []definition {
 				"Refreshes have failed for longer than `HardTTL - FreshTTL` (see CachewatchStaleForever).",
 				"Hard TTL set too close to the fresh TTL for the source's usual recovery time.",
 			},
-			confirm: "On **" + boardContention + "**, panels *Hard-TTL refusals*, *Consecutive refresh failures (stale-forever)* and *Refresh failures*.",
+			confirm: "On **" + boardContention + "**, panels *Hard-TTL refusals*, *Consecutive refresh failures* and *Refresh failures*.",
 			fix:     "Restore the source. If serving older data is acceptable, raise `CacheOptions.HardTTL`; keep `FailureHoldoff` so the recovering source is not stampeded.",
 		},
 		cases: []testCase{{
@@ -309,7 +309,7 @@ func cacheDefinitions(cfg Config) []definition {
 				"Invalidation racing with loads (`Invalidate` while a refresh runs) on a hot key.",
 				"Several caches with different names or codecs sharing keys, so their leases do not coordinate.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Loader amplification (source calls per refresh)* with *Recompute duration* (compare its p99 with the lease TTL) and *Duplicate recomputes*.",
+			confirm: "On **" + boardContention + "**, panel *Loader amplification (source calls per kept result)* with *Recompute duration p50 / p99* (compare its p99 with the lease TTL) and *Duplicate recomputes*.",
 			fix:     "Raise `CacheOptions.LeaseTTL` above the recompute p99.9; invalidate after the source changed, not before; give one `instrument.Cache` per key space.",
 		},
 		cases: []testCase{{
@@ -338,7 +338,7 @@ func cacheDefinitions(cfg Config) []definition {
 				"A mass invalidation or a flush, or deleting cache entries before the new data is ready.",
 				"A cold start (deploy, new cache node) with no warm-up.",
 			},
-			confirm: "On **" + boardContention + "**, panels *Miss bursts* and *Cache results*; on **" + boardKeyspace + "**, *Expiry synchronisation per group* and *Server hit ratio and miss bursts*.",
+			confirm: "On **" + boardContention + "**, panels *Miss bursts* and *Cache lookups by result (share)*; on **" + boardKeyspace + "**, *Expiry synchronisation per key group* and *Server hit ratio* and *Server miss bursts*.",
 			fix:     "Jitter TTLs (`CacheOptions.Jitter`); use `instrument.Cache.Fetch` so misses coalesce into one load per key; invalidate with `Invalidate`/`InvalidateMatch` after the new data exists; warm hot keys before switching traffic.",
 		},
 		cases: []testCase{{
@@ -364,7 +364,7 @@ func cacheDefinitions(cfg Config) []definition {
 				"Unbounded retries or missing idempotency keys make old work run again.",
 				"Slow workers (lock lost mid-work) finish after their successor.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Write skew and duplicate recomputes*, with *Idempotency duplicates* and *Locks lost by reason*; on **" + boardKeyspace + "**, the queue panels (oldest age, pending).",
+			confirm: "On **" + boardContention + "**, panel *Write skew and refused stale writes*, *Duplicate recomputes*, with *Idempotency checks by result* and *Lost locks by reason*; on **" + boardKeyspace + "**, the queue panels (oldest age, pending).",
 			fix:     "Keep versioned writes (`SetVersioned`) where order matters; dedupe jobs with idempotency keys (`FirstSeen`); bound retries; fix lost locks (CachewatchLocksLost).",
 		},
 		cases: []testCase{{
@@ -389,7 +389,7 @@ func cacheDefinitions(cfg Config) []definition {
 				"Lock TTL shorter than the work: a second worker took over while the first still ran.",
 				"Jobs redelivered (at-least-once queues) without an idempotency check.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Write skew and duplicate recomputes* with *Locks lost by reason* and *Idempotency duplicates*.",
+			confirm: "On **" + boardContention + "**, panel *Write skew and refused stale writes*, *Duplicate recomputes* with *Lost locks by reason* and *Idempotency checks by result*.",
 			fix:     "Renew long locks (`LockOptions.Renew`) or raise `LockOptions.TTL`; check `FirstSeen` idempotency keys before the work.",
 		},
 		cases: []testCase{{
@@ -415,7 +415,7 @@ func cacheDefinitions(cfg Config) []definition {
 				"`CacheOptions.RedisTimeout` too low for the Redis latency.",
 				"Connection pool starvation (see CachewatchPoolTimeouts).",
 			},
-			confirm: "On **" + boardContention + "**, panels *Circuit breaker state* and *Fallback calls in flight*; on **" + boardRedis + "**, *Command errors by class* and *Pool waits / timeouts*; on **" + boardKeyspace + "**, *Exporter up*.",
+			confirm: "On **" + boardContention + "**, panels *Circuit breaker state* and *Fallback calls in flight*; on **" + boardRedis + "**, *Command errors by class* and *Pool waits and timeouts*; on **" + boardKeyspace + "**, *Exporter up*.",
 			fix:     "Restore Redis. Keep `FallbackConcurrency` small enough for the source to survive; tune `RedisTimeout` and `BreakerOpenFor` if the breaker trips on normal latency.",
 		},
 		cases: []testCase{{
@@ -440,7 +440,7 @@ func cacheDefinitions(cfg Config) []definition {
 				"Key names with an ID-like part the default derivation does not recognise (dates, slugs), so each key makes its own group.",
 				"A new feature with many key shapes.",
 			},
-			confirm: "On **" + boardContention + "**, the `key_group` variable lists many near-identical groups and `other` grows in *Cache results*.",
+			confirm: "On **" + boardContention + "**, the `key_group` variable lists many near-identical groups and `other` grows in *Cache lookups by result (share)*.",
 			fix:     "Add rules to the `keygroup.Classifier` passed as `KeyGroups` (glob or regexp → group name), or `--keygroup.rule glob=group` for the exporter; raise the cap only if the groups are genuinely distinct.",
 		},
 		cases: []testCase{{
@@ -469,9 +469,9 @@ func redisDefinitions(cfg Config) []definition {
 			causes: []string{
 				"A script that loops over many keys or a large collection.",
 				"A busy or swapping server: every command is slow, scripts included.",
-				"NOSCRIPT fallbacks: EVALSHA fails and the whole script body is sent again (check *NOSCRIPT*).",
+				"NOSCRIPT fallbacks: EVALSHA fails and the whole script body is sent again (check *NOSCRIPT replies*).",
 			},
-			confirm: "On **" + boardRedis + "**, panels *Script latency by script* and *NOSCRIPT*; *Latency by command (p99)* shows whether everything is slow. On **" + boardKeyspace + "**, *Server command latency percentiles*.",
+			confirm: "On **" + boardRedis + "**, panels *Script latency p99 by script* and *NOSCRIPT replies*; *Command latency p99 by command* shows whether everything is slow. On **" + boardKeyspace + "**, *Server command latency percentiles*.",
 			fix:     "Keep scripts O(1) like cachewatch's release/extend scripts; move bulk work out of Lua (SCAN + UNLINK in batches, as `InvalidateMatch` does); name third-party scripts with `hooks.Options.Scripts` to find the slow one.",
 		},
 		cases: []testCase{{
@@ -509,7 +509,7 @@ func redisDefinitions(cfg Config) []definition {
 				"`busy`: a long script blocks the server.",
 				"`moved`/`ask` storms after a resharding with a client that does not follow the cluster.",
 			},
-			confirm: "On **" + boardRedis + "**, panel *Errors by class* with *Latency by command*; on **" + boardKeyspace + "**, *Memory* and *Clients*.",
+			confirm: "On **" + boardRedis + "**, panel *Command errors by class* with *Command latency p99 by command*; on **" + boardKeyspace + "**, *Memory used and limit* and *Clients*.",
 			fix:     "Follow the class: for timeouts raise capacity or the client's timeouts; for `oom` set an eviction policy or more memory; for `busy` fix the slow script; for `noperm` fix the ACL user.",
 		},
 		cases: []testCase{{
@@ -551,7 +551,7 @@ func redisDefinitions(cfg Config) []definition {
 				"Slow commands or scripts keep connections busy.",
 				"Pool too small for the concurrency (`PoolSize`), or blocking commands (BLPOP, XREAD BLOCK) on the shared pool.",
 			},
-			confirm: "On **" + boardRedis + "**, panels *Pool waits / timeouts* and *Pool connections (idle / in use)*; on **" + boardContention + "**, *Contention rate* and *Retries and backoff*.",
+			confirm: "On **" + boardRedis + "**, panels *Pool waits and timeouts* and *Pool connections by state*; on **" + boardContention + "**, *Contention rate (busy first attempts / first attempts)* and *Retries* and *Backoff delay p50 / p99*.",
 			fix:     "Fix contention first (CachewatchLockContentionHigh); bound retries (`LockOptions.Backoff.Retries`) and waits (caller contexts); give blocking consumers their own client; raise go-redis `PoolSize` only when Redis has headroom.",
 		},
 		cases: []testCase{{
@@ -615,7 +615,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"Work under the lock that waits on something slow (an external API, a queue).",
 				"A lock TTL set far too long for the work, outliving a crashed owner.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Long-held locks* and *Remaining lock TTL*; on **" + boardContention + "**, *Lock hold time* and *Lock acquire p50 / p99* for waiters piling up.",
+			confirm: "On **" + boardKeyspace + "**, panels *Long-held locks* and *Lock remaining TTL (heatmap)*; on **" + boardContention + "**, *Lock hold time p50 / p99* and *Lock acquire time p50 / p99* for waiters piling up.",
 			fix:     "Bound the work under a lock with a context deadline; stop renewing when the work is stuck; keep `LockOptions.TTL` close to the expected work time (with renewal for the long tail).",
 		},
 		cases: []testCase{{
@@ -641,7 +641,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"Missing TTL jitter: keys written in one batch (a warm-up, a cron) with the same TTL.",
 				"A fixed expiry time (`EXPIREAT` midnight) for a whole group.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Expiry synchronisation per group* and *Keys expiring by horizon*; later, *Miss bursts* on **" + boardContention + "**.",
+			confirm: "On **" + boardKeyspace + "**, panels *Expiry synchronisation per key group* and *Keys expiring within 1 s / 10 s / 1 min*; later, *Miss bursts* on **" + boardContention + "**.",
 			fix:     "Write TTLs with jitter (`CacheOptions.Jitter`, default 0.1, takes up to 10 % off every TTL at random); spread batch warm-ups; use stale-while-revalidate so an expiry costs one refresh, not a stampede.",
 		},
 		cases: []testCase{{
@@ -671,11 +671,11 @@ func keyspaceDefinitions(cfg Config) []definition {
 			meaning: "The server-side hit ratio over 5 minutes fell below its 1-hour average by more than the threshold (in ratio points). Requests that used to hit now go to the source.",
 			causes: []string{
 				"A mass invalidation, a `FLUSHDB`, a restart without persistence, a failover to a cold replica.",
-				"Evictions under `maxmemory` (check *Evictions / expirations*).",
+				"Evictions under `maxmemory` (check *Expired and evicted keys*).",
 				"A deploy that changed key names (new prefix, new version in the key).",
 				"Synchronised expiry of a large group.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Server hit ratio and miss bursts*, *Evictions / expirations* and *Memory*; on **" + boardContention + "**, *Cache results* by key group shows which group misses.",
+			confirm: "On **" + boardKeyspace + "**, panels *Server hit ratio* and *Server miss bursts*, *Expired and evicted keys* and *Memory used and limit*; on **" + boardContention + "**, *Cache lookups by result (share)* by key group shows which group misses.",
 			fix:     "Give Redis memory or a fitting eviction policy; warm the cache before switching traffic; jitter TTLs; invalidate narrowly (`Invalidate` by key rather than `InvalidateMatch`).",
 		},
 		cases: []testCase{{
@@ -709,7 +709,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"Crashed consumers, or too few of them for the arrival rate.",
 				"Poison messages retried forever without backoff.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Queue length* and *Queue oldest age*, with *Stream lag and pending*; on **" + boardContention + "**, *Lock acquire p50 / p99* and *Retries and backoff*.",
+			confirm: "On **" + boardKeyspace + "**, panels *Queue length* and *Oldest entry age*, with *Stream lag and pending per consumer group*; on **" + boardContention + "**, *Lock acquire time p50 / p99* and *Retries* and *Backoff delay p50 / p99*.",
 			fix:     "Scale consumers; bound retries and move poison messages aside; remove lock waits from the consumer path (idempotency keys with `FirstSeen` instead of locks; versioned writes with `SetVersioned`).",
 		},
 		cases: []testCase{{
@@ -734,7 +734,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"Too few consumers, or consumers blocked on locks or a slow source.",
 				"A producer burst (retries without backoff, duplicate enqueues).",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Stream lag and pending* and *Queue length*.",
+			confirm: "On **" + boardKeyspace + "**, panels *Stream lag and pending per consumer group* and *Queue length*.",
 			fix:     "Add consumers to the group; dedupe producers with idempotency keys (`FirstSeen`); bound producer retries.",
 		},
 		cases: []testCase{{
@@ -760,7 +760,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"A consumer stuck on a lock or a slow source.",
 				"A poison message failing on every attempt.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panel *Stream lag and pending* (pending count and oldest pending age).",
+			confirm: "On **" + boardKeyspace + "**, panels *Stream lag and pending per consumer group* and *Oldest pending message age*.",
 			fix:     "Claim idle entries (`XAUTOCLAIM` with a min-idle time) in the consumers; dead-letter messages after a bounded number of deliveries; make handlers idempotent (`FirstSeen`) so a claimed message can run again safely.",
 		},
 		cases: []testCase{{
@@ -793,7 +793,7 @@ func exporterDefinitions(cfg Config) []definition {
 				"Network, TLS or basic-auth mismatch between Prometheus and `--web.config.file`.",
 				"A scrape timeout shorter than the exporter's answer time.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panel *Exporter up* and the *Sampler health* row; Prometheus's Targets page shows the scrape error.",
+			confirm: "On **" + boardKeyspace + "**, panel *Exporter up* and the *Sampler health: can this board be trusted?* row; Prometheus's Targets page shows the scrape error.",
 			fix:     "Restart the exporter and read its log; check `--web.listen-address`, `--web.config.file` and Prometheus's `scrape_timeout`.",
 		},
 		cases: []testCase{{
@@ -873,7 +873,7 @@ func exporterDefinitions(cfg Config) []definition {
 				"A keyspace larger than `--sample.max-keys` × samples per pass can cover in time.",
 				"`--sample.max-duration` or `--sample.keys-per-second` too low for the keyspace.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Keyspace coverage / scan cycles* and *Sample truncations* in the *Sampler health* row.",
+			confirm: "On **" + boardKeyspace + "**, panels *Keyspace coverage*, *Scan cycles, truncated samples and keys scanned* and *Sample duration* in the *Sampler health: can this board be trusted?* row.",
 			fix:     "Raise `--sample.max-keys`, `--sample.max-duration` or `--sample.keys-per-second` within what the server can afford, or narrow `--locks.pattern`.",
 		},
 		cases: []testCase{{

@@ -3,7 +3,6 @@ package alerts
 import (
 	"bytes"
 	"fmt"
-	"sort"
 
 	"time"
 
@@ -268,15 +267,3 @@ func marshalYAML(v any) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
-
-// sortedKeys is for deterministic output of label maps.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func sortStrings(s []string) { sort.Strings(s) }

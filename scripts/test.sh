@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check and test of cachewatch, race detector on, after installing
 # what the tests need on a fresh Debian machine (redis-server; prometheus for
-# promtool; chromium for the demo report's headless-browser check). Set
+# promtool and the end-to-end test's Prometheus; prometheus-alertmanager for
+# amtool and the end-to-end test's Alertmanager; chromium for the demo report's
+# headless-browser check). Set
 # CACHEWATCH_REQUIRE_REDIS=1 to turn "no Redis" skips into failures, as
 # .ci/run does.
 set -euo pipefail
@@ -9,7 +11,8 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
-command -v promtool >/dev/null || need+=(prometheus)
+command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(prometheus)
+command -v amtool >/dev/null && command -v prometheus-alertmanager >/dev/null || need+=(prometheus-alertmanager)
 command -v chromium >/dev/null || need+=(chromium)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then

@@ -48,6 +48,9 @@ type Config struct {
 	FreshTTL, HardTTL time.Duration
 	Registerer        prometheus.Registerer
 	Name              string // the instance's client label
+	// RedisTimeout bounds each Redis round trip (0: the cache's default);
+	// past it the request degrades to calling the upstream directly.
+	RedisTimeout time.Duration
 }
 
 // New wires the hook and the instrumented cache onto cfg.Redis.
@@ -61,7 +64,8 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	pages := instrument.NewCache[Page](cw, instrument.CacheOptions{FreshTTL: cfg.FreshTTL, HardTTL: cfg.HardTTL})
+	pages := instrument.NewCache[Page](cw, instrument.CacheOptions{
+		FreshTTL: cfg.FreshTTL, HardTTL: cfg.HardTTL, RedisTimeout: cfg.RedisTimeout})
 	return &Service{pages: pages, upstream: cfg.Upstream, http: &http.Client{Timeout: 5 * time.Second}}, nil
 }
 

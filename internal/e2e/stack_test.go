@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// webhookAlert is one alert of an Alertmanager webhook notification
+// (payload version 4).
+type webhookAlert struct {
+	Status      string            `json:"status"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	StartsAt    time.Time         `json:"startsAt"`
+
+	receiver string    // the Alertmanager receiver that sent it
+	received time.Time // when the webhook got it
+}
+
+// webhook is the on-call receiver: an HTTP server in the test that keeps
+// every alert Alertmanager delivers.
+type webhook struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	alerts []webhookAlert
+}
+
+func startWebhook(t *testing.T) *webhook {
+	w := &webhook{}
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var n struct {
+			Receiver string         `json:"receiver"`
+			Alerts   []webhookAlert `json:"alerts"`
+		}
+		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&n) != nil {
+			http.Error(rw, "want a POSTed Alertmanager notification", http.StatusBadRequest)
+			return
+		}
+		now := time.Now()
+		w.mu.Lock()
+		for _, a := range n.Alerts {
+			a.receiver, a.received = n.Receiver, now
+			w.alerts = append(w.alerts, a)
+		}
+		w.mu.Unlock()
+	}))
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+// find returns the first delivered alert named name that is firing.
+func (w *webhook) find(name string) (webhookAlert, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.alerts {
+		if a.Labels["alertname"] == name && a.Status == "firing" {
+			return a, true
+		}
+	}
+	return webhookAlert{}, false
+}
+
+// startAlertmanager runs a real Alertmanager, clustering off, with the
+// configuration cfg (YAML as a map).
+func startAlertmanager(t *testing.T, bin string, config map[string]any) (*process, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "alertmanager.yml")
+	writeJSON(t, cfg, config)
+	p, port := startOnFreePort(t, "alertmanager", bin, func(port int) []string {
+		return []string{
+			"--config.file=" + cfg, "--storage.path=" + filepath.Join(dir, "data"),
+			"--web.listen-address=" + loopback(port), "--cluster.listen-address=", "--log.level=warn",
+		}
+	}, func(port int) error { return httpOK("http://" + loopback(port) + "/-/ready") })
+	return p, loopback(port)
+}
+
+// scrapeJob is one Prometheus scrape job of static targets.
+type scrapeJob struct {
+	name    string
+	targets []string
+}
+
+// startPrometheus runs a real Prometheus that scrapes jobs and evaluates
+// rules every second and sends alerts to the Alertmanager at am.
+func startPrometheus(t *testing.T, bin, rulesFile, am string, jobs []scrapeJob) (*process, promv1.API) {
+	t.Helper()
+	dir := t.TempDir()
+	var scrapes []any
+	for _, j := range jobs {
+		scrapes = append(scrapes, map[string]any{
+			"job_name":       j.name,
+			"static_configs": []any{map[string]any{"targets": j.targets}},
+		})
+	}
+	cfg := filepath.Join(dir, "prometheus.yml")
+	writeJSON(t, cfg, map[string]any{
+		"global":     map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+		"rule_files": []string{rulesFile},
+		"alerting": map[string]any{"alertmanagers": []any{map[string]any{
+			"static_configs": []any{map[string]any{"targets": []string{am}}},
+		}}},
+		"scrape_configs": scrapes,
+	})
+	p, port := startOnFreePort(t, "prometheus", bin, func(port int) []string {
+		return []string{
+			"--config.file=" + cfg, "--storage.tsdb.path=" + filepath.Join(dir, "data"),
+			"--web.listen-address=" + loopback(port), "--log.level=warn",
+		}
+	}, func(port int) error { return httpOK("http://" + loopback(port) + "/-/ready") })
+	client, err := api.NewClient(api.Config{Address: "http://" + loopback(port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, promv1.NewAPI(client)
+}
+
+// query runs expr at the current time and returns the number of series (or
+// 1 for a scalar or string result).
+func query(ctx context.Context, prom promv1.API, expr string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	v, _, _, err := prom.Query(ctx, expr, time.Now())
+	if err != nil {
+		return 0, err
+	}
+	switch v := v.(type) {
+	case model.Vector:
+		return len(v), nil
+	case model.Matrix:
+		return len(v), nil
+	default:
+		return 1, nil
+	}
+}
+
+// isParseError tells a query the parser rejected from other failures.
+func isParseError(err error) bool {
+	var perr *promv1.Error
+	return errors.As(err, &perr) && perr.Type == promv1.ErrBadData
+}
+
+// poll calls check every interval until it returns nil or timeout passes,
+// then returns its last error. It is how the test waits: never a fixed sleep.
+func poll(ctx context.Context, timeout, interval time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still failing after %v: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
