@@ -37,7 +37,8 @@ type lockResult struct {
 // lockPass continues the lock pass: SCAN … MATCH for each lock pattern, and
 // for each lock key its TTL and the first MaxTokenBytes of its value
 // (GETRANGE: never an unbounded read). It is paced to cover the keyspace in
-// about half the interval (at least minLockScanRate keys per second), so
+// about half the interval or 80 % of MaxDuration, whichever is shorter (at
+// least minLockScanRate keys per second), so
 // that lock figures are exact and refreshed every interval. A pass cut by
 // the deadline resumes on the next sample.
 func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, readTokens bool, own lookups) []*StageError {
@@ -55,7 +56,9 @@ func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, re
 	}
 	rate := -1.0
 	if e.opts.KeysPerSecond > 0 {
-		rate = max(float64(n.dbKeys)/(e.opts.Interval.Seconds()/2), minLockScanRate)
+		// Half the interval, and well within the sample's time budget.
+		spread := min(e.opts.Interval.Seconds()/2, e.opts.MaxDuration.Seconds()*0.8)
+		rate = max(float64(n.dbKeys)/spread, minLockScanRate)
 	}
 	began, visited := time.Now(), 0
 	var errs []*StageError
