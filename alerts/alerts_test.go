@@ -222,7 +222,7 @@ func TestCatalogCheckCatchesStrangers(t *testing.T) {
 }
 
 type catalogCheck struct {
-	metrics   map[string]*signals.Metric
+	metrics   map[string]signals.Metric
 	labels    map[string]bool
 	recording map[string]bool
 }
@@ -243,7 +243,7 @@ var (
 )
 
 func newCatalogCheck(groups []Group) *catalogCheck {
-	c := &catalogCheck{metrics: map[string]*signals.Metric{}, labels: map[string]bool{}, recording: map[string]bool{}}
+	c := &catalogCheck{metrics: map[string]signals.Metric{}, labels: map[string]bool{}, recording: map[string]bool{}}
 	for _, m := range signals.All() {
 		c.metrics[m.Name] = m
 		if m.Kind == signals.Histogram {
@@ -300,7 +300,7 @@ func (c *catalogCheck) errors(e string) []error {
 			if !c.recording[id] {
 				errs = append(errs, errors.New(id+" is not one of the recording rules"))
 			}
-		case c.metrics[id] != nil:
+		case c.metrics[id].Name != "":
 		default:
 			errs = append(errs, errors.New("unknown name "+id))
 		}
@@ -308,11 +308,11 @@ func (c *catalogCheck) errors(e string) []error {
 	return errs
 }
 
-func (c *catalogCheck) matcherErrors(m *signals.Metric, name, label, op, value string) []error {
+func (c *catalogCheck) matcherErrors(m signals.Metric, name, label, op, value string) []error {
 	if targetLabels[label] || (label == "le" && strings.HasSuffix(name, "_bucket")) {
 		return nil
 	}
-	if m == nil {
+	if m.Name == "" {
 		return []error{errors.New(name + " has no label " + label)}
 	}
 	for _, l := range m.Labels {
