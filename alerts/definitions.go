@@ -403,11 +403,11 @@ func cacheDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchCircuitBreakerOpen",
-		query: "max by (job, instance, name) (max_over_time(" + vec(signals.CircuitBreakerState.String(), s) + "[" + rateWindow + "]))", op: ">=",
+		query: "max by (job, instance, client) (max_over_time(" + vec(signals.CircuitBreakerState.String(), s) + "[" + rateWindow + "]))", op: ">=",
 		levels:      []level{{SeverityCritical, 2, "open"}},
 		forDur:      time.Duration(cfg.BreakerOpenFor),
 		summary:     "The circuit breaker guarding Redis is open: Redis calls fail and loads go straight to the source.",
-		description: `Circuit breaker {{ $labels.name }} of {{ $labels.instance }} in {{ $labels.job }} has been open in the last ` + rateWindow + `.`,
+		description: `Circuit breaker {{ $labels.client }} of {{ $labels.instance }} in {{ $labels.job }} has been open in the last ` + rateWindow + `.`,
 		runbook: runbook{
 			meaning: "`CacheOptions.BreakerFailures` consecutive Redis failures opened the breaker (state 2). While open, `Fetch` skips Redis and calls the loader directly, bounded by `FallbackConcurrency`: the cache protects nothing and the source takes the load.",
 			causes: []string{
@@ -420,12 +420,12 @@ func cacheDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "open",
-			series:  []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", name="products"}`, "2x59"}},
+			series:  []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", client="products"}`, "2x59"}},
 			quietAt: []time.Duration{1 * time.Minute},
-			want:    []want{{SeverityCritical, map[string]string{"job": "api", "instance": "api-0:8080", "name": "products"}, "Circuit breaker products of api-0:8080 in api has been open in the last 5m."}},
+			want:    []want{{SeverityCritical, map[string]string{"job": "api", "instance": "api-0:8080", "client": "products"}, "Circuit breaker products of api-0:8080 in api has been open in the last 5m."}},
 		}, {
 			name:   "healthy: closed, once half-open",
-			series: []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", name="products"}`, "0x29 1 0x28"}},
+			series: []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", client="products"}`, "0x29 1 0x28"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchKeyGroupOverflow",
