@@ -416,8 +416,11 @@ func (l *Lock) heartbeat(stop <-chan struct{}, lockCtx context.Context) {
 		if left <= 0 {
 			continue // the expiry timer is about to end the lock
 		}
-		callCtx, cancel := context.WithTimeout(lockCtx, left)
-		err := l.extend(lockCtx, callCtx, l.ttl)
+		// Neither Release nor the lock's end cuts a renewal short: it is
+		// bounded by the lease left, and its result is always counted.
+		runCtx := context.WithoutCancel(lockCtx)
+		callCtx, cancel := context.WithTimeout(runCtx, left)
+		err := l.extend(runCtx, callCtx, l.ttl)
 		cancel()
 		if errors.Is(err, ErrNotOwner) {
 			return

@@ -498,7 +498,7 @@ func happened(dead string) map[string]string {
 		"instrument: stale serves":                 `sum(cachewatch_cache_lookups_total{key_group="product:*", result="stale"}) > 0`,
 		"instrument: coalesced callers":            `sum(cachewatch_cache_lookups_total{key_group="product:*", result="coalesced"}) > 0`,
 		"instrument: fallback loads, Redis down":   `sum(cachewatch_cache_lookups_total{key_group="profile:*", result="fallback"}) > 0`,
-		"instrument: circuit breaker opened":       `max_over_time(cachewatch_circuit_breaker_state{name="unreachable"}[10m]) == 2`,
+		"instrument: circuit breaker opened":       `max_over_time(cachewatch_circuit_breaker_state{client="unreachable"}[10m]) == 2`,
 		"instrument: refresh failures":             `sum(cachewatch_cache_refresh_failures_total{key_group="price:*"}) > 0`,
 		"instrument: consecutive refresh failures": `max_over_time(cachewatch_cache_refresh_consecutive_failures{key_group="price:*"}[10m]) > 1`,
 		"instrument: hard-TTL refusals":            `sum(cachewatch_cache_hard_ttl_expired_total{key_group="quote:*"}) > 0`,
