@@ -75,18 +75,18 @@ func lockDefinitions(cfg Config) []definition {
 		cases: []testCase{{
 			name: "p99 near 100ms",
 			series: []series{
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="0.05"}`, "0x59"},
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="0.1"}`, "0+60x59"},
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.05"}`, "0x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.1"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
 			},
 			quietAt: []time.Duration{10 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "Lock acquire p99 of key group lock:report:* in api is 99.5ms (threshold 50ms)."}},
 		}, {
 			name: "p99 near 1s",
 			series: []series{
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="0.5"}`, "0x59"},
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="1"}`, "0+60x59"},
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.5"}`, "0x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="1"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
 			},
 			want: []want{
 				{SeverityWarning, svcLabels, "Lock acquire p99 of key group lock:report:* in api is 995ms (threshold 50ms)."},
@@ -95,8 +95,8 @@ func lockDefinitions(cfg Config) []definition {
 		}, {
 			name: "healthy: p99 under 5ms",
 			series: []series{
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="0.005"}`, "0+60x59"},
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.005"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
 			},
 		}},
 	}, {
@@ -124,16 +124,16 @@ func lockDefinitions(cfg Config) []definition {
 		cases: []testCase{{
 			name: "10% busy",
 			series: []series{
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="busy"}`, "0+6x59"},
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="acquired"}`, "0+54x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+6x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+54x59"},
 			},
 			quietAt: []time.Duration{8 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "10% of first lock attempts on key group lock:report:* in api found the lock busy (threshold 5%)."}},
 		}, {
 			name: "50% busy",
 			series: []series{
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="busy"}`, "0+30x59"},
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="acquired"}`, "0+30x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+30x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+30x59"},
 			},
 			want: []want{
 				{SeverityWarning, svcLabels, "50% of first lock attempts on key group lock:report:* in api found the lock busy (threshold 5%)."},
@@ -142,19 +142,19 @@ func lockDefinitions(cfg Config) []definition {
 		}, {
 			name: "healthy: under 2% busy",
 			series: []series{
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="busy"}`, "0+1x59"},
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="acquired"}`, "0+59x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+1x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+59x59"},
 			},
 		}, {
 			name: "quiet: 50% busy but under the traffic floor",
 			series: []series{
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="busy"}`, "0+1x59"},
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="acquired"}`, "0+1x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+1x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+1x59"},
 			},
 		}},
 	}, {
 		group: "cachewatch-locks", name: "CachewatchLocksLost",
-		query: sumBy("job, key_group, reason", increase(signals.LocksLost.Name, s, win)), op: ">",
+		query: sumBy("job, key_group, reason", increase(signals.LocksLost.String(), s, win)), op: ">",
 		levels:      []level{{SeverityWarning, 0, "0"}},
 		forDur:      time.Duration(cfg.LocksLostFor),
 		summary:     "Locks were lost before their holder released them: two workers may have run the same critical section.",
@@ -172,16 +172,16 @@ func lockDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "one lock expired",
-			series:  []series{{signals.LocksLost.Name + `{` + svc + `, reason="expired"}`, "0x34 1x24"}},
+			series:  []series{{signals.LocksLost.String() + `{` + svc + `, reason="expired"}`, "0x34 1x24"}},
 			quietAt: []time.Duration{35 * time.Minute},
 			want:    []want{{SeverityWarning, with(svcLabels, "reason", "expired"), "1 locks of key group lock:report:* in api were lost before release (expired) in the last 15m."}},
 		}, {
 			name:   "healthy: none lost",
-			series: []series{{signals.LocksLost.Name + `{` + svc + `, reason="expired"}`, "0x59"}},
+			series: []series{{signals.LocksLost.String() + `{` + svc + `, reason="expired"}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-locks", name: "CachewatchLockRenewalsFailing",
-		query: sumBy("job, key_group", increase(signals.LockRenewals.Name, s, win, `result=~"lost|error"`)), op: ">",
+		query: sumBy("job, key_group", increase(signals.LockRenewals.String(), s, win, `result=~"lost|error"`)), op: ">",
 		levels:      []level{{SeverityWarning, 0, "0"}},
 		forDur:      time.Duration(cfg.RenewalsFor),
 		summary:     "Lease renewals of held locks fail: long work is losing its locks.",
@@ -198,12 +198,12 @@ func lockDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "a renewal errored",
-			series:  []series{{signals.LockRenewals.Name + `{` + svc + `, result="error"}`, "0x34 1x24"}},
+			series:  []series{{signals.LockRenewals.String() + `{` + svc + `, result="error"}`, "0x34 1x24"}},
 			quietAt: []time.Duration{38 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "1 lease renewals of key group lock:report:* in api failed in the last 15m."}},
 		}, {
 			name:   "healthy: renewals succeed",
-			series: []series{{signals.LockRenewals.Name + `{` + svc + `, result="renewed"}`, "0+10x59"}},
+			series: []series{{signals.LockRenewals.String() + `{` + svc + `, result="renewed"}`, "0+10x59"}},
 		}},
 	}}
 }
@@ -232,21 +232,21 @@ func cacheDefinitions(cfg Config) []definition {
 		cases: []testCase{{
 			name: "70% stale",
 			series: []series{
-				{signals.CacheLookups.Name + `{` + svc + `, result="stale"}`, "0+42x59"},
-				{signals.CacheLookups.Name + `{` + svc + `, result="hit"}`, "0+18x59"},
+				{signals.CacheLookups.String() + `{` + svc + `, result="stale"}`, "0+42x59"},
+				{signals.CacheLookups.String() + `{` + svc + `, result="hit"}`, "0+18x59"},
 			},
 			quietAt: []time.Duration{10 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "70% of cache lookups of key group lock:report:* in api were served stale (threshold 50%)."}},
 		}, {
 			name: "healthy: 10% stale",
 			series: []series{
-				{signals.CacheLookups.Name + `{` + svc + `, result="stale"}`, "0+6x59"},
-				{signals.CacheLookups.Name + `{` + svc + `, result="hit"}`, "0+54x59"},
+				{signals.CacheLookups.String() + `{` + svc + `, result="stale"}`, "0+6x59"},
+				{signals.CacheLookups.String() + `{` + svc + `, result="hit"}`, "0+54x59"},
 			},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchStaleForever",
-		query: "max by (job, key_group) (" + vec(signals.RefreshConsecutiveFailures.Name, s) + ")", op: ">=",
+		query: "max by (job, key_group) (" + vec(signals.RefreshConsecutiveFailures.String(), s) + ")", op: ">=",
 		levels:      []level{{SeverityCritical, cfg.ConsecutiveRefreshFailures, num(cfg.ConsecutiveRefreshFailures)}},
 		forDur:      time.Duration(cfg.ConsecutiveRefreshFailuresFor),
 		summary:     "Every refresh of some cached values fails: stale-while-revalidate has become stale-forever.",
@@ -263,16 +263,16 @@ func cacheDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "7 failures in a row",
-			series:  []series{{signals.RefreshConsecutiveFailures.Name + `{` + svc + `}`, "7x59"}},
+			series:  []series{{signals.RefreshConsecutiveFailures.String() + `{` + svc + `}`, "7x59"}},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityCritical, svcLabels, "A key of group lock:report:* in api failed its last 7 refreshes in a row (threshold 5); it is served stale until its hard TTL."}},
 		}, {
 			name:   "healthy: 2 failures then success",
-			series: []series{{signals.RefreshConsecutiveFailures.Name + `{` + svc + `}`, "2x59"}},
+			series: []series{{signals.RefreshConsecutiveFailures.String() + `{` + svc + `}`, "2x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchHardTTLRefusals",
-		query: sumBy("job, key_group", increase(signals.HardTTLExpired.Name, s, win)), op: ">",
+		query: sumBy("job, key_group", increase(signals.HardTTLExpired.String(), s, win)), op: ">",
 		levels:      []level{{SeverityCritical, 0, "0"}},
 		forDur:      time.Duration(cfg.HardTTLRefusalsFor),
 		summary:     "Cached values passed their hard TTL and were refused: callers get errors instead of data.",
@@ -288,12 +288,12 @@ func cacheDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "3 refusals",
-			series:  []series{{signals.HardTTLExpired.Name + `{` + svc + `}`, "0x34 3x24"}},
+			series:  []series{{signals.HardTTLExpired.String() + `{` + svc + `}`, "0x34 3x24"}},
 			quietAt: []time.Duration{38 * time.Minute},
 			want:    []want{{SeverityCritical, svcLabels, "3 lookups of key group lock:report:* in api found only data past its hard TTL in the last 15m."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.HardTTLExpired.Name + `{` + svc + `}`, "0x59"}},
+			series: []series{{signals.HardTTLExpired.String() + `{` + svc + `}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchLoaderAmplification",
@@ -303,7 +303,7 @@ func cacheDefinitions(cfg Config) []definition {
 		summary:     "More than one source call per stored load: a stampede got through to the source.",
 		description: `Key group {{ $labels.key_group }} in {{ $labels.job }} makes {{ $value | humanize }} source calls per stored load (healthy: 1, threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "Source calls divided by the loads whose value was stored (`" + signals.SourceCalls.Name + "` over itself less `" + signals.StaleWritesRefused.Name + "`). Above 1, loaders ran whose result was thrown away because another loader took the lease or the key was invalidated mid-load: the source did the same work more than once.",
+			meaning: "Source calls divided by the loads whose value was stored (`" + signals.SourceCalls.String() + "` over itself less `" + signals.StaleWritesRefused.String() + "`). Above 1, loaders ran whose result was thrown away because another loader took the lease or the key was invalidated mid-load: the source did the same work more than once.",
 			causes: []string{
 				"Loads slower than `CacheOptions.LeaseTTL`: the lease expires, a waiter takes over and loads again.",
 				"Invalidation racing with loads (`Invalidate` while a refresh runs) on a hot key.",
@@ -315,14 +315,14 @@ func cacheDefinitions(cfg Config) []definition {
 		cases: []testCase{{
 			name: "half the loads refused",
 			series: []series{
-				{signals.SourceCalls.Name + `{` + svc + `, result="success"}`, "0+60x59"},
-				{signals.StaleWritesRefused.Name + `{` + svc + `}`, "0+30x59"},
+				{signals.SourceCalls.String() + `{` + svc + `, result="success"}`, "0+60x59"},
+				{signals.StaleWritesRefused.String() + `{` + svc + `}`, "0+30x59"},
 			},
 			quietAt: []time.Duration{14 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "Key group lock:report:* in api makes 2 source calls per stored load (healthy: 1, threshold 1)."}},
 		}, {
 			name:   "healthy: every load stored, nothing refused yet",
-			series: []series{{signals.SourceCalls.Name + `{` + svc + `, result="success"}`, "0+60x59"}},
+			series: []series{{signals.SourceCalls.String() + `{` + svc + `, result="success"}`, "0+60x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchMissBurst",
@@ -343,16 +343,16 @@ func cacheDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "a burst a minute",
-			series:  []series{{signals.MissBursts.Name + `{` + svc + `}`, "0+1x59"}},
+			series:  []series{{signals.MissBursts.String() + `{` + svc + `}`, "0+1x59"}},
 			quietAt: []time.Duration{4 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "Key group lock:report:* in api has 1 miss bursts a minute."}},
 		}, {
 			name:   "healthy: no bursts",
-			series: []series{{signals.MissBursts.Name + `{` + svc + `}`, "0x59"}},
+			series: []series{{signals.MissBursts.String() + `{` + svc + `}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchWriteSkew",
-		query: sumBy("job, key_group", increase(signals.WriteSkew.Name, s, win)), op: ">",
+		query: sumBy("job, key_group", increase(signals.WriteSkew.String(), s, win)), op: ">",
 		levels:      []level{{SeverityInfo, 0, "0"}},
 		forDur:      time.Duration(cfg.WriteSkewFor),
 		summary:     "Older results tried to overwrite newer ones (rejected by versioned writes).",
@@ -369,16 +369,16 @@ func cacheDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "2 skewed writes",
-			series:  []series{{signals.WriteSkew.Name + `{` + svc + `}`, "0x34 2x24"}},
+			series:  []series{{signals.WriteSkew.String() + `{` + svc + `}`, "0x34 2x24"}},
 			quietAt: []time.Duration{35 * time.Minute},
 			want:    []want{{SeverityInfo, svcLabels, "2 versioned writes of key group lock:report:* in api carried an older version than the stored one in the last 15m."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.WriteSkew.Name + `{` + svc + `}`, "0x59"}},
+			series: []series{{signals.WriteSkew.String() + `{` + svc + `}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchDuplicateRecompute",
-		query: sumBy("job, key_group", increase(signals.DuplicateRecompute.Name, s, win)), op: ">",
+		query: sumBy("job, key_group", increase(signals.DuplicateRecompute.String(), s, win)), op: ">",
 		levels:      []level{{SeverityInfo, 0, "0"}},
 		forDur:      time.Duration(cfg.DuplicatesFor),
 		summary:     "The same version was computed and written twice.",
@@ -394,16 +394,16 @@ func cacheDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "2 duplicates",
-			series:  []series{{signals.DuplicateRecompute.Name + `{` + svc + `}`, "0x34 2x24"}},
+			series:  []series{{signals.DuplicateRecompute.String() + `{` + svc + `}`, "0x34 2x24"}},
 			quietAt: []time.Duration{35 * time.Minute},
 			want:    []want{{SeverityInfo, svcLabels, "2 versioned writes of key group lock:report:* in api repeated a version already stored in the last 15m."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.DuplicateRecompute.Name + `{` + svc + `}`, "0x59"}},
+			series: []series{{signals.DuplicateRecompute.String() + `{` + svc + `}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchCircuitBreakerOpen",
-		query: "max by (job, instance, name) (max_over_time(" + vec(signals.CircuitBreakerState.Name, s) + "[" + rateWindow + "]))", op: ">=",
+		query: "max by (job, instance, name) (max_over_time(" + vec(signals.CircuitBreakerState.String(), s) + "[" + rateWindow + "]))", op: ">=",
 		levels:      []level{{SeverityCritical, 2, "open"}},
 		forDur:      time.Duration(cfg.BreakerOpenFor),
 		summary:     "The circuit breaker guarding Redis is open: Redis calls fail and loads go straight to the source.",
@@ -420,16 +420,16 @@ func cacheDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "open",
-			series:  []series{{signals.CircuitBreakerState.Name + `{job="api", instance="api-0:8080", name="products"}`, "2x59"}},
+			series:  []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", name="products"}`, "2x59"}},
 			quietAt: []time.Duration{1 * time.Minute},
 			want:    []want{{SeverityCritical, map[string]string{"job": "api", "instance": "api-0:8080", "name": "products"}, "Circuit breaker products of api-0:8080 in api has been open in the last 5m."}},
 		}, {
 			name:   "healthy: closed, once half-open",
-			series: []series{{signals.CircuitBreakerState.Name + `{job="api", instance="api-0:8080", name="products"}`, "0x29 1 0x28"}},
+			series: []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", name="products"}`, "0x29 1 0x28"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchKeyGroupOverflow",
-		query: "sum by (job, instance) (" + rate(signals.KeyGroupOverflow.Name, s) + ") * 60", op: ">",
+		query: "sum by (job, instance) (" + rate(signals.KeyGroupOverflow.String(), s) + ") * 60", op: ">",
 		levels:      []level{{SeverityInfo, 0, "0"}},
 		forDur:      time.Duration(cfg.KeyGroupOverflowFor),
 		summary:     "Keys fold into the `other` key group: the cap on distinct groups is reached.",
@@ -445,12 +445,12 @@ func cacheDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "6 a minute",
-			series:  []series{{signals.KeyGroupOverflow.Name + `{job="api", instance="api-0:8080"}`, "0+6x59"}},
+			series:  []series{{signals.KeyGroupOverflow.String() + `{job="api", instance="api-0:8080"}`, "0+6x59"}},
 			quietAt: []time.Duration{14 * time.Minute},
 			want:    []want{{SeverityInfo, map[string]string{"job": "api", "instance": "api-0:8080"}, "api-0:8080 in api classifies 6 keys a minute into the other key group."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.KeyGroupOverflow.Name + `{job="api", instance="api-0:8080"}`, "0x59"}},
+			series: []series{{signals.KeyGroupOverflow.String() + `{job="api", instance="api-0:8080"}`, "0x59"}},
 		}},
 	}}
 }
@@ -477,17 +477,17 @@ func redisDefinitions(cfg Config) []definition {
 		cases: []testCase{{
 			name: "p99 near 25ms",
 			series: []series{
-				{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.01"}`, "0x59"},
-				{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.025"}`, "0+60x59"},
-				{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
+				{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.01"}`, "0x59"},
+				{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.025"}`, "0+60x59"},
+				{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
 			},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityWarning, map[string]string{"job": "api", "script": "release"}, "Script release in api has a p99 of 24.85ms (threshold 10ms)."}},
 		}, {
 			name: "healthy: under 1ms",
 			series: []series{
-				{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.001"}`, "0+60x59"},
-				{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
+				{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.001"}`, "0+60x59"},
+				{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
 			},
 		}},
 	}, {
@@ -515,16 +515,16 @@ func redisDefinitions(cfg Config) []definition {
 		cases: []testCase{{
 			name: "5% errors",
 			series: []series{
-				{signals.CommandErrors.Name + `{job="api", client="orders", command="get", error_class="timeout"}`, "0+3x59"},
-				{signals.CommandDuration.Name + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
+				{signals.CommandErrors.String() + `{job="api", client="orders", command="get", error_class="timeout"}`, "0+3x59"},
+				{signals.CommandDuration.String() + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
 			},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityWarning, clientLabels, "5% of Redis commands of client orders in api failed (threshold 1%)."}},
 		}, {
 			name: "50% errors",
 			series: []series{
-				{signals.CommandErrors.Name + `{job="api", client="orders", command="get", error_class="timeout"}`, "0+30x59"},
-				{signals.CommandDuration.Name + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
+				{signals.CommandErrors.String() + `{job="api", client="orders", command="get", error_class="timeout"}`, "0+30x59"},
+				{signals.CommandDuration.String() + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
 			},
 			want: []want{
 				{SeverityWarning, clientLabels, "50% of Redis commands of client orders in api failed (threshold 1%)."},
@@ -533,8 +533,8 @@ func redisDefinitions(cfg Config) []definition {
 		}, {
 			name: "healthy: no errors",
 			series: []series{
-				{signals.CommandErrors.Name + `{job="api", client="orders", command="get", error_class="timeout"}`, "0x59"},
-				{signals.CommandDuration.Name + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
+				{signals.CommandErrors.String() + `{job="api", client="orders", command="get", error_class="timeout"}`, "0x59"},
+				{signals.CommandDuration.String() + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
 			},
 		}},
 	}, {
@@ -556,12 +556,12 @@ func redisDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "6 timeouts a minute",
-			series:  []series{{signals.PoolTimeouts.Name + `{` + cli + `}`, "0+6x59"}},
+			series:  []series{{signals.PoolTimeouts.String() + `{` + cli + `}`, "0+6x59"}},
 			quietAt: []time.Duration{4 * time.Minute},
 			want:    []want{{SeverityWarning, map[string]string{"job": "api", "instance": "api-0:8080", "client": "orders"}, "6 waits a minute for a pool connection of client orders on api-0:8080 in api timed out."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.PoolTimeouts.Name + `{` + cli + `}`, "0x59"}},
+			series: []series{{signals.PoolTimeouts.String() + `{` + cli + `}`, "0x59"}},
 		}},
 	}}
 }
@@ -569,11 +569,11 @@ func redisDefinitions(cfg Config) []definition {
 func keyspaceDefinitions(cfg Config) []definition {
 	e := cfg.ExporterSelector
 	kgNode := with(expNode, "key_group", "lock:report:*")
-	byGroup := func(m *signals.Metric) string {
-		return "max by (job, node, key_group) (" + vec(m.Name, e) + ")"
+	byGroup := func(m signals.ID) string {
+		return "max by (job, node, key_group) (" + vec(m.String(), e) + ")"
 	}
-	lockSeries := func(m *signals.Metric, v string) []series {
-		return []series{{m.Name + `{` + exp + `, key_group="lock:report:*"}`, v}}
+	lockSeries := func(m signals.ID, v string) []series {
+		return []series{{m.String() + `{` + exp + `, key_group="lock:report:*"}`, v}}
 	}
 	return []definition{{
 		group: "cachewatch-keyspace", name: "CachewatchLocksWithoutTTL",
@@ -681,8 +681,8 @@ func keyspaceDefinitions(cfg Config) []definition {
 		cases: []testCase{{
 			name: "90% then 10%",
 			series: []series{
-				{signals.ServerKeyspaceHits.Name + `{` + exp + `}`, "0+54x29 1572+6x29"},
-				{signals.ServerKeyspaceMisses.Name + `{` + exp + `}`, "0+6x29 228+54x29"},
+				{signals.ServerKeyspaceHits.String() + `{` + exp + `}`, "0+54x29 1572+6x29"},
+				{signals.ServerKeyspaceMisses.String() + `{` + exp + `}`, "0+6x29 228+54x29"},
 			},
 			evalAt:  50 * time.Minute,
 			quietAt: []time.Duration{30 * time.Minute},
@@ -690,14 +690,14 @@ func keyspaceDefinitions(cfg Config) []definition {
 		}, {
 			name: "healthy: steady 90%",
 			series: []series{
-				{signals.ServerKeyspaceHits.Name + `{` + exp + `}`, "0+54x59"},
-				{signals.ServerKeyspaceMisses.Name + `{` + exp + `}`, "0+6x59"},
+				{signals.ServerKeyspaceHits.String() + `{` + exp + `}`, "0+54x59"},
+				{signals.ServerKeyspaceMisses.String() + `{` + exp + `}`, "0+6x59"},
 			},
 			evalAt: 50 * time.Minute,
 		}},
 	}, {
 		group: "cachewatch-keyspace", name: "CachewatchQueueOldestAgeHigh",
-		query: "max by (job, node, queue) (" + vec(signals.QueueOldestAge.Name, e) + ")", op: ">",
+		query: "max by (job, node, queue) (" + vec(signals.QueueOldestAge.String(), e) + ")", op: ">",
 		levels:      []level{{SeverityWarning, time.Duration(cfg.QueueOldestAge).Seconds(), d(cfg.QueueOldestAge)}},
 		forDur:      time.Duration(cfg.QueueOldestAgeFor),
 		summary:     "The oldest message of a queue is old: workers do not keep up.",
@@ -714,16 +714,16 @@ func keyspaceDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "15 minutes old",
-			series:  []series{{signals.QueueOldestAge.Name + `{` + exp + `, queue="orders"}`, "900x59"}},
+			series:  []series{{signals.QueueOldestAge.String() + `{` + exp + `, queue="orders"}`, "900x59"}},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityWarning, with(expNode, "queue", "orders"), "The oldest entry of queue orders on redis:6379 is 15m 0s old (threshold 5m)."}},
 		}, {
 			name:   "healthy: 5 seconds",
-			series: []series{{signals.QueueOldestAge.Name + `{` + exp + `, queue="orders"}`, "5x59"}},
+			series: []series{{signals.QueueOldestAge.String() + `{` + exp + `, queue="orders"}`, "5x59"}},
 		}},
 	}, {
 		group: "cachewatch-keyspace", name: "CachewatchStreamLagHigh",
-		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupLag.Name, e) + ")", op: ">",
+		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupLag.String(), e) + ")", op: ">",
 		levels:      []level{{SeverityWarning, cfg.StreamLag, num(cfg.StreamLag)}},
 		forDur:      time.Duration(cfg.StreamFor),
 		summary:     "A stream consumer group lags far behind the stream.",
@@ -739,16 +739,16 @@ func keyspaceDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "5000 behind",
-			series:  []series{{signals.StreamGroupLag.Name + `{` + exp + `, queue="orders", group="billing"}`, "5000x59"}},
+			series:  []series{{signals.StreamGroupLag.String() + `{` + exp + `, queue="orders", group="billing"}`, "5000x59"}},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityWarning, with(expNode, "queue", "orders", "group", "billing"), "Consumer group billing of stream orders on redis:6379 has 5k entries not yet delivered (threshold 1000)."}},
 		}, {
 			name:   "healthy: 3 behind",
-			series: []series{{signals.StreamGroupLag.Name + `{` + exp + `, queue="orders", group="billing"}`, "3x59"}},
+			series: []series{{signals.StreamGroupLag.String() + `{` + exp + `, queue="orders", group="billing"}`, "3x59"}},
 		}},
 	}, {
 		group: "cachewatch-keyspace", name: "CachewatchStreamPendingStuck",
-		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupOldestPending.Name, e) + ")", op: ">",
+		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupOldestPending.String(), e) + ")", op: ">",
 		levels:      []level{{SeverityWarning, time.Duration(cfg.StreamPendingAge).Seconds(), d(cfg.StreamPendingAge)}},
 		forDur:      time.Duration(cfg.StreamFor),
 		summary:     "A stream message was delivered but not acknowledged for a long time.",
@@ -765,12 +765,12 @@ func keyspaceDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "10 minutes pending",
-			series:  []series{{signals.StreamGroupOldestPending.Name + `{` + exp + `, queue="orders", group="billing"}`, "600x59"}},
+			series:  []series{{signals.StreamGroupOldestPending.String() + `{` + exp + `, queue="orders", group="billing"}`, "600x59"}},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityWarning, with(expNode, "queue", "orders", "group", "billing"), "The oldest unacknowledged message of group billing on stream orders (redis:6379) is 10m 0s old (threshold 5m)."}},
 		}, {
 			name:   "healthy: 2 seconds",
-			series: []series{{signals.StreamGroupOldestPending.Name + `{` + exp + `, queue="orders", group="billing"}`, "2x59"}},
+			series: []series{{signals.StreamGroupOldestPending.String() + `{` + exp + `, queue="orders", group="billing"}`, "2x59"}},
 		}},
 	}}
 }
@@ -810,13 +810,13 @@ func exporterDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: "cachewatch-exporter", name: "CachewatchExporterSampleFailing",
-		query: "min by (job, instance, node) (" + vec(signals.ExporterUp.Name, e) + ")", op: "<",
+		query: "min by (job, instance, node) (" + vec(signals.ExporterUp.String(), e) + ")", op: "<",
 		levels:      []level{{SeverityWarning, 1, "1"}},
 		forDur:      time.Duration(cfg.ExporterFailingFor),
 		summary:     "The cachewatch exporter cannot sample a Redis node.",
 		description: `The exporter {{ $labels.instance }} fails to sample Redis node {{ $labels.node }}.`,
 		runbook: runbook{
-			meaning: "The exporter is scraped but its last sample of the node failed (`" + signals.ExporterUp.Name + "` is 0): the node is unreachable or refuses the exporter's commands.",
+			meaning: "The exporter is scraped but its last sample of the node failed (`" + signals.ExporterUp.String() + "` is 0): the node is unreachable or refuses the exporter's commands.",
 			causes: []string{
 				"Redis down or unreachable from the exporter.",
 				"Wrong password or ACL user (`$REDIS_PASSWORD`, `--redis.password-file`, `--redis.user`), or an ACL without `INFO`/`SCAN`/`TTL` rights.",
@@ -827,16 +827,16 @@ func exporterDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "failing",
-			series:  []series{{signals.ExporterUp.Name + `{` + exp + `}`, "0x59"}},
+			series:  []series{{signals.ExporterUp.String() + `{` + exp + `}`, "0x59"}},
 			quietAt: []time.Duration{4 * time.Minute},
 			want:    []want{{SeverityWarning, instNode, "The exporter exporter:9121 fails to sample Redis node redis:6379."}},
 		}, {
 			name:   "healthy: sampling",
-			series: []series{{signals.ExporterUp.Name + `{` + exp + `}`, "1x59"}},
+			series: []series{{signals.ExporterUp.String() + `{` + exp + `}`, "1x59"}},
 		}},
 	}, {
 		group: "cachewatch-exporter", name: "CachewatchExporterSampleErrors",
-		query: "sum by (job, instance, node, stage) (" + rate(signals.ExporterErrors.Name, e) + ") * 60", op: ">",
+		query: "sum by (job, instance, node, stage) (" + rate(signals.ExporterErrors.String(), e) + ") * 60", op: ">",
 		levels:      []level{{SeverityInfo, 0, "0"}},
 		forDur:      time.Duration(cfg.ExporterErrorsFor),
 		summary:     "The exporter keeps failing one sampling stage; its other figures are still served.",
@@ -853,16 +853,16 @@ func exporterDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "6 a minute",
-			series:  []series{{signals.ExporterErrors.Name + `{` + exp + `, stage="queues", class="noperm"}`, "0+6x59"}},
+			series:  []series{{signals.ExporterErrors.String() + `{` + exp + `, stage="queues", class="noperm"}`, "0+6x59"}},
 			quietAt: []time.Duration{14 * time.Minute},
 			want:    []want{{SeverityInfo, with(instNode, "stage", "queues"), "The exporter exporter:9121 fails stage queues on redis:6379 6 times a minute."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.ExporterErrors.Name + `{` + exp + `, stage="queues", class="noperm"}`, "0x59"}},
+			series: []series{{signals.ExporterErrors.String() + `{` + exp + `, stage="queues", class="noperm"}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-exporter", name: "CachewatchExporterKeyspaceCoverageLow",
-		query: "min by (job, instance, node) (" + vec(signals.ExporterKeyspaceCoverage.Name, e) + ")", op: "<",
+		query: "min by (job, instance, node) (" + vec(signals.ExporterKeyspaceCoverage.String(), e) + ")", op: "<",
 		levels:      []level{{SeverityWarning, cfg.KeyspaceCoverage, pct(cfg.KeyspaceCoverage)}},
 		forDur:      time.Duration(cfg.KeyspaceCoverageFor),
 		summary:     "The exporter does not cover the whole keyspace: lock and expiry figures are partial.",
@@ -878,12 +878,12 @@ func exporterDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "40% covered",
-			series:  []series{{signals.ExporterKeyspaceCoverage.Name + `{` + exp + `}`, "0.4x59"}},
+			series:  []series{{signals.ExporterKeyspaceCoverage.String() + `{` + exp + `}`, "0.4x59"}},
 			quietAt: []time.Duration{29 * time.Minute},
 			want:    []want{{SeverityWarning, instNode, "The exporter exporter:9121 covers 40% of the keyspace of redis:6379 (threshold 100%)."}},
 		}, {
 			name:   "healthy: full",
-			series: []series{{signals.ExporterKeyspaceCoverage.Name + `{` + exp + `}`, "1x59"}},
+			series: []series{{signals.ExporterKeyspaceCoverage.String() + `{` + exp + `}`, "1x59"}},
 		}},
 	}}
 }

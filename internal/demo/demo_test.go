@@ -58,7 +58,7 @@ func TestRunEmbeddedMiniredis(t *testing.T) {
 	// support would fail every time; a rare failure is a call cancelled by
 	// its caller (a renewal cut short by Release). Timeouts and dropped
 	// connections say the machine is busy, not that a command is missing.
-	for _, series := range snap[signals.CommandErrors.Name] {
+	for _, series := range snap[signals.CommandErrors.String()] {
 		l := labels(series.GetLabel())
 		switch {
 		case l["command"] == "client", l["error_class"] == "noscript",
@@ -71,7 +71,7 @@ func TestRunEmbeddedMiniredis(t *testing.T) {
 			t.Errorf("miniredis failed %v %v times in %v calls", l, failed, calls)
 		}
 	}
-	for _, series := range snap[signals.ExporterErrors.Name] {
+	for _, series := range snap[signals.ExporterErrors.String()] {
 		if l := labels(series.GetLabel()); l["stage"] != "info" {
 			t.Errorf("exporter failed on miniredis: %v ×%v", l, series.GetCounter().GetValue())
 		}
@@ -227,7 +227,7 @@ func checkJSON(t *testing.T, r *Report) {
 			t.Errorf("phase %s: JSON figures differ from the report", p.Name)
 		}
 	}
-	if !bytes.Contains(b, []byte(`"loader_calls_per_refresh"`)) || !bytes.Contains(b, []byte(signals.SourceCalls.Name)) {
+	if !bytes.Contains(b, []byte(`"loader_calls_per_refresh"`)) || !bytes.Contains(b, []byte(signals.SourceCalls.String())) {
 		t.Errorf("JSON lacks the figures or their PromQL: %.300s", b)
 	}
 }
@@ -241,7 +241,7 @@ func TestChartQueriesFindEveryPanel(t *testing.T) {
 			t.Errorf("figure %s: no panel %q on dashboard %s", name, want.panel, want.board)
 		}
 	}
-	if !strings.Contains(q["loader_calls_cachewatch"].Expr, signals.SourceCalls.Name) {
-		t.Errorf("loader calls query %q does not read %s", q["loader_calls_cachewatch"].Expr, signals.SourceCalls.Name)
+	if !strings.Contains(q["loader_calls_cachewatch"].Expr, signals.SourceCalls.String()) {
+		t.Errorf("loader calls query %q does not read %s", q["loader_calls_cachewatch"].Expr, signals.SourceCalls.String())
 	}
 }
