@@ -245,10 +245,10 @@ var (
 func newCatalogCheck(groups []Group) *catalogCheck {
 	c := &catalogCheck{metrics: map[string]signals.Metric{}, labels: map[string]bool{}, recording: map[string]bool{}}
 	for _, m := range signals.All() {
-		c.metrics[m.Name] = &m
+		c.metrics[m.Name] = m
 		if m.Kind == signals.Histogram {
 			for _, suffix := range []string{"_bucket", "_count", "_sum"} {
-				c.metrics[m.Name+suffix] = &m
+				c.metrics[m.Name+suffix] = m
 			}
 		}
 		for _, l := range m.Labels {
