@@ -2,6 +2,7 @@ package alerts
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grafana/grafana-foundation-sdk/go/alerting"
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cachewatch/cachewatch/signals"
@@ -219,7 +222,7 @@ func TestCatalogCheckCatchesStrangers(t *testing.T) {
 }
 
 type catalogCheck struct {
-	metrics   map[string]*signals.Metric
+	metrics   map[string]signals.Metric
 	labels    map[string]bool
 	recording map[string]bool
 }
@@ -240,7 +243,7 @@ var (
 )
 
 func newCatalogCheck(groups []Group) *catalogCheck {
-	c := &catalogCheck{metrics: map[string]*signals.Metric{}, labels: map[string]bool{}, recording: map[string]bool{}}
+	c := &catalogCheck{metrics: map[string]signals.Metric{}, labels: map[string]bool{}, recording: map[string]bool{}}
 	for _, m := range signals.All() {
 		c.metrics[m.Name] = m
 		if m.Kind == signals.Histogram {
@@ -297,7 +300,7 @@ func (c *catalogCheck) errors(e string) []error {
 			if !c.recording[id] {
 				errs = append(errs, errors.New(id+" is not one of the recording rules"))
 			}
-		case c.metrics[id] != nil:
+		case c.metrics[id].Name != "":
 		default:
 			errs = append(errs, errors.New("unknown name "+id))
 		}
@@ -305,11 +308,11 @@ func (c *catalogCheck) errors(e string) []error {
 	return errs
 }
 
-func (c *catalogCheck) matcherErrors(m *signals.Metric, name, label, op, value string) []error {
+func (c *catalogCheck) matcherErrors(m signals.Metric, name, label, op, value string) []error {
 	if targetLabels[label] || (label == "le" && strings.HasSuffix(name, "_bucket")) {
 		return nil
 	}
-	if m == nil {
+	if m.Name == "" {
 		return []error{errors.New(name + " has no label " + label)}
 	}
 	for _, l := range m.Labels {
@@ -530,5 +533,147 @@ func TestWriteFiles(t *testing.T) {
 	bad.StreamLag = -1
 	if err := WriteFiles(t.TempDir(), bad); !errors.Is(err, ErrConfig) {
 		t.Errorf("bad config: %v", err)
+	}
+}
+
+var (
+	boldRE       = regexp.MustCompile(`\*\*[^*]+\*\*`)
+	italicRE     = regexp.MustCompile(`\*([^*]+)\*`)
+	anchorLinkRE = regexp.MustCompile(`runbooks\.md#([a-z0-9-]+)`)
+	sectionRE    = regexp.MustCompile(`docs/runbooks\.md, section \\?"([^"\\]+)\\?"`)
+	anyHeading   = regexp.MustCompile(`(?m)^#{2,3} (.+)$`)
+)
+
+// TestRunbooksAndDashboardsAgree checks both directions between the
+// committed dashboards and the runbooks: every panel a runbook tells the
+// reader to look at exists on a board, and every runbook link or section a
+// panel names exists in docs/runbooks.md.
+func TestRunbooksAndDashboardsAgree(t *testing.T) {
+	boards, err := filepath.Glob(filepath.Join("..", "dashboards", "json", "*.json"))
+	if err != nil || len(boards) == 0 {
+		t.Fatalf("no committed dashboards in ../dashboards/json: %v", err)
+	}
+	titles := map[string]bool{}
+	var all strings.Builder
+	for _, path := range boards {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(data)
+		var board struct{ Panels []panel }
+		if err := json.Unmarshal(data, &board); err != nil {
+			t.Fatal(err)
+		}
+		collectTitles(board.Panels, titles)
+	}
+	defs := definitions(DefaultConfig())
+	for _, d := range defs {
+		for _, m := range italicRE.FindAllStringSubmatch(boldRE.ReplaceAllString(d.runbook.confirm, ""), -1) {
+			if !titles[m[1]] {
+				t.Errorf("%s: runbook names panel %q, which no dashboard has", d.name, m[1])
+			}
+		}
+	}
+	md, err := os.ReadFile(filepath.Join("..", "docs", "runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	headings := map[string]bool{}
+	for _, h := range anyHeading.FindAllStringSubmatch(string(md), -1) {
+		headings[h[1]] = true
+		headings[strings.ToLower(h[1])] = true
+	}
+	for _, m := range anchorLinkRE.FindAllStringSubmatch(all.String(), -1) {
+		if !headings[m[1]] {
+			t.Errorf("a dashboard links to runbooks.md#%s, which has no section", m[1])
+		}
+	}
+	sections := sectionRE.FindAllStringSubmatch(all.String(), -1)
+	if len(sections) == 0 || len(anchorLinkRE.FindAllString(all.String(), -1)) == 0 {
+		t.Fatal("found no runbook links in the dashboards: the patterns are stale")
+	}
+	for _, m := range sections {
+		if !headings[m[1]] {
+			t.Errorf("a dashboard names runbook section %q, which does not exist", m[1])
+		}
+	}
+}
+
+type panel struct {
+	Title  string  `json:"title"`
+	Panels []panel `json:"panels"`
+}
+
+func collectTitles(ps []panel, into map[string]bool) {
+	for _, p := range ps {
+		into[p.Title] = true
+		collectTitles(p.Panels, into)
+	}
+}
+
+func TestEveryAlertNamesItsValue(t *testing.T) {
+	for _, d := range definitions(DefaultConfig()) {
+		if valueNames[d.name] == "" {
+			t.Errorf("%s: no entry in valueNames", d.name)
+		}
+	}
+}
+
+// TestEveryAlertWaitsItsFor: each alert has a firing case that also checks
+// it is still quiet before its `for:` has passed.
+func TestEveryAlertWaitsItsFor(t *testing.T) {
+	for _, d := range definitions(DefaultConfig()) {
+		ok := false
+		for _, c := range d.cases {
+			ok = ok || (len(c.want) > 0 && len(c.quietAt) > 0)
+		}
+		if !ok {
+			t.Errorf("%s: no firing case checks that it is quiet before its for:", d.name)
+		}
+	}
+}
+
+// TestGrafanaRulesMatchTheSDKSchema reads the committed provisioning file
+// back into the SDK's Rule type with its strict decoder, which rejects
+// unknown fields and missing required ones.
+func TestGrafanaRulesMatchTheSDKSchema(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("generated", GrafanaFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Groups []struct {
+			Name   string           `yaml:"name"`
+			Folder string           `yaml:"folder"`
+			Rules  []map[string]any `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			// The provisioning format carries these on the group.
+			r["ruleGroup"], r["folderUID"], r["orgID"] = g.Name, g.Folder, 1
+			raw, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rule alerting.Rule
+			// The SDK returns its error list typed, nil or not.
+			var errs cog.BuildErrors
+			if err := rule.UnmarshalJSONStrict(raw); err != nil && (!errors.As(err, &errs) || len(errs) > 0) {
+				t.Errorf("%v: %v", r["title"], err)
+			}
+			if rule.Title == "" || len(rule.Data) != 3 {
+				t.Errorf("%v: decoded to %+v", r["title"], rule)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no rules")
 	}
 }

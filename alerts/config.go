@@ -36,6 +36,10 @@ type Config struct {
 	ExporterSelector string `yaml:"exporter_selector"`
 	// RunbookBaseURL is the runbooks page; each alert links to its section.
 	RunbookBaseURL string `yaml:"runbook_base_url"`
+	// GrafanaDatasourceUID and GrafanaFolder place the Grafana-managed
+	// rules: the Prometheus data source they query and the folder title.
+	GrafanaDatasourceUID string `yaml:"grafana_datasource_uid"`
+	GrafanaFolder        string `yaml:"grafana_folder"`
 
 	// Traffic floors: ratios over less traffic than this (per second)
 	// are noise and never alert.
@@ -119,6 +123,9 @@ func DefaultConfig() Config {
 		ServiceSelector:  `job=~".+"`,
 		ExporterSelector: `job="cachewatch-exporter"`,
 		RunbookBaseURL:   DefaultRunbookBaseURL,
+
+		GrafanaDatasourceUID: "prometheus",
+		GrafanaFolder:        "cachewatch",
 
 		MinLockAttemptsPerSecond: 0.05,
 		MinLookupsPerSecond:      0.05,
@@ -218,7 +225,9 @@ func ParseConfig(r io.Reader) (Config, error) {
 var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
 
 func unknownKeyMessage(err error) string {
-	return unknownField.ReplaceAllString(err.Error(), "unknown key $1")
+	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
+	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " ")
+	return unknownField.ReplaceAllString(msg, "unknown key $1")
 }
 
 // field is one settable Config field.
@@ -329,7 +338,7 @@ func validateField(f field) error {
 		if strings.HasSuffix(f.key, "_selector") && !matchers.MatchString(x) {
 			return fmt.Errorf("%q is not a list of label matchers like job=~\"api|worker\"", x)
 		}
-		if f.key == "runbook_base_url" && x == "" {
+		if x == "" {
 			return errors.New("must not be empty")
 		}
 	}

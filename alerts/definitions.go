@@ -69,24 +69,24 @@ func lockDefinitions(cfg Config) []definition {
 				"The holder works long under the lock (slow source, recompute inside the lock).",
 				"Waiters poll the lock instead of reading a stale value (stale-while-revalidate would answer them at once).",
 			},
-			confirm: "On **" + boardContention + "**, panel *Lock acquire p50 / p99* by key group, next to *Contention rate* and *Lock hold time*. If hold time is high too, the work under the lock is the cause; if contention is high, too many callers fight for it. On **" + boardRedis + "**, *Pool waits / timeouts* tells whether waiters also drain the connection pool.",
+			confirm: "On **" + boardContention + "**, panel *Lock acquire time p50 / p99* by key group, next to *Contention rate (busy first attempts / first attempts)* and *Lock hold time p50 / p99*. If hold time is high too, the work under the lock is the cause; if contention is high, too many callers fight for it. On **" + boardRedis + "**, *Pool waits and timeouts* tells whether waiters also drain the connection pool.",
 			fix:     "Serve stale while one caller refreshes (`instrument.NewCache` with `CacheOptions.FreshTTL` and `HardTTL`) instead of locking on every read; keep full-jitter backoff (`LockOptions.Backoff{Base, Max, Retries}`) bounded; split one global lock into per-resource locks; move slow work out of the lock.",
 		},
 		cases: []testCase{{
 			name: "p99 near 100ms",
 			series: []series{
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="0.05"}`, "0x59"},
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="0.1"}`, "0+60x59"},
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.05"}`, "0x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.1"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
 			},
 			quietAt: []time.Duration{10 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "Lock acquire p99 of key group lock:report:* in api is 99.5ms (threshold 50ms)."}},
 		}, {
 			name: "p99 near 1s",
 			series: []series{
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="0.5"}`, "0x59"},
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="1"}`, "0+60x59"},
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.5"}`, "0x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="1"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
 			},
 			want: []want{
 				{SeverityWarning, svcLabels, "Lock acquire p99 of key group lock:report:* in api is 995ms (threshold 50ms)."},
@@ -95,8 +95,8 @@ func lockDefinitions(cfg Config) []definition {
 		}, {
 			name: "healthy: p99 under 5ms",
 			series: []series{
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="0.005"}`, "0+60x59"},
-				{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.005"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
 			},
 		}},
 	}, {
@@ -118,22 +118,22 @@ func lockDefinitions(cfg Config) []definition {
 				"A hot key expires and every caller tries to recompute it (no stale-while-revalidate, no coalescing).",
 				"Polling waiters: callers spin on the lock instead of waiting for the value.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Contention rate (busy first attempts / first attempts)* per key group, with *Retries and backoff*. *Cache results* and *Miss bursts* show whether a stampede drives it; on **" + boardKeyspace + "**, *Expiry synchronisation* shows keys expiring together.",
+			confirm: "On **" + boardContention + "**, panel *Contention rate (busy first attempts / first attempts)* per key group, with *Retries* and *Backoff delay p50 / p99*. *Cache lookups by result (share)* and *Miss bursts* show whether a stampede drives it; on **" + boardKeyspace + "**, *Expiry synchronisation per key group* shows keys expiring together.",
 			fix:     "Use `instrument.Cache.Fetch` (in-process and cross-process coalescing: one refresh per key) rather than a lock per reader; jitter TTLs (`CacheOptions.Jitter`, default 0.1) and keep full-jitter backoff (`LockOptions.Backoff`); lock per resource, not globally.",
 		},
 		cases: []testCase{{
 			name: "10% busy",
 			series: []series{
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="busy"}`, "0+6x59"},
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="acquired"}`, "0+54x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+6x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+54x59"},
 			},
 			quietAt: []time.Duration{8 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "10% of first lock attempts on key group lock:report:* in api found the lock busy (threshold 5%)."}},
 		}, {
 			name: "50% busy",
 			series: []series{
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="busy"}`, "0+30x59"},
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="acquired"}`, "0+30x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+30x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+30x59"},
 			},
 			want: []want{
 				{SeverityWarning, svcLabels, "50% of first lock attempts on key group lock:report:* in api found the lock busy (threshold 5%)."},
@@ -142,19 +142,19 @@ func lockDefinitions(cfg Config) []definition {
 		}, {
 			name: "healthy: under 2% busy",
 			series: []series{
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="busy"}`, "0+1x59"},
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="acquired"}`, "0+59x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+1x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+59x59"},
 			},
 		}, {
 			name: "quiet: 50% busy but under the traffic floor",
 			series: []series{
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="busy"}`, "0+1x59"},
-				{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="acquired"}`, "0+1x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+1x59"},
+				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+1x59"},
 			},
 		}},
 	}, {
 		group: "cachewatch-locks", name: "CachewatchLocksLost",
-		query: sumBy("job, key_group, reason", increase(signals.LocksLost.Name, s, win)), op: ">",
+		query: sumBy("job, key_group, reason", increase(signals.LocksLost.String(), s, win)), op: ">",
 		levels:      []level{{SeverityWarning, 0, "0"}},
 		forDur:      time.Duration(cfg.LocksLostFor),
 		summary:     "Locks were lost before their holder released them: two workers may have run the same critical section.",
@@ -167,21 +167,21 @@ func lockDefinitions(cfg Config) []definition {
 				"Redis evicted or failed over and the lock key vanished.",
 				"Code releasing with `DEL` instead of the owner-checked script (another worker's lock deleted).",
 			},
-			confirm: "On **" + boardContention + "**, panel *Locks lost by reason* and *Lock hold time* (compare hold p99 with the lock TTL); *Duplicate recomputes* shows the damage. On **" + boardKeyspace + "**, *Remaining lock TTL* shows how close locks run to expiry.",
+			confirm: "On **" + boardContention + "**, panel *Lost locks by reason* and *Lock hold time p50 / p99* (compare hold p99 with the lock TTL); *Duplicate recomputes* shows the damage. On **" + boardKeyspace + "**, *Lock remaining TTL (heatmap)* shows how close locks run to expiry.",
 			fix:     "Take locks with `LockOptions.TTL` above the p99.9 of the work, or set `LockOptions.Renew: true` for work that may outlast one TTL (the lock's context is cancelled when the lease is lost, so stop work on `l.Context()`); use `LockOptions.Fencing` and check the fence downstream where a second writer would corrupt data; never release with `DEL`.",
 		},
 		cases: []testCase{{
 			name:    "one lock expired",
-			series:  []series{{signals.LocksLost.Name + `{` + svc + `, reason="expired"}`, "0x34 1x24"}},
+			series:  []series{{signals.LocksLost.String() + `{` + svc + `, reason="expired"}`, "0x34 1x24"}},
 			quietAt: []time.Duration{35 * time.Minute},
 			want:    []want{{SeverityWarning, with(svcLabels, "reason", "expired"), "1 locks of key group lock:report:* in api were lost before release (expired) in the last 15m."}},
 		}, {
 			name:   "healthy: none lost",
-			series: []series{{signals.LocksLost.Name + `{` + svc + `, reason="expired"}`, "0x59"}},
+			series: []series{{signals.LocksLost.String() + `{` + svc + `, reason="expired"}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-locks", name: "CachewatchLockRenewalsFailing",
-		query: sumBy("job, key_group", increase(signals.LockRenewals.Name, s, win, `result=~"lost|error"`)), op: ">",
+		query: sumBy("job, key_group", increase(signals.LockRenewals.String(), s, win, `result=~"lost|error"`)), op: ">",
 		levels:      []level{{SeverityWarning, 0, "0"}},
 		forDur:      time.Duration(cfg.RenewalsFor),
 		summary:     "Lease renewals of held locks fail: long work is losing its locks.",
@@ -193,17 +193,17 @@ func lockDefinitions(cfg Config) []definition {
 				"Redis unreachable or failing over; the lock key evicted under `maxmemory`.",
 				"Another process deleted the lock without an owner check.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Lock renewals by result* next to *Locks lost by reason*; on **" + boardRedis + "**, *Command errors by class* (timeouts, connection) and *Latency by command* for `evalsha`.",
+			confirm: "On **" + boardContention + "**, panel *Lease renewals by result* next to *Lost locks by reason*; on **" + boardRedis + "**, *Command errors by class* (timeouts, connection) and *Command latency p99 by command* for `evalsha`.",
 			fix:     "Raise `LockOptions.TTL` so that TTL/3 covers Redis hiccups; make the work stop on `l.Context()` cancellation; fix connectivity (`CacheOptions.RedisTimeout`, pool size); set a `noeviction` or `volatile-*` policy so locks are not evicted.",
 		},
 		cases: []testCase{{
 			name:    "a renewal errored",
-			series:  []series{{signals.LockRenewals.Name + `{` + svc + `, result="error"}`, "0x34 1x24"}},
+			series:  []series{{signals.LockRenewals.String() + `{` + svc + `, result="error"}`, "0x34 1x24"}},
 			quietAt: []time.Duration{38 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "1 lease renewals of key group lock:report:* in api failed in the last 15m."}},
 		}, {
 			name:   "healthy: renewals succeed",
-			series: []series{{signals.LockRenewals.Name + `{` + svc + `, result="renewed"}`, "0+10x59"}},
+			series: []series{{signals.LockRenewals.String() + `{` + svc + `, result="renewed"}`, "0+10x59"}},
 		}},
 	}}
 }
@@ -226,27 +226,27 @@ func cacheDefinitions(cfg Config) []definition {
 				"Fresh TTL much shorter than the time a refresh takes.",
 				"The refresh lease (`CacheOptions.LeaseTTL`) expires before slow loads finish, so no load ever stores.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Cache results (hit / stale / miss / coalesced)* and *Stale age served*; then *Refresh failures* and *Recompute duration*.",
+			confirm: "On **" + boardContention + "**, panel *Cache lookups by result (share)* and *Stale age served p50 / p99*; then *Refresh failures* and *Recompute duration p50 / p99*.",
 			fix:     "Fix the failing source first (see CachewatchStaleForever); size `CacheOptions.FreshTTL` above the recompute p99 and `LeaseTTL` above the slowest load; enable probabilistic early refresh (`CacheOptions.Beta: 1`) so hot keys refresh before they go stale.",
 		},
 		cases: []testCase{{
 			name: "70% stale",
 			series: []series{
-				{signals.CacheLookups.Name + `{` + svc + `, result="stale"}`, "0+42x59"},
-				{signals.CacheLookups.Name + `{` + svc + `, result="hit"}`, "0+18x59"},
+				{signals.CacheLookups.String() + `{` + svc + `, result="stale"}`, "0+42x59"},
+				{signals.CacheLookups.String() + `{` + svc + `, result="hit"}`, "0+18x59"},
 			},
 			quietAt: []time.Duration{10 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "70% of cache lookups of key group lock:report:* in api were served stale (threshold 50%)."}},
 		}, {
 			name: "healthy: 10% stale",
 			series: []series{
-				{signals.CacheLookups.Name + `{` + svc + `, result="stale"}`, "0+6x59"},
-				{signals.CacheLookups.Name + `{` + svc + `, result="hit"}`, "0+54x59"},
+				{signals.CacheLookups.String() + `{` + svc + `, result="stale"}`, "0+6x59"},
+				{signals.CacheLookups.String() + `{` + svc + `, result="hit"}`, "0+54x59"},
 			},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchStaleForever",
-		query: "max by (job, key_group) (" + vec(signals.RefreshConsecutiveFailures.Name, s) + ")", op: ">=",
+		query: "max by (job, key_group) (" + vec(signals.RefreshConsecutiveFailures.String(), s) + ")", op: ">=",
 		levels:      []level{{SeverityCritical, cfg.ConsecutiveRefreshFailures, num(cfg.ConsecutiveRefreshFailures)}},
 		forDur:      time.Duration(cfg.ConsecutiveRefreshFailuresFor),
 		summary:     "Every refresh of some cached values fails: stale-while-revalidate has become stale-forever.",
@@ -258,21 +258,21 @@ func cacheDefinitions(cfg Config) []definition {
 				"The loader times out: its context is bounded by `CacheOptions.LeaseTTL`.",
 				"A bug makes the loader fail for some keys only (a deleted row, a bad payload).",
 			},
-			confirm: "On **" + boardContention + "**, panels *Consecutive refresh failures (stale-forever)*, *Refresh failures* and *Recompute duration* by result; *Stale age served* grows while it lasts.",
+			confirm: "On **" + boardContention + "**, panels *Consecutive refresh failures*, *Refresh failures* and *Recompute duration p50 / p99* by result; *Stale age served p50 / p99* grows while it lasts.",
 			fix:     "Fix the source or the loader. Meanwhile `CacheOptions.FailureHoldoff` keeps a failing source from being hammered (one retry per hold-off), and `HardTTL` bounds how old served data can get; lower it if stale data is worse than an error.",
 		},
 		cases: []testCase{{
 			name:    "7 failures in a row",
-			series:  []series{{signals.RefreshConsecutiveFailures.Name + `{` + svc + `}`, "7x59"}},
+			series:  []series{{signals.RefreshConsecutiveFailures.String() + `{` + svc + `}`, "7x59"}},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityCritical, svcLabels, "A key of group lock:report:* in api failed its last 7 refreshes in a row (threshold 5); it is served stale until its hard TTL."}},
 		}, {
 			name:   "healthy: 2 failures then success",
-			series: []series{{signals.RefreshConsecutiveFailures.Name + `{` + svc + `}`, "2x59"}},
+			series: []series{{signals.RefreshConsecutiveFailures.String() + `{` + svc + `}`, "2x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchHardTTLRefusals",
-		query: sumBy("job, key_group", increase(signals.HardTTLExpired.Name, s, win)), op: ">",
+		query: sumBy("job, key_group", increase(signals.HardTTLExpired.String(), s, win)), op: ">",
 		levels:      []level{{SeverityCritical, 0, "0"}},
 		forDur:      time.Duration(cfg.HardTTLRefusalsFor),
 		summary:     "Cached values passed their hard TTL and were refused: callers get errors instead of data.",
@@ -283,17 +283,17 @@ func cacheDefinitions(cfg Config) []definition {
 				"Refreshes have failed for longer than `HardTTL - FreshTTL` (see CachewatchStaleForever).",
 				"Hard TTL set too close to the fresh TTL for the source's usual recovery time.",
 			},
-			confirm: "On **" + boardContention + "**, panels *Hard-TTL refusals*, *Consecutive refresh failures (stale-forever)* and *Refresh failures*.",
+			confirm: "On **" + boardContention + "**, panels *Hard-TTL refusals*, *Consecutive refresh failures* and *Refresh failures*.",
 			fix:     "Restore the source. If serving older data is acceptable, raise `CacheOptions.HardTTL`; keep `FailureHoldoff` so the recovering source is not stampeded.",
 		},
 		cases: []testCase{{
 			name:    "3 refusals",
-			series:  []series{{signals.HardTTLExpired.Name + `{` + svc + `}`, "0x34 3x24"}},
+			series:  []series{{signals.HardTTLExpired.String() + `{` + svc + `}`, "0x34 3x24"}},
 			quietAt: []time.Duration{38 * time.Minute},
 			want:    []want{{SeverityCritical, svcLabels, "3 lookups of key group lock:report:* in api found only data past its hard TTL in the last 15m."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.HardTTLExpired.Name + `{` + svc + `}`, "0x59"}},
+			series: []series{{signals.HardTTLExpired.String() + `{` + svc + `}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchLoaderAmplification",
@@ -303,26 +303,26 @@ func cacheDefinitions(cfg Config) []definition {
 		summary:     "More than one source call per stored load: a stampede got through to the source.",
 		description: `Key group {{ $labels.key_group }} in {{ $labels.job }} makes {{ $value | humanize }} source calls per stored load (healthy: 1, threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "Source calls divided by the loads whose value was stored (`" + signals.SourceCalls.Name + "` over itself less `" + signals.StaleWritesRefused.Name + "`). Above 1, loaders ran whose result was thrown away because another loader took the lease or the key was invalidated mid-load: the source did the same work more than once.",
+			meaning: "Source calls divided by the loads whose value was stored (`" + signals.SourceCalls.String() + "` over itself less `" + signals.StaleWritesRefused.String() + "`). Above 1, loaders ran whose result was thrown away because another loader took the lease or the key was invalidated mid-load: the source did the same work more than once.",
 			causes: []string{
 				"Loads slower than `CacheOptions.LeaseTTL`: the lease expires, a waiter takes over and loads again.",
 				"Invalidation racing with loads (`Invalidate` while a refresh runs) on a hot key.",
 				"Several caches with different names or codecs sharing keys, so their leases do not coordinate.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Loader amplification (source calls per refresh)* with *Recompute duration* (compare its p99 with the lease TTL) and *Duplicate recomputes*.",
+			confirm: "On **" + boardContention + "**, panel *Loader amplification (source calls per kept result)* with *Recompute duration p50 / p99* (compare its p99 with the lease TTL) and *Duplicate recomputes*.",
 			fix:     "Raise `CacheOptions.LeaseTTL` above the recompute p99.9; invalidate after the source changed, not before; give one `instrument.Cache` per key space.",
 		},
 		cases: []testCase{{
 			name: "half the loads refused",
 			series: []series{
-				{signals.SourceCalls.Name + `{` + svc + `, result="success"}`, "0+60x59"},
-				{signals.StaleWritesRefused.Name + `{` + svc + `}`, "0+30x59"},
+				{signals.SourceCalls.String() + `{` + svc + `, result="success"}`, "0+60x59"},
+				{signals.StaleWritesRefused.String() + `{` + svc + `}`, "0+30x59"},
 			},
 			quietAt: []time.Duration{14 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "Key group lock:report:* in api makes 2 source calls per stored load (healthy: 1, threshold 1)."}},
 		}, {
 			name:   "healthy: every load stored, nothing refused yet",
-			series: []series{{signals.SourceCalls.Name + `{` + svc + `, result="success"}`, "0+60x59"}},
+			series: []series{{signals.SourceCalls.String() + `{` + svc + `, result="success"}`, "0+60x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchMissBurst",
@@ -338,21 +338,21 @@ func cacheDefinitions(cfg Config) []definition {
 				"A mass invalidation or a flush, or deleting cache entries before the new data is ready.",
 				"A cold start (deploy, new cache node) with no warm-up.",
 			},
-			confirm: "On **" + boardContention + "**, panels *Miss bursts* and *Cache results*; on **" + boardKeyspace + "**, *Expiry synchronisation per group* and *Server hit ratio and miss bursts*.",
+			confirm: "On **" + boardContention + "**, panels *Miss bursts* and *Cache lookups by result (share)*; on **" + boardKeyspace + "**, *Expiry synchronisation per key group* and *Server hit ratio* and *Server miss bursts*.",
 			fix:     "Jitter TTLs (`CacheOptions.Jitter`); use `instrument.Cache.Fetch` so misses coalesce into one load per key; invalidate with `Invalidate`/`InvalidateMatch` after the new data exists; warm hot keys before switching traffic.",
 		},
 		cases: []testCase{{
 			name:    "a burst a minute",
-			series:  []series{{signals.MissBursts.Name + `{` + svc + `}`, "0+1x59"}},
+			series:  []series{{signals.MissBursts.String() + `{` + svc + `}`, "0+1x59"}},
 			quietAt: []time.Duration{4 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "Key group lock:report:* in api has 1 miss bursts a minute."}},
 		}, {
 			name:   "healthy: no bursts",
-			series: []series{{signals.MissBursts.Name + `{` + svc + `}`, "0x59"}},
+			series: []series{{signals.MissBursts.String() + `{` + svc + `}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchWriteSkew",
-		query: sumBy("job, key_group", increase(signals.WriteSkew.Name, s, win)), op: ">",
+		query: sumBy("job, key_group", increase(signals.WriteSkew.String(), s, win)), op: ">",
 		levels:      []level{{SeverityInfo, 0, "0"}},
 		forDur:      time.Duration(cfg.WriteSkewFor),
 		summary:     "Older results tried to overwrite newer ones (rejected by versioned writes).",
@@ -364,21 +364,21 @@ func cacheDefinitions(cfg Config) []definition {
 				"Unbounded retries or missing idempotency keys make old work run again.",
 				"Slow workers (lock lost mid-work) finish after their successor.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Write skew and duplicate recomputes*, with *Idempotency duplicates* and *Locks lost by reason*; on **" + boardKeyspace + "**, the queue panels (oldest age, pending).",
+			confirm: "On **" + boardContention + "**, panel *Write skew and refused stale writes*, *Duplicate recomputes*, with *Idempotency checks by result* and *Lost locks by reason*; on **" + boardKeyspace + "**, the queue panels (oldest age, pending).",
 			fix:     "Keep versioned writes (`SetVersioned`) where order matters; dedupe jobs with idempotency keys (`FirstSeen`); bound retries; fix lost locks (CachewatchLocksLost).",
 		},
 		cases: []testCase{{
 			name:    "2 skewed writes",
-			series:  []series{{signals.WriteSkew.Name + `{` + svc + `}`, "0x34 2x24"}},
+			series:  []series{{signals.WriteSkew.String() + `{` + svc + `}`, "0x34 2x24"}},
 			quietAt: []time.Duration{35 * time.Minute},
 			want:    []want{{SeverityInfo, svcLabels, "2 versioned writes of key group lock:report:* in api carried an older version than the stored one in the last 15m."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.WriteSkew.Name + `{` + svc + `}`, "0x59"}},
+			series: []series{{signals.WriteSkew.String() + `{` + svc + `}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchDuplicateRecompute",
-		query: sumBy("job, key_group", increase(signals.DuplicateRecompute.Name, s, win)), op: ">",
+		query: sumBy("job, key_group", increase(signals.DuplicateRecompute.String(), s, win)), op: ">",
 		levels:      []level{{SeverityInfo, 0, "0"}},
 		forDur:      time.Duration(cfg.DuplicatesFor),
 		summary:     "The same version was computed and written twice.",
@@ -389,25 +389,25 @@ func cacheDefinitions(cfg Config) []definition {
 				"Lock TTL shorter than the work: a second worker took over while the first still ran.",
 				"Jobs redelivered (at-least-once queues) without an idempotency check.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Write skew and duplicate recomputes* with *Locks lost by reason* and *Idempotency duplicates*.",
+			confirm: "On **" + boardContention + "**, panel *Write skew and refused stale writes*, *Duplicate recomputes* with *Lost locks by reason* and *Idempotency checks by result*.",
 			fix:     "Renew long locks (`LockOptions.Renew`) or raise `LockOptions.TTL`; check `FirstSeen` idempotency keys before the work.",
 		},
 		cases: []testCase{{
 			name:    "2 duplicates",
-			series:  []series{{signals.DuplicateRecompute.Name + `{` + svc + `}`, "0x34 2x24"}},
+			series:  []series{{signals.DuplicateRecompute.String() + `{` + svc + `}`, "0x34 2x24"}},
 			quietAt: []time.Duration{35 * time.Minute},
 			want:    []want{{SeverityInfo, svcLabels, "2 versioned writes of key group lock:report:* in api repeated a version already stored in the last 15m."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.DuplicateRecompute.Name + `{` + svc + `}`, "0x59"}},
+			series: []series{{signals.DuplicateRecompute.String() + `{` + svc + `}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchCircuitBreakerOpen",
-		query: "max by (job, instance, name) (max_over_time(" + vec(signals.CircuitBreakerState.Name, s) + "[" + rateWindow + "]))", op: ">=",
+		query: "max by (job, instance, client) (max_over_time(" + vec(signals.CircuitBreakerState.String(), s) + "[" + rateWindow + "]))", op: ">=",
 		levels:      []level{{SeverityCritical, 2, "open"}},
 		forDur:      time.Duration(cfg.BreakerOpenFor),
 		summary:     "The circuit breaker guarding Redis is open: Redis calls fail and loads go straight to the source.",
-		description: `Circuit breaker {{ $labels.name }} of {{ $labels.instance }} in {{ $labels.job }} has been open in the last ` + rateWindow + `.`,
+		description: `Circuit breaker {{ $labels.client }} of {{ $labels.instance }} in {{ $labels.job }} has been open in the last ` + rateWindow + `.`,
 		runbook: runbook{
 			meaning: "`CacheOptions.BreakerFailures` consecutive Redis failures opened the breaker (state 2). While open, `Fetch` skips Redis and calls the loader directly, bounded by `FallbackConcurrency`: the cache protects nothing and the source takes the load.",
 			causes: []string{
@@ -415,21 +415,21 @@ func cacheDefinitions(cfg Config) []definition {
 				"`CacheOptions.RedisTimeout` too low for the Redis latency.",
 				"Connection pool starvation (see CachewatchPoolTimeouts).",
 			},
-			confirm: "On **" + boardContention + "**, panels *Circuit breaker state* and *Fallback calls in flight*; on **" + boardRedis + "**, *Command errors by class* and *Pool waits / timeouts*; on **" + boardKeyspace + "**, *Exporter up*.",
+			confirm: "On **" + boardContention + "**, panels *Circuit breaker state* and *Fallback calls in flight*; on **" + boardRedis + "**, *Command errors by class* and *Pool waits and timeouts*; on **" + boardKeyspace + "**, *Exporter up*.",
 			fix:     "Restore Redis. Keep `FallbackConcurrency` small enough for the source to survive; tune `RedisTimeout` and `BreakerOpenFor` if the breaker trips on normal latency.",
 		},
 		cases: []testCase{{
 			name:    "open",
-			series:  []series{{signals.CircuitBreakerState.Name + `{job="api", instance="api-0:8080", name="products"}`, "2x59"}},
+			series:  []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", client="products"}`, "2x59"}},
 			quietAt: []time.Duration{1 * time.Minute},
-			want:    []want{{SeverityCritical, map[string]string{"job": "api", "instance": "api-0:8080", "name": "products"}, "Circuit breaker products of api-0:8080 in api has been open in the last 5m."}},
+			want:    []want{{SeverityCritical, map[string]string{"job": "api", "instance": "api-0:8080", "client": "products"}, "Circuit breaker products of api-0:8080 in api has been open in the last 5m."}},
 		}, {
 			name:   "healthy: closed, once half-open",
-			series: []series{{signals.CircuitBreakerState.Name + `{job="api", instance="api-0:8080", name="products"}`, "0x29 1 0x28"}},
+			series: []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", client="products"}`, "0x29 1 0x28"}},
 		}},
 	}, {
 		group: "cachewatch-cache", name: "CachewatchKeyGroupOverflow",
-		query: "sum by (job, instance) (" + rate(signals.KeyGroupOverflow.Name, s) + ") * 60", op: ">",
+		query: "sum by (job, instance) (" + rate(signals.KeyGroupOverflow.String(), s) + ") * 60", op: ">",
 		levels:      []level{{SeverityInfo, 0, "0"}},
 		forDur:      time.Duration(cfg.KeyGroupOverflowFor),
 		summary:     "Keys fold into the `other` key group: the cap on distinct groups is reached.",
@@ -440,17 +440,17 @@ func cacheDefinitions(cfg Config) []definition {
 				"Key names with an ID-like part the default derivation does not recognise (dates, slugs), so each key makes its own group.",
 				"A new feature with many key shapes.",
 			},
-			confirm: "On **" + boardContention + "**, the `key_group` variable lists many near-identical groups and `other` grows in *Cache results*.",
+			confirm: "On **" + boardContention + "**, the `key_group` variable lists many near-identical groups and `other` grows in *Cache lookups by result (share)*.",
 			fix:     "Add rules to the `keygroup.Classifier` passed as `KeyGroups` (glob or regexp → group name), or `--keygroup.rule glob=group` for the exporter; raise the cap only if the groups are genuinely distinct.",
 		},
 		cases: []testCase{{
 			name:    "6 a minute",
-			series:  []series{{signals.KeyGroupOverflow.Name + `{job="api", instance="api-0:8080"}`, "0+6x59"}},
+			series:  []series{{signals.KeyGroupOverflow.String() + `{job="api", instance="api-0:8080"}`, "0+6x59"}},
 			quietAt: []time.Duration{14 * time.Minute},
 			want:    []want{{SeverityInfo, map[string]string{"job": "api", "instance": "api-0:8080"}, "api-0:8080 in api classifies 6 keys a minute into the other key group."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.KeyGroupOverflow.Name + `{job="api", instance="api-0:8080"}`, "0x59"}},
+			series: []series{{signals.KeyGroupOverflow.String() + `{job="api", instance="api-0:8080"}`, "0x59"}},
 		}},
 	}}
 }
@@ -469,25 +469,25 @@ func redisDefinitions(cfg Config) []definition {
 			causes: []string{
 				"A script that loops over many keys or a large collection.",
 				"A busy or swapping server: every command is slow, scripts included.",
-				"NOSCRIPT fallbacks: EVALSHA fails and the whole script body is sent again (check *NOSCRIPT*).",
+				"NOSCRIPT fallbacks: EVALSHA fails and the whole script body is sent again (check *NOSCRIPT replies*).",
 			},
-			confirm: "On **" + boardRedis + "**, panels *Script latency by script* and *NOSCRIPT*; *Latency by command (p99)* shows whether everything is slow. On **" + boardKeyspace + "**, *Server command latency percentiles*.",
+			confirm: "On **" + boardRedis + "**, panels *Script latency p99 by script* and *NOSCRIPT replies*; *Command latency p99 by command* shows whether everything is slow. On **" + boardKeyspace + "**, *Server command latency percentiles*.",
 			fix:     "Keep scripts O(1) like cachewatch's release/extend scripts; move bulk work out of Lua (SCAN + UNLINK in batches, as `InvalidateMatch` does); name third-party scripts with `hooks.Options.Scripts` to find the slow one.",
 		},
 		cases: []testCase{{
 			name: "p99 near 25ms",
 			series: []series{
-				{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.01"}`, "0x59"},
-				{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.025"}`, "0+60x59"},
-				{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
+				{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.01"}`, "0x59"},
+				{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.025"}`, "0+60x59"},
+				{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
 			},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityWarning, map[string]string{"job": "api", "script": "release"}, "Script release in api has a p99 of 24.85ms (threshold 10ms)."}},
 		}, {
 			name: "healthy: under 1ms",
 			series: []series{
-				{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.001"}`, "0+60x59"},
-				{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
+				{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.001"}`, "0+60x59"},
+				{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
 			},
 		}},
 	}, {
@@ -509,22 +509,22 @@ func redisDefinitions(cfg Config) []definition {
 				"`busy`: a long script blocks the server.",
 				"`moved`/`ask` storms after a resharding with a client that does not follow the cluster.",
 			},
-			confirm: "On **" + boardRedis + "**, panel *Errors by class* with *Latency by command*; on **" + boardKeyspace + "**, *Memory* and *Clients*.",
+			confirm: "On **" + boardRedis + "**, panel *Command errors by class* with *Command latency p99 by command*; on **" + boardKeyspace + "**, *Memory used and limit* and *Clients*.",
 			fix:     "Follow the class: for timeouts raise capacity or the client's timeouts; for `oom` set an eviction policy or more memory; for `busy` fix the slow script; for `noperm` fix the ACL user.",
 		},
 		cases: []testCase{{
 			name: "5% errors",
 			series: []series{
-				{signals.CommandErrors.Name + `{job="api", client="orders", command="get", error_class="timeout"}`, "0+3x59"},
-				{signals.CommandDuration.Name + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
+				{signals.CommandErrors.String() + `{job="api", client="orders", command="get", error_class="timeout"}`, "0+3x59"},
+				{signals.CommandDuration.String() + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
 			},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityWarning, clientLabels, "5% of Redis commands of client orders in api failed (threshold 1%)."}},
 		}, {
 			name: "50% errors",
 			series: []series{
-				{signals.CommandErrors.Name + `{job="api", client="orders", command="get", error_class="timeout"}`, "0+30x59"},
-				{signals.CommandDuration.Name + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
+				{signals.CommandErrors.String() + `{job="api", client="orders", command="get", error_class="timeout"}`, "0+30x59"},
+				{signals.CommandDuration.String() + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
 			},
 			want: []want{
 				{SeverityWarning, clientLabels, "50% of Redis commands of client orders in api failed (threshold 1%)."},
@@ -533,8 +533,8 @@ func redisDefinitions(cfg Config) []definition {
 		}, {
 			name: "healthy: no errors",
 			series: []series{
-				{signals.CommandErrors.Name + `{job="api", client="orders", command="get", error_class="timeout"}`, "0x59"},
-				{signals.CommandDuration.Name + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
+				{signals.CommandErrors.String() + `{job="api", client="orders", command="get", error_class="timeout"}`, "0x59"},
+				{signals.CommandDuration.String() + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
 			},
 		}},
 	}, {
@@ -551,17 +551,17 @@ func redisDefinitions(cfg Config) []definition {
 				"Slow commands or scripts keep connections busy.",
 				"Pool too small for the concurrency (`PoolSize`), or blocking commands (BLPOP, XREAD BLOCK) on the shared pool.",
 			},
-			confirm: "On **" + boardRedis + "**, panels *Pool waits / timeouts* and *Pool connections (idle / in use)*; on **" + boardContention + "**, *Contention rate* and *Retries and backoff*.",
+			confirm: "On **" + boardRedis + "**, panels *Pool waits and timeouts* and *Pool connections by state*; on **" + boardContention + "**, *Contention rate (busy first attempts / first attempts)* and *Retries* and *Backoff delay p50 / p99*.",
 			fix:     "Fix contention first (CachewatchLockContentionHigh); bound retries (`LockOptions.Backoff.Retries`) and waits (caller contexts); give blocking consumers their own client; raise go-redis `PoolSize` only when Redis has headroom.",
 		},
 		cases: []testCase{{
 			name:    "6 timeouts a minute",
-			series:  []series{{signals.PoolTimeouts.Name + `{` + cli + `}`, "0+6x59"}},
+			series:  []series{{signals.PoolTimeouts.String() + `{` + cli + `}`, "0+6x59"}},
 			quietAt: []time.Duration{4 * time.Minute},
 			want:    []want{{SeverityWarning, map[string]string{"job": "api", "instance": "api-0:8080", "client": "orders"}, "6 waits a minute for a pool connection of client orders on api-0:8080 in api timed out."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.PoolTimeouts.Name + `{` + cli + `}`, "0x59"}},
+			series: []series{{signals.PoolTimeouts.String() + `{` + cli + `}`, "0x59"}},
 		}},
 	}}
 }
@@ -569,11 +569,11 @@ func redisDefinitions(cfg Config) []definition {
 func keyspaceDefinitions(cfg Config) []definition {
 	e := cfg.ExporterSelector
 	kgNode := with(expNode, "key_group", "lock:report:*")
-	byGroup := func(m *signals.Metric) string {
-		return "max by (job, node, key_group) (" + vec(m.Name, e) + ")"
+	byGroup := func(m signals.ID) string {
+		return "max by (job, node, key_group) (" + vec(m.String(), e) + ")"
 	}
-	lockSeries := func(m *signals.Metric, v string) []series {
-		return []series{{m.Name + `{` + exp + `, key_group="lock:report:*"}`, v}}
+	lockSeries := func(m signals.ID, v string) []series {
+		return []series{{m.String() + `{` + exp + `, key_group="lock:report:*"}`, v}}
 	}
 	return []definition{{
 		group: "cachewatch-keyspace", name: "CachewatchLocksWithoutTTL",
@@ -615,7 +615,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"Work under the lock that waits on something slow (an external API, a queue).",
 				"A lock TTL set far too long for the work, outliving a crashed owner.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Long-held locks* and *Remaining lock TTL*; on **" + boardContention + "**, *Lock hold time* and *Lock acquire p50 / p99* for waiters piling up.",
+			confirm: "On **" + boardKeyspace + "**, panels *Long-held locks* and *Lock remaining TTL (heatmap)*; on **" + boardContention + "**, *Lock hold time p50 / p99* and *Lock acquire time p50 / p99* for waiters piling up.",
 			fix:     "Bound the work under a lock with a context deadline; stop renewing when the work is stuck; keep `LockOptions.TTL` close to the expected work time (with renewal for the long tail).",
 		},
 		cases: []testCase{{
@@ -641,7 +641,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"Missing TTL jitter: keys written in one batch (a warm-up, a cron) with the same TTL.",
 				"A fixed expiry time (`EXPIREAT` midnight) for a whole group.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Expiry synchronisation per group* and *Keys expiring by horizon*; later, *Miss bursts* on **" + boardContention + "**.",
+			confirm: "On **" + boardKeyspace + "**, panels *Expiry synchronisation per key group* and *Keys expiring within 1 s / 10 s / 1 min*; later, *Miss bursts* on **" + boardContention + "**.",
 			fix:     "Write TTLs with jitter (`CacheOptions.Jitter`, default 0.1, takes up to 10 % off every TTL at random); spread batch warm-ups; use stale-while-revalidate so an expiry costs one refresh, not a stampede.",
 		},
 		cases: []testCase{{
@@ -671,18 +671,18 @@ func keyspaceDefinitions(cfg Config) []definition {
 			meaning: "The server-side hit ratio over 5 minutes fell below its 1-hour average by more than the threshold (in ratio points). Requests that used to hit now go to the source.",
 			causes: []string{
 				"A mass invalidation, a `FLUSHDB`, a restart without persistence, a failover to a cold replica.",
-				"Evictions under `maxmemory` (check *Evictions / expirations*).",
+				"Evictions under `maxmemory` (check *Expired and evicted keys*).",
 				"A deploy that changed key names (new prefix, new version in the key).",
 				"Synchronised expiry of a large group.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Server hit ratio and miss bursts*, *Evictions / expirations* and *Memory*; on **" + boardContention + "**, *Cache results* by key group shows which group misses.",
+			confirm: "On **" + boardKeyspace + "**, panels *Server hit ratio* and *Server miss bursts*, *Expired and evicted keys* and *Memory used and limit*; on **" + boardContention + "**, *Cache lookups by result (share)* by key group shows which group misses.",
 			fix:     "Give Redis memory or a fitting eviction policy; warm the cache before switching traffic; jitter TTLs; invalidate narrowly (`Invalidate` by key rather than `InvalidateMatch`).",
 		},
 		cases: []testCase{{
 			name: "90% then 10%",
 			series: []series{
-				{signals.ServerKeyspaceHits.Name + `{` + exp + `}`, "0+54x29 1572+6x29"},
-				{signals.ServerKeyspaceMisses.Name + `{` + exp + `}`, "0+6x29 228+54x29"},
+				{signals.ServerKeyspaceHits.String() + `{` + exp + `}`, "0+54x29 1572+6x29"},
+				{signals.ServerKeyspaceMisses.String() + `{` + exp + `}`, "0+6x29 228+54x29"},
 			},
 			evalAt:  50 * time.Minute,
 			quietAt: []time.Duration{30 * time.Minute},
@@ -690,14 +690,14 @@ func keyspaceDefinitions(cfg Config) []definition {
 		}, {
 			name: "healthy: steady 90%",
 			series: []series{
-				{signals.ServerKeyspaceHits.Name + `{` + exp + `}`, "0+54x59"},
-				{signals.ServerKeyspaceMisses.Name + `{` + exp + `}`, "0+6x59"},
+				{signals.ServerKeyspaceHits.String() + `{` + exp + `}`, "0+54x59"},
+				{signals.ServerKeyspaceMisses.String() + `{` + exp + `}`, "0+6x59"},
 			},
 			evalAt: 50 * time.Minute,
 		}},
 	}, {
 		group: "cachewatch-keyspace", name: "CachewatchQueueOldestAgeHigh",
-		query: "max by (job, node, queue) (" + vec(signals.QueueOldestAge.Name, e) + ")", op: ">",
+		query: "max by (job, node, queue) (" + vec(signals.QueueOldestAge.String(), e) + ")", op: ">",
 		levels:      []level{{SeverityWarning, time.Duration(cfg.QueueOldestAge).Seconds(), d(cfg.QueueOldestAge)}},
 		forDur:      time.Duration(cfg.QueueOldestAgeFor),
 		summary:     "The oldest message of a queue is old: workers do not keep up.",
@@ -709,21 +709,21 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"Crashed consumers, or too few of them for the arrival rate.",
 				"Poison messages retried forever without backoff.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Queue length* and *Queue oldest age*, with *Stream lag and pending*; on **" + boardContention + "**, *Lock acquire p50 / p99* and *Retries and backoff*.",
+			confirm: "On **" + boardKeyspace + "**, panels *Queue length* and *Oldest entry age*, with *Stream lag and pending per consumer group*; on **" + boardContention + "**, *Lock acquire time p50 / p99* and *Retries* and *Backoff delay p50 / p99*.",
 			fix:     "Scale consumers; bound retries and move poison messages aside; remove lock waits from the consumer path (idempotency keys with `FirstSeen` instead of locks; versioned writes with `SetVersioned`).",
 		},
 		cases: []testCase{{
 			name:    "15 minutes old",
-			series:  []series{{signals.QueueOldestAge.Name + `{` + exp + `, queue="orders"}`, "900x59"}},
+			series:  []series{{signals.QueueOldestAge.String() + `{` + exp + `, queue="orders"}`, "900x59"}},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityWarning, with(expNode, "queue", "orders"), "The oldest entry of queue orders on redis:6379 is 15m 0s old (threshold 5m)."}},
 		}, {
 			name:   "healthy: 5 seconds",
-			series: []series{{signals.QueueOldestAge.Name + `{` + exp + `, queue="orders"}`, "5x59"}},
+			series: []series{{signals.QueueOldestAge.String() + `{` + exp + `, queue="orders"}`, "5x59"}},
 		}},
 	}, {
 		group: "cachewatch-keyspace", name: "CachewatchStreamLagHigh",
-		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupLag.Name, e) + ")", op: ">",
+		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupLag.String(), e) + ")", op: ">",
 		levels:      []level{{SeverityWarning, cfg.StreamLag, num(cfg.StreamLag)}},
 		forDur:      time.Duration(cfg.StreamFor),
 		summary:     "A stream consumer group lags far behind the stream.",
@@ -734,21 +734,21 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"Too few consumers, or consumers blocked on locks or a slow source.",
 				"A producer burst (retries without backoff, duplicate enqueues).",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Stream lag and pending* and *Queue length*.",
+			confirm: "On **" + boardKeyspace + "**, panels *Stream lag and pending per consumer group* and *Queue length*.",
 			fix:     "Add consumers to the group; dedupe producers with idempotency keys (`FirstSeen`); bound producer retries.",
 		},
 		cases: []testCase{{
 			name:    "5000 behind",
-			series:  []series{{signals.StreamGroupLag.Name + `{` + exp + `, queue="orders", group="billing"}`, "5000x59"}},
+			series:  []series{{signals.StreamGroupLag.String() + `{` + exp + `, queue="orders", group="billing"}`, "5000x59"}},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityWarning, with(expNode, "queue", "orders", "group", "billing"), "Consumer group billing of stream orders on redis:6379 has 5k entries not yet delivered (threshold 1000)."}},
 		}, {
 			name:   "healthy: 3 behind",
-			series: []series{{signals.StreamGroupLag.Name + `{` + exp + `, queue="orders", group="billing"}`, "3x59"}},
+			series: []series{{signals.StreamGroupLag.String() + `{` + exp + `, queue="orders", group="billing"}`, "3x59"}},
 		}},
 	}, {
 		group: "cachewatch-keyspace", name: "CachewatchStreamPendingStuck",
-		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupOldestPending.Name, e) + ")", op: ">",
+		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupOldestPending.String(), e) + ")", op: ">",
 		levels:      []level{{SeverityWarning, time.Duration(cfg.StreamPendingAge).Seconds(), d(cfg.StreamPendingAge)}},
 		forDur:      time.Duration(cfg.StreamFor),
 		summary:     "A stream message was delivered but not acknowledged for a long time.",
@@ -760,17 +760,17 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"A consumer stuck on a lock or a slow source.",
 				"A poison message failing on every attempt.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panel *Stream lag and pending* (pending count and oldest pending age).",
+			confirm: "On **" + boardKeyspace + "**, panels *Stream lag and pending per consumer group* and *Oldest pending message age*.",
 			fix:     "Claim idle entries (`XAUTOCLAIM` with a min-idle time) in the consumers; dead-letter messages after a bounded number of deliveries; make handlers idempotent (`FirstSeen`) so a claimed message can run again safely.",
 		},
 		cases: []testCase{{
 			name:    "10 minutes pending",
-			series:  []series{{signals.StreamGroupOldestPending.Name + `{` + exp + `, queue="orders", group="billing"}`, "600x59"}},
+			series:  []series{{signals.StreamGroupOldestPending.String() + `{` + exp + `, queue="orders", group="billing"}`, "600x59"}},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityWarning, with(expNode, "queue", "orders", "group", "billing"), "The oldest unacknowledged message of group billing on stream orders (redis:6379) is 10m 0s old (threshold 5m)."}},
 		}, {
 			name:   "healthy: 2 seconds",
-			series: []series{{signals.StreamGroupOldestPending.Name + `{` + exp + `, queue="orders", group="billing"}`, "2x59"}},
+			series: []series{{signals.StreamGroupOldestPending.String() + `{` + exp + `, queue="orders", group="billing"}`, "2x59"}},
 		}},
 	}}
 }
@@ -793,7 +793,7 @@ func exporterDefinitions(cfg Config) []definition {
 				"Network, TLS or basic-auth mismatch between Prometheus and `--web.config.file`.",
 				"A scrape timeout shorter than the exporter's answer time.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panel *Exporter up* and the *Sampler health* row; Prometheus's Targets page shows the scrape error.",
+			confirm: "On **" + boardKeyspace + "**, panel *Exporter up* and the *Sampler health: can this board be trusted?* row; Prometheus's Targets page shows the scrape error.",
 			fix:     "Restart the exporter and read its log; check `--web.listen-address`, `--web.config.file` and Prometheus's `scrape_timeout`.",
 		},
 		cases: []testCase{{
@@ -810,13 +810,13 @@ func exporterDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: "cachewatch-exporter", name: "CachewatchExporterSampleFailing",
-		query: "min by (job, instance, node) (" + vec(signals.ExporterUp.Name, e) + ")", op: "<",
+		query: "min by (job, instance, node) (" + vec(signals.ExporterUp.String(), e) + ")", op: "<",
 		levels:      []level{{SeverityWarning, 1, "1"}},
 		forDur:      time.Duration(cfg.ExporterFailingFor),
 		summary:     "The cachewatch exporter cannot sample a Redis node.",
 		description: `The exporter {{ $labels.instance }} fails to sample Redis node {{ $labels.node }}.`,
 		runbook: runbook{
-			meaning: "The exporter is scraped but its last sample of the node failed (`" + signals.ExporterUp.Name + "` is 0): the node is unreachable or refuses the exporter's commands.",
+			meaning: "The exporter is scraped but its last sample of the node failed (`" + signals.ExporterUp.String() + "` is 0): the node is unreachable or refuses the exporter's commands.",
 			causes: []string{
 				"Redis down or unreachable from the exporter.",
 				"Wrong password or ACL user (`$REDIS_PASSWORD`, `--redis.password-file`, `--redis.user`), or an ACL without `INFO`/`SCAN`/`TTL` rights.",
@@ -827,16 +827,16 @@ func exporterDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "failing",
-			series:  []series{{signals.ExporterUp.Name + `{` + exp + `}`, "0x59"}},
+			series:  []series{{signals.ExporterUp.String() + `{` + exp + `}`, "0x59"}},
 			quietAt: []time.Duration{4 * time.Minute},
 			want:    []want{{SeverityWarning, instNode, "The exporter exporter:9121 fails to sample Redis node redis:6379."}},
 		}, {
 			name:   "healthy: sampling",
-			series: []series{{signals.ExporterUp.Name + `{` + exp + `}`, "1x59"}},
+			series: []series{{signals.ExporterUp.String() + `{` + exp + `}`, "1x59"}},
 		}},
 	}, {
 		group: "cachewatch-exporter", name: "CachewatchExporterSampleErrors",
-		query: "sum by (job, instance, node, stage) (" + rate(signals.ExporterErrors.Name, e) + ") * 60", op: ">",
+		query: "sum by (job, instance, node, stage) (" + rate(signals.ExporterErrors.String(), e) + ") * 60", op: ">",
 		levels:      []level{{SeverityInfo, 0, "0"}},
 		forDur:      time.Duration(cfg.ExporterErrorsFor),
 		summary:     "The exporter keeps failing one sampling stage; its other figures are still served.",
@@ -853,16 +853,16 @@ func exporterDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "6 a minute",
-			series:  []series{{signals.ExporterErrors.Name + `{` + exp + `, stage="queues", class="noperm"}`, "0+6x59"}},
+			series:  []series{{signals.ExporterErrors.String() + `{` + exp + `, stage="queues", class="noperm"}`, "0+6x59"}},
 			quietAt: []time.Duration{14 * time.Minute},
 			want:    []want{{SeverityInfo, with(instNode, "stage", "queues"), "The exporter exporter:9121 fails stage queues on redis:6379 6 times a minute."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{signals.ExporterErrors.Name + `{` + exp + `, stage="queues", class="noperm"}`, "0x59"}},
+			series: []series{{signals.ExporterErrors.String() + `{` + exp + `, stage="queues", class="noperm"}`, "0x59"}},
 		}},
 	}, {
 		group: "cachewatch-exporter", name: "CachewatchExporterKeyspaceCoverageLow",
-		query: "min by (job, instance, node) (" + vec(signals.ExporterKeyspaceCoverage.Name, e) + ")", op: "<",
+		query: "min by (job, instance, node) (" + vec(signals.ExporterKeyspaceCoverage.String(), e) + ")", op: "<",
 		levels:      []level{{SeverityWarning, cfg.KeyspaceCoverage, pct(cfg.KeyspaceCoverage)}},
 		forDur:      time.Duration(cfg.KeyspaceCoverageFor),
 		summary:     "The exporter does not cover the whole keyspace: lock and expiry figures are partial.",
@@ -873,17 +873,17 @@ func exporterDefinitions(cfg Config) []definition {
 				"A keyspace larger than `--sample.max-keys` × samples per pass can cover in time.",
 				"`--sample.max-duration` or `--sample.keys-per-second` too low for the keyspace.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Keyspace coverage / scan cycles* and *Sample truncations* in the *Sampler health* row.",
+			confirm: "On **" + boardKeyspace + "**, panels *Keyspace coverage*, *Scan cycles, truncated samples and keys scanned* and *Sample duration* in the *Sampler health: can this board be trusted?* row.",
 			fix:     "Raise `--sample.max-keys`, `--sample.max-duration` or `--sample.keys-per-second` within what the server can afford, or narrow `--locks.pattern`.",
 		},
 		cases: []testCase{{
 			name:    "40% covered",
-			series:  []series{{signals.ExporterKeyspaceCoverage.Name + `{` + exp + `}`, "0.4x59"}},
+			series:  []series{{signals.ExporterKeyspaceCoverage.String() + `{` + exp + `}`, "0.4x59"}},
 			quietAt: []time.Duration{29 * time.Minute},
 			want:    []want{{SeverityWarning, instNode, "The exporter exporter:9121 covers 40% of the keyspace of redis:6379 (threshold 100%)."}},
 		}, {
 			name:   "healthy: full",
-			series: []series{{signals.ExporterKeyspaceCoverage.Name + `{` + exp + `}`, "1x59"}},
+			series: []series{{signals.ExporterKeyspaceCoverage.String() + `{` + exp + `}`, "1x59"}},
 		}},
 	}}
 }

@@ -3,7 +3,6 @@ package alerts
 import (
 	"bytes"
 	"fmt"
-	"sort"
 
 	"time"
 
@@ -58,49 +57,49 @@ type recordingCase struct {
 func recordingCases() []recordingCase {
 	const kg = `job="api", key_group="lock:report:*"`
 	attempts := []series{
-		{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="busy"}`, "0+6x59"},
-		{signals.LockAttempts.Name + `{` + svc + `, attempt="first", result="acquired"}`, "0+54x59"},
-		{signals.LockAttempts.Name + `{` + svc + `, attempt="retry", result="acquired"}`, "0+60x59"},
+		{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+6x59"},
+		{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+54x59"},
+		{signals.LockAttempts.String() + `{` + svc + `, attempt="retry", result="acquired"}`, "0+60x59"},
 	}
 	lookups := []series{
-		{signals.CacheLookups.Name + `{` + svc + `, result="stale"}`, "0+15x59"},
-		{signals.CacheLookups.Name + `{` + svc + `, result="hit"}`, "0+45x59"},
+		{signals.CacheLookups.String() + `{` + svc + `, result="stale"}`, "0+15x59"},
+		{signals.CacheLookups.String() + `{` + svc + `, result="hit"}`, "0+45x59"},
 	}
 	server := []series{
-		{signals.ServerKeyspaceHits.Name + `{` + exp + `}`, "0+54x59"},
-		{signals.ServerKeyspaceMisses.Name + `{` + exp + `}`, "0+6x59"},
+		{signals.ServerKeyspaceHits.String() + `{` + exp + `}`, "0+54x59"},
+		{signals.ServerKeyspaceMisses.String() + `{` + exp + `}`, "0+6x59"},
 	}
 	commands := []series{
-		{signals.CommandErrors.Name + `{job="api", client="orders", command="get", error_class="timeout"}`, "0+3x59"},
-		{signals.CommandDuration.Name + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
+		{signals.CommandErrors.String() + `{job="api", client="orders", command="get", error_class="timeout"}`, "0+3x59"},
+		{signals.CommandDuration.String() + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
 	}
 	return []recordingCase{
 		{recLockAcquireP99, []series{
-			{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="0.05"}`, "0x59"},
-			{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="0.1"}`, "0+60x59"},
-			{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="gave_up", le="0.1"}`, "0x59"},
-			{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
-			{signals.LockAcquireDuration.Name + `_bucket{` + svc + `, outcome="gave_up", le="+Inf"}`, "0x59"},
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.05"}`, "0x59"},
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.1"}`, "0+60x59"},
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="gave_up", le="0.1"}`, "0x59"},
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="gave_up", le="+Inf"}`, "0x59"},
 		}, kg, 0.0995},
 		{recLockAttempts, attempts, kg, 2},
 		{recLockContention, attempts, kg, 0.1},
 		{recLookups, lookups, kg, 1},
 		{recStaleRatio, lookups, kg, 0.25},
 		{recAmplification, []series{
-			{signals.SourceCalls.Name + `{` + svc + `, result="success"}`, "0+48x59"},
-			{signals.SourceCalls.Name + `{` + svc + `, result="error"}`, "0+12x59"},
-			{signals.SourceCalls.Name + `{` + svc + `, result="rejected"}`, "0+60x59"},
-			{signals.StaleWritesRefused.Name + `{` + svc + `}`, "0+30x59"},
+			{signals.SourceCalls.String() + `{` + svc + `, result="success"}`, "0+48x59"},
+			{signals.SourceCalls.String() + `{` + svc + `, result="error"}`, "0+12x59"},
+			{signals.SourceCalls.String() + `{` + svc + `, result="rejected"}`, "0+60x59"},
+			{signals.StaleWritesRefused.String() + `{` + svc + `}`, "0+30x59"},
 		}, kg, 2},
-		{recMissBursts, []series{{signals.MissBursts.Name + `{` + svc + `}`, "0+6x59"}}, kg, 0.1},
+		{recMissBursts, []series{{signals.MissBursts.String() + `{` + svc + `}`, "0+6x59"}}, kg, 0.1},
 		{recScriptP99, []series{
-			{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.01"}`, "0x59"},
-			{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.025"}`, "0+60x59"},
-			{signals.ScriptDuration.Name + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
+			{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.01"}`, "0x59"},
+			{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.025"}`, "0+60x59"},
+			{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
 		}, `job="api", script="release"`, 0.02485},
 		{recCommands, commands, `job="api", client="orders"`, 1},
 		{recCommandErrors, commands, `job="api", client="orders"`, 0.05},
-		{recPoolTimeouts, []series{{signals.PoolTimeouts.Name + `{` + cli + `}`, "0+6x59"}}, `job="api", instance="api-0:8080", client="orders"`, 0.1},
+		{recPoolTimeouts, []series{{signals.PoolTimeouts.String() + `{` + cli + `}`, "0+6x59"}}, `job="api", instance="api-0:8080", client="orders"`, 0.1},
 		{recServerLookups, server, `job="cachewatch-exporter", node="redis:6379"`, 1},
 		{recServerHitRatio, server, `job="cachewatch-exporter", node="redis:6379"`, 0.9},
 		{recServerHitRatio1, server, `job="cachewatch-exporter", node="redis:6379"`, 0.9},
@@ -268,15 +267,3 @@ func marshalYAML(v any) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
-
-// sortedKeys is for deterministic output of label maps.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func sortStrings(s []string) { sort.Strings(s) }

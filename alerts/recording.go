@@ -47,17 +47,17 @@ func record(level string, m string, ops string) string {
 // Names of the recording rules the alerts read. They are functions of the
 // catalog so a renamed metric renames its rules.
 var (
-	recLockAcquireP99  = record("key_group", signals.LockAcquireDuration.Name, "p99_rate5m")
-	recLockAttempts    = record("key_group", signals.LockAttempts.Name, "rate5m")
+	recLockAcquireP99  = record("key_group", signals.LockAcquireDuration.String(), "p99_rate5m")
+	recLockAttempts    = record("key_group", signals.LockAttempts.String(), "rate5m")
 	recLockContention  = record("key_group", "cachewatch_lock_contention", "ratio_rate5m")
-	recLookups         = record("key_group", signals.CacheLookups.Name, "rate5m")
+	recLookups         = record("key_group", signals.CacheLookups.String(), "rate5m")
 	recStaleRatio      = record("key_group", "cachewatch_cache_stale", "ratio_rate5m")
 	recAmplification   = record("key_group", "cachewatch_loader_amplification", "ratio_rate5m")
-	recMissBursts      = record("key_group", signals.MissBursts.Name, "rate5m")
-	recScriptP99       = record("script", signals.ScriptDuration.Name, "p99_rate5m")
-	recCommands        = record("client", signals.CommandDuration.Name+"_count", "rate5m")
-	recCommandErrors   = record("client", signals.CommandErrors.Name, "ratio_rate5m")
-	recPoolTimeouts    = record("instance_client", signals.PoolTimeouts.Name, "rate5m")
+	recMissBursts      = record("key_group", signals.MissBursts.String(), "rate5m")
+	recScriptP99       = record("script", signals.ScriptDuration.String(), "p99_rate5m")
+	recCommands        = record("client", signals.CommandDuration.String()+"_count", "rate5m")
+	recCommandErrors   = record("client", signals.CommandErrors.String(), "ratio_rate5m")
+	recPoolTimeouts    = record("instance_client", signals.PoolTimeouts.String(), "rate5m")
 	recServerLookups   = record("node", "cachewatch_exporter_server_keyspace_lookups", "rate5m")
 	recServerHitRatio  = record("node", "cachewatch_exporter_server_keyspace_hit", "ratio_rate5m")
 	recServerHitRatio1 = record("node", "cachewatch_exporter_server_keyspace_hit", "ratio_rate1h")
@@ -79,34 +79,34 @@ var recordingGroup = map[string]string{
 func recordingRules(cfg Config) []RecordingRule {
 	s, e := cfg.ServiceSelector, cfg.ExporterSelector
 	kg := "job, key_group"
-	firstBusy := sumBy(kg, rate(signals.LockAttempts.Name, s, `attempt="first"`, `result="busy"`))
-	first := sumBy(kg, rate(signals.LockAttempts.Name, s, `attempt="first"`))
-	calls := sumBy(kg, rate(signals.SourceCalls.Name, s, `result=~"success|error"`))
-	refused := sumBy(kg, rate(signals.StaleWritesRefused.Name, s))
+	firstBusy := sumBy(kg, rate(signals.LockAttempts.String(), s, `attempt="first"`, `result="busy"`))
+	first := sumBy(kg, rate(signals.LockAttempts.String(), s, `attempt="first"`))
+	calls := sumBy(kg, rate(signals.SourceCalls.String(), s, `result=~"success|error"`))
+	refused := sumBy(kg, rate(signals.StaleWritesRefused.String(), s))
 	hits := func(w string) string {
-		return sumBy("job, node", "rate("+vec(signals.ServerKeyspaceHits.Name, e)+"["+w+"])")
+		return sumBy("job, node", "rate("+vec(signals.ServerKeyspaceHits.String(), e)+"["+w+"])")
 	}
 	misses := func(w string) string {
-		return sumBy("job, node", "rate("+vec(signals.ServerKeyspaceMisses.Name, e)+"["+w+"])")
+		return sumBy("job, node", "rate("+vec(signals.ServerKeyspaceMisses.String(), e)+"["+w+"])")
 	}
 	hitRatio := func(w string) string {
 		return fmt.Sprintf("%s\n/\n(%s + %s)", hits(w), hits(w), misses(w))
 	}
 	return []RecordingRule{
-		{recLockAcquireP99, p99(kg, rate(signals.LockAcquireDuration.Name+"_bucket", s))},
-		{recLockAttempts, sumBy(kg, rate(signals.LockAttempts.Name, s))},
+		{recLockAcquireP99, p99(kg, rate(signals.LockAcquireDuration.String()+"_bucket", s))},
+		{recLockAttempts, sumBy(kg, rate(signals.LockAttempts.String(), s))},
 		{recLockContention, firstBusy + "\n/\n" + first},
-		{recLookups, sumBy(kg, rate(signals.CacheLookups.Name, s))},
-		{recStaleRatio, sumBy(kg, rate(signals.CacheLookups.Name, s, `result="stale"`)) + "\n/\n" + sumBy(kg, rate(signals.CacheLookups.Name, s))},
+		{recLookups, sumBy(kg, rate(signals.CacheLookups.String(), s))},
+		{recStaleRatio, sumBy(kg, rate(signals.CacheLookups.String(), s, `result="stale"`)) + "\n/\n" + sumBy(kg, rate(signals.CacheLookups.String(), s))},
 		// Source calls per stored load: a load whose value was refused
 		// (its lease passed to another loader, or the key was invalidated,
 		// while it ran) was wasted work. 1 is healthy.
 		{recAmplification, fmt.Sprintf("%s\n/\n(%s - (%s or 0 * %s))", calls, calls, refused, calls)},
-		{recMissBursts, sumBy(kg, rate(signals.MissBursts.Name, s))},
-		{recScriptP99, p99("job, script", rate(signals.ScriptDuration.Name+"_bucket", s))},
-		{recCommands, sumBy("job, client", rate(signals.CommandDuration.Name+"_count", s))},
-		{recCommandErrors, sumBy("job, client", rate(signals.CommandErrors.Name, s)) + "\n/\n" + sumBy("job, client", rate(signals.CommandDuration.Name+"_count", s))},
-		{recPoolTimeouts, sumBy("job, instance, client", rate(signals.PoolTimeouts.Name, s))},
+		{recMissBursts, sumBy(kg, rate(signals.MissBursts.String(), s))},
+		{recScriptP99, p99("job, script", rate(signals.ScriptDuration.String()+"_bucket", s))},
+		{recCommands, sumBy("job, client", rate(signals.CommandDuration.String()+"_count", s))},
+		{recCommandErrors, sumBy("job, client", rate(signals.CommandErrors.String(), s)) + "\n/\n" + sumBy("job, client", rate(signals.CommandDuration.String()+"_count", s))},
+		{recPoolTimeouts, sumBy("job, instance, client", rate(signals.PoolTimeouts.String(), s))},
 		{recServerLookups, hits("5m") + "\n+\n" + misses("5m")},
 		{recServerHitRatio, hitRatio("5m")},
 		{recServerHitRatio1, hitRatio("1h")},

@@ -2,8 +2,10 @@ package alerts
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // WriteFiles writes the Prometheus rule file, the Grafana alert-rule
@@ -17,7 +19,7 @@ func WriteFiles(dir string, cfg Config) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("alerts: %w", err)
 	}
-	for _, name := range sortedKeysBytes(files) {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if err := os.WriteFile(filepath.Join(dir, name), files[name], 0o644); err != nil {
 			return fmt.Errorf("alerts: %w", err)
 		}
@@ -35,7 +37,7 @@ func render(cfg Config) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	grafana, err := GrafanaRules(groups, GrafanaOptions{})
+	grafana, err := GrafanaRules(groups, GrafanaOptions{DatasourceUID: cfg.GrafanaDatasourceUID, Folder: cfg.GrafanaFolder})
 	if err != nil {
 		return nil, err
 	}
@@ -44,13 +46,4 @@ func render(cfg Config) (map[string][]byte, error) {
 		return nil, err
 	}
 	return map[string][]byte{RulesFile: rules, GrafanaFile: grafana, AlertmanagerFile: am}, nil
-}
-
-func sortedKeysBytes(m map[string][]byte) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sortStrings(keys)
-	return keys
 }

@@ -22,10 +22,10 @@ type board struct {
 	// anchors are the metrics whose series name the jobs, instances and key
 	// groups the variables offer: those that every emitter of the board's
 	// signals exports.
-	anchors []*signals.Metric
+	anchors []signals.ID
 	// keyGroupAnchors are the anchors of the key_group variable, when
 	// the board's anchors do not carry key_group.
-	keyGroupAnchors []*signals.Metric
+	keyGroupAnchors []signals.ID
 	// keyGroup gives the board a key_group variable; set it when the
 	// board's metrics carry the label.
 	keyGroup bool
@@ -165,11 +165,11 @@ func queryVariable(name, label, query string) *dashboard.QueryVariableBuilder {
 
 // labelValues is Grafana's label_values(selector, label) over the anchor
 // metrics, filtered by the variables already chosen.
-func labelValues(anchors []*signals.Metric, filters []string, label string) string {
+func labelValues(anchors []signals.ID, filters []string, label string) string {
 	names := make([]string, len(anchors))
 	for i, m := range anchors {
-		names[i] = m.Name
-		if m.Kind == signals.Histogram {
+		names[i] = m.String()
+		if m.Metric().Kind == signals.Histogram {
 			names[i] += "_count"
 		}
 	}

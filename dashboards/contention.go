@@ -28,7 +28,7 @@ func contention() (*board, error) {
 		uid:         ContentionUID,
 		title:       "cachewatch / Service contention",
 		description: "Locks and cache as the service sees them (instrumented client and hook), per key group: from waiting callers down to the cause.",
-		anchors:     []*s.Metric{s.LockAttempts, s.CacheLookups},
+		anchors:     []s.ID{s.LockAttempts, s.CacheLookups},
 		keyGroup:    true,
 		rows: []row{{
 			title: "Symptom: callers wait for locks",
@@ -194,13 +194,13 @@ func contention() (*board, error) {
 				help: help{"State of the breaker guarding Redis: 0 closed, 1 half-open, 2 open (lookups go straight to the source).",
 					"0.", rbBreakerOpen},
 				unit:    units.Short,
-				targets: []target{{x.agg("max", s.CircuitBreakerState, []string{"name"}), "{{name}}"}},
+				targets: []target{{x.agg("max", s.CircuitBreakerState, []string{"client"}), "{{client}}"}},
 			}, {
 				title: "Fallback calls in flight",
 				help: help{"Direct-to-source calls in flight while Redis is unavailable, bounded by the concurrency limit.",
 					"0; at the limit, callers are being rejected.", rbBreakerOpen},
 				unit:    units.Short,
-				targets: []target{{x.agg("sum", s.SourceInFlight, []string{"name"}), "{{name}}"}},
+				targets: []target{{x.agg("sum", s.SourceInFlight, []string{"client"}), "{{client}}"}},
 			}},
 		}, {
 			title: "Labels: key groups",

@@ -22,9 +22,9 @@ func keyspace() (*board, error) {
 		uid:         KeyspaceUID,
 		title:       "cachewatch / Keyspace & locks",
 		description: "What the Redis nodes hold and how they cope, sampled by the cachewatch exporter: locks, expiry shape, server statistics, queues and the sampler's own health.",
-		anchors:     []*s.Metric{s.ExporterUp},
+		anchors:     []s.ID{s.ExporterUp},
 		// Every sampled key's group; lock groups are a subset.
-		keyGroupAnchors: []*s.Metric{s.KeysSampled},
+		keyGroupAnchors: []s.ID{s.KeysSampled},
 		keyGroup:        true,
 		rows: []row{{
 			title: "Symptom: locks pile up or never expire",

@@ -413,7 +413,7 @@ func TestLintRulesCanFail(t *testing.T) {
 		"target-key-group":     replaceInExpr(firstTarget, `, key_group=~"$key_group"`, ""),
 		"target-rate-interval": replaceInExpr(firstTarget, "[$__rate_interval]", "[5m]"),
 		"target-counter-agg": func(b boardJSON) {
-			firstTarget(b)["expr"] = signals.LockAttempts.Name + `{job=~"$job", instance=~"$instance", key_group=~"$key_group"}`
+			firstTarget(b)["expr"] = signals.LockAttempts.String() + `{job=~"$job", instance=~"$instance", key_group=~"$key_group"}`
 		},
 		"target-histogram": replaceInExpr(firstTarget, "sum by (le, key_group) (", "sum by (key_group) ("),
 	}

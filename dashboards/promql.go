@@ -23,7 +23,7 @@ const (
 )
 
 // The label every key-group metric carries, as the catalog spells it.
-var keyGroupLabel = signals.LockAttempts.Labels[0].Name
+var keyGroupLabel = signals.LockAttempts.Metric().Labels[0].Name
 
 // exprs builds PromQL for one board from catalog definitions. Every metric
 // and label name goes through it, so a name that is not in the catalog is a
@@ -41,28 +41,28 @@ func (x *exprs) fail(format string, args ...any) {
 
 // sel is the selector of m's series (suffix "", "_bucket", "_count" or
 // "_sum"), filtered by the board's variables and the extra matchers.
-func (x *exprs) sel(m *signals.Metric, suffix string, matchers ...string) string {
-	if suffix != "" && m.Kind != signals.Histogram {
-		x.fail("%s is a %s: it has no %s series", m.Name, m.Kind, suffix)
+func (x *exprs) sel(m signals.ID, suffix string, matchers ...string) string {
+	if suffix != "" && m.Metric().Kind != signals.Histogram {
+		x.fail("%s is a %s: it has no %s series", m.String(), m.Metric().Kind, suffix)
 	}
 	all := []string{varJob + `=~"$` + varJob + `"`, varInstance + `=~"$` + varInstance + `"`}
 	if x.keyGroup && slices.Contains(m.LabelNames(), keyGroupLabel) {
 		all = append(all, keyGroupLabel+`=~"$`+varKeyGroup+`"`)
 	}
 	all = append(all, matchers...)
-	return m.Name + suffix + "{" + strings.Join(all, ", ") + "}"
+	return m.String() + suffix + "{" + strings.Join(all, ", ") + "}"
 }
 
 // is is the matcher label="value", checked against m's catalog labels and,
 // where the catalog lists them, the label's values.
-func (x *exprs) is(m *signals.Metric, label string, values ...string) string {
+func (x *exprs) is(m signals.ID, label string, values ...string) string {
 	l := x.label(m, label)
 	if l == nil {
 		return ""
 	}
 	for _, v := range values {
 		if len(l.Values) > 0 && !slices.Contains(l.Values, v) {
-			x.fail("%s{%s}: value %q is not in the catalog", m.Name, label, v)
+			x.fail("%s{%s}: value %q is not in the catalog", m.String(), label, v)
 		}
 	}
 	if len(values) == 1 {
@@ -71,19 +71,20 @@ func (x *exprs) is(m *signals.Metric, label string, values ...string) string {
 	return label + `=~"` + strings.Join(values, "|") + `"`
 }
 
-func (x *exprs) label(m *signals.Metric, name string) *signals.Label {
-	for i := range m.Labels {
-		if m.Labels[i].Name == name {
-			return &m.Labels[i]
+func (x *exprs) label(m signals.ID, name string) *signals.Label {
+	labels := m.Metric().Labels
+	for i := range labels {
+		if labels[i].Name == name {
+			return &labels[i]
 		}
 	}
-	x.fail("%s has no label %q", m.Name, name)
+	x.fail("%s has no label %q", m.String(), name)
 	return nil
 }
 
 // by is the grouping clause "by (a, b) ", each label checked against m;
 // empty for no labels.
-func (x *exprs) by(m *signals.Metric, labels ...string) string {
+func (x *exprs) by(m signals.ID, labels ...string) string {
 	if len(labels) == 0 {
 		return ""
 	}
@@ -96,18 +97,18 @@ func (x *exprs) by(m *signals.Metric, labels ...string) string {
 }
 
 // rate is sum by (labels) (rate(m{…}[$__rate_interval])).
-func (x *exprs) rate(m *signals.Metric, by []string, matchers ...string) string {
+func (x *exprs) rate(m signals.ID, by []string, matchers ...string) string {
 	return x.rateOf(m, "", by, matchers...)
 }
 
-func (x *exprs) rateOf(m *signals.Metric, suffix string, by []string, matchers ...string) string {
+func (x *exprs) rateOf(m signals.ID, suffix string, by []string, matchers ...string) string {
 	return "sum " + x.by(m, by...) + "(rate(" + x.sel(m, suffix, matchers...) + "[" + rateInterval + "]))"
 }
 
 // quantile is the q-quantile of histogram m grouped by the labels.
-func (x *exprs) quantile(q float64, m *signals.Metric, by []string, matchers ...string) string {
-	if m.Kind != signals.Histogram {
-		x.fail("%s is not a histogram", m.Name)
+func (x *exprs) quantile(q float64, m signals.ID, by []string, matchers ...string) string {
+	if m.Metric().Kind != signals.Histogram {
+		x.fail("%s is not a histogram", m.String())
 	}
 	return "histogram_quantile(" + strconv.FormatFloat(q, 'f', -1, 64) + ", " +
 		x.rateOf(m, "_bucket", append([]string{"le"}, by...), matchers...) + ")"
@@ -116,24 +117,24 @@ func (x *exprs) quantile(q float64, m *signals.Metric, by []string, matchers ...
 // snapshotQuantile is quantile for a histogram the exporter rebuilds on
 // every sample (a distribution of current state, not a counter): its
 // buckets are summed as they are, without rate.
-func (x *exprs) snapshotQuantile(q float64, m *signals.Metric, by []string) string {
+func (x *exprs) snapshotQuantile(q float64, m signals.ID, by []string) string {
 	return "histogram_quantile(" + strconv.FormatFloat(q, 'f', -1, 64) + ", " + x.snapshotBuckets(m, by) + ")"
 }
 
 // heatmap is the per-bucket rate of histogram m, for a heatmap panel.
-func (x *exprs) heatmap(m *signals.Metric) string {
+func (x *exprs) heatmap(m signals.ID) string {
 	return x.rateOf(m, "_bucket", []string{"le"})
 }
 
 // snapshotBuckets is the buckets of a snapshot histogram summed by le.
-func (x *exprs) snapshotBuckets(m *signals.Metric, by []string) string {
+func (x *exprs) snapshotBuckets(m signals.ID, by []string) string {
 	return "sum " + x.by(m, append([]string{"le"}, by...)...) + "(" + x.sel(m, "_bucket") + ")"
 }
 
 // agg is op by (labels) (m{…}) for a gauge.
-func (x *exprs) agg(op string, m *signals.Metric, by []string, matchers ...string) string {
-	if m.Kind == signals.Counter {
-		x.fail("%s is a counter: use rate", m.Name)
+func (x *exprs) agg(op string, m signals.ID, by []string, matchers ...string) string {
+	if m.Metric().Kind == signals.Counter {
+		x.fail("%s is a counter: use rate", m.String())
 	}
 	return op + " " + x.by(m, by...) + "(" + x.sel(m, "", matchers...) + ")"
 }
@@ -153,7 +154,7 @@ func ratio(num, den string) string {
 
 // ratioOfTotal is the share of each value of label among the sum of m's
 // rate by the labels in by: each row of a stacked ratio panel.
-func (x *exprs) ratioOfTotal(m *signals.Metric, label string, by []string, matchers ...string) string {
+func (x *exprs) ratioOfTotal(m signals.ID, label string, by []string, matchers ...string) string {
 	return x.rate(m, append(slices.Clone(by), label), matchers...) +
 		" / ignoring (" + label + ") group_left " + x.rate(m, by, matchers...)
 }

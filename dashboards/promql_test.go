@@ -200,7 +200,7 @@ func catalogProblems(expr string) []string {
 }
 
 // labelsOf is the label names series name of m can carry.
-func labelsOf(m *signals.Metric, name string) []string {
+func labelsOf(m signals.Metric, name string) []string {
 	labels := append(m.LabelNames(), alwaysThere...)
 	if strings.HasSuffix(name, "_bucket") && m.Kind == signals.Histogram {
 		labels = append(labels, "le")

@@ -18,7 +18,7 @@ func redis() (*board, error) {
 		uid:         RedisUID,
 		title:       "cachewatch / Redis commands & pool",
 		description: "What every hooked go-redis client does on the wire: command and script latency, errors, pipelines and the connection pool.",
-		anchors:     []*s.Metric{s.CommandDuration},
+		anchors:     []s.ID{s.CommandDuration},
 		rows: []row{{
 			title: "Symptom: commands are slow",
 			panels: []panel{{

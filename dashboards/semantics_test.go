@@ -44,8 +44,8 @@ func panelExpr(t *testing.T, title string) string {
 }
 
 // counter is a series of m growing by perSample every 15 s for 20 minutes.
-func counter(m *signals.Metric, labels string, perSample int) series {
-	return series{m.Name + `{job="svc", instance="a:1", ` + labels + `}`, "0+" + itoa(perSample) + "x80"}
+func counter(m signals.ID, labels string, perSample int) series {
+	return series{m.String() + `{job="svc", instance="a:1", ` + labels + `}`, "0+" + itoa(perSample) + "x80"}
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
@@ -67,8 +67,8 @@ func TestDerivedPanelsCompute(t *testing.T) {
 		counter(signals.CacheLookups, `key_group="g", result="hit"`, 3),
 		counter(signals.CacheLookups, `key_group="g", result="miss"`, 1),
 		// Command errors: 1 of 4 GETs failed, no SET did.
-		{signals.CommandDuration.Name + `_count{job="svc", instance="a:1", client="c", command="get"}`, "0+4x80"},
-		{signals.CommandDuration.Name + `_count{job="svc", instance="a:1", client="c", command="set"}`, "0+2x80"},
+		{signals.CommandDuration.String() + `_count{job="svc", instance="a:1", client="c", command="get"}`, "0+4x80"},
+		{signals.CommandDuration.String() + `_count{job="svc", instance="a:1", client="c", command="set"}`, "0+2x80"},
 		counter(signals.CommandErrors, `client="c", command="get", error_class="timeout"`, 1),
 	}
 	tests := []exprTest{

@@ -1,8 +1,9 @@
 package instrument
 
 import (
-	"math/rand/v2"
 	"time"
+
+	"github.com/cachewatch/cachewatch/internal/backoff"
 )
 
 // Backoff is exponential backoff with full jitter: before retry n (from 1)
@@ -18,29 +19,4 @@ type Backoff struct {
 	Retries int
 }
 
-func (b Backoff) withDefaults() Backoff {
-	if b.Base <= 0 {
-		b.Base = 5 * time.Millisecond
-	}
-	if b.Max <= 0 {
-		b.Max = 500 * time.Millisecond
-	}
-	if b.Retries == 0 {
-		b.Retries = 10
-	}
-	if b.Retries < 0 {
-		b.Retries = 0
-	}
-	return b
-}
-
-// delay returns the full-jitter wait before retry n (n ≥ 1).
-func (b Backoff) delay(n int) time.Duration {
-	ceiling := b.Max
-	if shift := n - 1; shift < 30 {
-		if d := b.Base << shift; d > 0 && d < ceiling {
-			ceiling = d
-		}
-	}
-	return rand.N(ceiling)
-}
+func (b Backoff) withDefaults() backoff.Policy { return backoff.Policy(b).WithDefaults() }

@@ -22,9 +22,9 @@ type WriteResult int
 
 // Outcomes of a versioned write.
 const (
-	// Written: the version was newer than the stored one (or none was
-	// stored) and replaced it.
-	Written WriteResult = iota + 1
+	// NewerVersion: the version was newer than the stored one (or none
+	// was stored) and was written.
+	NewerVersion WriteResult = iota + 1
 	// DuplicateVersion: the same version was already stored; nothing was
 	// written. The work that produced it was done twice
 	// (cachewatch_duplicate_recompute_total).
@@ -38,7 +38,7 @@ const (
 // String returns "written", "duplicate" or "older".
 func (r WriteResult) String() string {
 	switch r {
-	case Written:
+	case NewerVersion:
 		return "written"
 	case DuplicateVersion:
 		return "duplicate"
@@ -73,7 +73,7 @@ func (c *Client) SetVersioned(ctx context.Context, key string, value []byte, ver
 	if err != nil {
 		return 0, redisErr("set versioned "+strconv.Quote(key), err)
 	}
-	result := Written
+	result := NewerVersion
 	switch code {
 	case 0:
 		result = DuplicateVersion
@@ -165,8 +165,8 @@ const (
 	NotYetDue
 	// NoExpiry: the key has no TTL; sliding leaves it alone.
 	NoExpiry
-	// Missing: the key does not exist.
-	Missing
+	// KeyMissing: the key does not exist.
+	KeyMissing
 )
 
 // SlideTTL extends key's TTL back to ttl, but only once threshold (a
@@ -177,7 +177,8 @@ const (
 // It is one script (PTTL, compare, PEXPIRE) rather than PTTL then PEXPIRE
 // from Go: one round trip instead of two, and atomic, so it never
 // overwrites a TTL that another writer set between the two commands. The
-// threshold is judged on Redis's clock, the one that expires the key.
+// threshold is judged on Redis's clock, the one that expires the key. It
+// records no metric: each call writes one debug log line with its outcome.
 func (c *Client) SlideTTL(ctx context.Context, key string, ttl time.Duration, threshold float64) (SlideResult, error) {
 	if threshold == 0 {
 		threshold = 0.5
@@ -192,7 +193,7 @@ func (c *Client) SlideTTL(ctx context.Context, key string, ttl time.Duration, th
 	if err != nil {
 		return 0, callErr(ctx, "slide ttl "+strconv.Quote(key), err)
 	}
-	result, outcome := Missing, "missing"
+	result, outcome := KeyMissing, "missing"
 	switch n {
 	case 1:
 		result, outcome = Slid, "slid"

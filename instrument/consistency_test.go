@@ -31,12 +31,12 @@ func TestSetVersionedOrderedOutcomes(t *testing.T) {
 		version int64
 		want    instrument.WriteResult
 	}{
-		{3, instrument.Written}, {1, instrument.OlderVersion}, {3, instrument.DuplicateVersion},
-		{5, instrument.Written}, {2, instrument.OlderVersion}, {5, instrument.DuplicateVersion},
+		{3, instrument.NewerVersion}, {1, instrument.OlderVersion}, {3, instrument.DuplicateVersion},
+		{5, instrument.NewerVersion}, {2, instrument.OlderVersion}, {5, instrument.DuplicateVersion},
 		{4, instrument.OlderVersion},
 		// Versions beyond 2^53 still compare exactly.
-		{1 << 53, instrument.Written}, {1<<53 + 1, instrument.Written}, {1 << 53, instrument.OlderVersion},
-		{math.MaxInt64, instrument.Written}, {math.MaxInt64 - 1, instrument.OlderVersion},
+		{1 << 53, instrument.NewerVersion}, {1<<53 + 1, instrument.NewerVersion}, {1 << 53, instrument.OlderVersion},
+		{math.MaxInt64, instrument.NewerVersion}, {math.MaxInt64 - 1, instrument.OlderVersion},
 	}
 	for _, s := range steps {
 		got, err := c.SetVersioned(ctx, "result:{job:9}", []byte("v"+strconv.FormatInt(s.version, 10)), s.version, time.Minute)
@@ -91,7 +91,7 @@ func TestSetVersionedConcurrentRetries(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				map[instrument.WriteResult]*atomic.Int64{instrument.Written: &written,
+				map[instrument.WriteResult]*atomic.Int64{instrument.NewerVersion: &written,
 					instrument.OlderVersion: &skew, instrument.DuplicateVersion: &dup}[r].Add(1)
 			}
 		}()
@@ -187,7 +187,7 @@ func TestSlideTTLOnlyPastThreshold(t *testing.T) {
 	if left := rdb.PTTL(ctx, "session:forever").Val(); left != -1 {
 		t.Fatalf("a key without expiry got PTTL %v", left)
 	}
-	check("session:none", instrument.Missing)
+	check("session:none", instrument.KeyMissing)
 	if n := rdb.Exists(ctx, "session:none").Val(); n != 0 {
 		t.Fatal("sliding created a missing key")
 	}

@@ -106,11 +106,11 @@ type CacheOptions struct {
 	// until the revalidating read finds it gone.
 	LocalCopies int
 
-	// BurstWindow and BurstThreshold configure the miss-burst detector:
-	// a key group with BurstThreshold misses within BurstWindow counts one
+	// MissBurstWindow and MissBurstThreshold configure the miss-burst detector:
+	// a key group with MissBurstThreshold misses within MissBurstWindow counts one
 	// burst (defaults 1s and 50).
-	BurstWindow    time.Duration
-	BurstThreshold int64
+	MissBurstWindow    time.Duration
+	MissBurstThreshold int64
 }
 
 func (o CacheOptions) withDefaults(clientName string) CacheOptions {
@@ -191,7 +191,7 @@ func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 	}
 	ca := &Cache[T]{c: c, o: o, deg: newDegraded(c.rdb, o.Name, o, c.m), bg: newBackground(), releaseName: releaseName}
 	c.hub.open()
-	ca.bursts = burst.New(burst.Options{Window: o.BurstWindow, Threshold: o.BurstThreshold, Now: c.clock.Now,
+	ca.bursts = burst.New(burst.Options{Window: o.MissBurstWindow, Threshold: o.MissBurstThreshold, Now: c.clock.Now,
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]failureRun{}
 	ca.groupM = map[string]*groupMetrics{}
@@ -204,7 +204,8 @@ func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 
 // Close stops the Cache's background work and returns once every
 // goroutine it started has ended: it waits for the lookups and refreshes
-// in flight (each bounded by LeaseTTL), ends the waits of orphan-lease
+// in flight (each bounded by LeaseTTL, as long as the loader honours its
+// context: one that ignores it delays Close until it returns), ends the waits of orphan-lease
 // releases after one last attempt, and closes the wake-up subscription and
 // the Cache's share of the Client's invalidation subscription. It is safe
 // at any time, concurrently with Fetch, and more than once.

@@ -102,7 +102,7 @@ func TestFetchColdStampedeOneLoaderCall(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
 	clk := newFetchClock()
-	opts := CacheOptions{BurstWindow: time.Minute, BurstThreshold: 50}
+	opts := CacheOptions{MissBurstWindow: time.Minute, MissBurstThreshold: 50}
 	var caches []*Cache[string]
 	for p := 0; p < 3; p++ {
 		caches = append(caches, newFetchCache(t, srv.Client(t), reg, clk, opts))

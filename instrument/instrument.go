@@ -2,9 +2,17 @@
 // stale-while-revalidate cache client over go-redis v9.
 //
 // Services use it where they would hand-write SET NX PX locks and cache-aside
-// code. It prevents stampedes and reports every decision it makes as a metric
-// of the signals catalog (per key group), an OpenTelemetry span event and, at
-// debug level, one slog line.
+// code. It prevents stampedes and reports its lock and cache decisions as
+// metrics of the signals catalog (per key group), OpenTelemetry span events
+// and, at debug level, slog lines (SlideTTL only logs).
+//
+// A Client takes locks (Lock), writes versioned values (SetVersioned),
+// checks idempotency keys (FirstSeen), slides TTLs (SlideTTL) and
+// invalidates keys (Invalidate, InvalidateMatch). A Cache, made by NewCache
+// over a Client, is a stale-while-revalidate cache of one kind of value:
+// Fetch (and FetchMany) with a loader, Get and Set without one, Invalidate,
+// and Close. Keys are always named as the caller wrote them; the storage
+// layout (hash tags, leases) stays inside the package.
 package instrument
 
 import (

@@ -132,7 +132,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 	start := c.now()
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if err := c.backoffWait(ctx, group, b.delay(attempt)); err != nil {
+			if err := c.backoffWait(ctx, group, b.Delay(attempt)); err != nil {
 				return nil, c.lockFailed(ctx, span, group, key, token, start, "gave_up",
 					fmt.Errorf("cachewatch: lock %q: waiting to retry: %w", key, err))
 			}
@@ -324,6 +324,18 @@ func (l *Lock) Key() string { return l.key }
 // Token returns the random owner token stored in the lock key.
 func (l *Lock) Token() string { return l.token }
 
+// TTL returns how much of the lease is left by the client's clock (counted
+// from when the acquiring or last renewing command was sent, so never more
+// than Redis's own expiry), or 0 once the lock was released or lost.
+func (l *Lock) TTL() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.finished {
+		return 0
+	}
+	return max(l.validUntil.Sub(l.c.now()), 0)
+}
+
 // Fence returns the fencing token (LockOptions.Fencing), or 0.
 func (l *Lock) Fence() int64 { return l.fence }
 
@@ -404,8 +416,11 @@ func (l *Lock) heartbeat(stop <-chan struct{}, lockCtx context.Context) {
 		if left <= 0 {
 			continue // the expiry timer is about to end the lock
 		}
-		callCtx, cancel := context.WithTimeout(lockCtx, left)
-		err := l.extend(lockCtx, callCtx, l.ttl)
+		// Neither Release nor the lock's end cuts a renewal short: it is
+		// bounded by the lease left, and its result is always counted.
+		runCtx := context.WithoutCancel(lockCtx)
+		callCtx, cancel := context.WithTimeout(runCtx, left)
+		err := l.extend(runCtx, callCtx, l.ttl)
 		cancel()
 		if errors.Is(err, ErrNotOwner) {
 			return
@@ -563,10 +578,3 @@ func hasHashTag(key string) bool {
 	}
 	return strings.IndexByte(key[open+1:], '}') > 0
 }
-
-// Delay returns the full-jitter wait before retry n (n ≥ 1), with the
-// defaults applied, for adapters that run their own retry loop (redlock).
-func (b Backoff) Delay(n int) time.Duration { return b.withDefaults().delay(n) }
-
-// MaxRetries returns the number of retries allowed, with the defaults applied.
-func (b Backoff) MaxRetries() int { return b.withDefaults().Retries }

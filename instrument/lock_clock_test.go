@@ -41,8 +41,18 @@ func TestLockLeaseEndsOnTheInjectedClock(t *testing.T) {
 	if err := clk.BlockUntilContext(ctx, 1); err != nil { // the expiry timer
 		t.Fatal(err)
 	}
-	clk.Advance(time.Hour)
+	if got := l.TTL(); got != time.Hour {
+		t.Fatalf("TTL() = %v right after Lock on a stopped clock, want 1h", got)
+	}
+	clk.Advance(20 * time.Minute)
+	if got := l.TTL(); got != 40*time.Minute {
+		t.Fatalf("TTL() = %v after 20m, want 40m", got)
+	}
+	clk.Advance(40 * time.Minute)
 	waitDone(t, l.Context(), "lock context after its lease ran out")
+	if got := l.TTL(); got != 0 {
+		t.Fatalf("TTL() = %v after the lease ran out, want 0", got)
+	}
 	if cause := context.Cause(l.Context()); !errors.Is(cause, instrument.ErrLockLost) {
 		t.Fatalf("cause = %v, want ErrLockLost", cause)
 	}

@@ -76,14 +76,14 @@ func register[C prometheus.Collector](r *registrar, c C) C {
 	return got
 }
 
-func counter(r *registrar, m *signals.Metric) *prometheus.CounterVec {
+func counter(r *registrar, m signals.ID) *prometheus.CounterVec {
 	return register(r, m.NewCounterVec())
 }
 
-func gauge(r *registrar, m *signals.Metric) *prometheus.GaugeVec {
+func gauge(r *registrar, m signals.ID) *prometheus.GaugeVec {
 	return register(r, m.NewGaugeVec())
 }
 
-func histogram(r *registrar, m *signals.Metric) *prometheus.HistogramVec {
+func histogram(r *registrar, m signals.ID) *prometheus.HistogramVec {
 	return register(r, m.NewHistogramVec())
 }

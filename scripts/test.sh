@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(prometheus)
-command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null || need+=(prometheus-alertmanager)
+command -v amtool >/dev/null && command -v prometheus-alertmanager >/dev/null || need+=(prometheus-alertmanager)
 command -v chromium >/dev/null || need+=(chromium)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then

@@ -44,9 +44,9 @@ func WriteMarkdown(w io.Writer) error {
 }
 
 // primarySource is the section a metric is listed under: its first source.
-func primarySource(m *Metric) Source { return m.Sources[0] }
+func primarySource(m Metric) Source { return m.Sources[0] }
 
-func otherSources(m *Metric, except Source) string {
+func otherSources(m Metric, except Source) string {
 	var parts []string
 	for _, s := range m.Sources {
 		if s != except {
@@ -56,7 +56,7 @@ func otherSources(m *Metric, except Source) string {
 	return strings.Join(parts, ", ")
 }
 
-func labelCell(m *Metric) string {
+func labelCell(m Metric) string {
 	if len(m.Labels) == 0 {
 		return "—"
 	}

@@ -63,8 +63,35 @@ func TestCatalogConventions(t *testing.T) {
 			labels[l.Name] = true
 		}
 	}
-	if got := signals.ByName(signals.LockAttempts.Name); got != signals.LockAttempts {
-		t.Errorf("ByName(%q) = %v", signals.LockAttempts.Name, got)
+	if got, ok := signals.Lookup(signals.LockAttempts.String()); !ok || got.ID() != signals.LockAttempts {
+		t.Errorf("Lookup(%q) = %v, %v", signals.LockAttempts, got, ok)
+	}
+	if _, ok := signals.Lookup("cachewatch_no_such_metric"); ok {
+		t.Error("Lookup of an unknown name succeeded")
+	}
+}
+
+// The catalog is read-only to its users: what All, Lookup and ID.Metric
+// return are copies, and changing them changes no emitter's metric.
+func TestCatalogIsReadOnly(t *testing.T) {
+	m := signals.LockAcquireDuration.Metric()
+	m.Name, m.Help = "changed", "changed"
+	m.Labels[0].Name = "changed"
+	m.Labels[1].Values[0] = "changed"
+	m.Buckets[0] = 42
+	for _, a := range signals.All() {
+		if a.ID() == signals.LockAcquireDuration {
+			a.Labels[0].Name = "changed"
+			a.Buckets[1] = 42
+		}
+	}
+	got := signals.LockAcquireDuration.Metric()
+	if got.Name != "cachewatch_lock_acquire_duration_seconds" || got.Labels[0].Name != "key_group" ||
+		got.Labels[1].Values[0] != "acquired" || got.Buckets[0] == 42 || got.Buckets[1] == 42 {
+		t.Fatalf("catalog changed through a copy: %+v", got)
+	}
+	if names := signals.LockAcquireDuration.LabelNames(); names[0] != "key_group" {
+		t.Fatalf("label names = %v", names)
 	}
 }
 
@@ -126,7 +153,7 @@ func TestRegisterShares(t *testing.T) {
 		t.Fatalf("shared counter = %v, want 2", got)
 	}
 	// A collector of another type under the same name is an error, not a silent share.
-	if _, err := signals.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: signals.CacheLookups.Name, Help: "x"})); err == nil {
+	if _, err := signals.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: signals.CacheLookups.String(), Help: "x"})); err == nil {
 		t.Fatal("conflicting registration accepted")
 	}
 }

@@ -76,7 +76,7 @@ func (f *demoFlags) run(ctx context.Context, c *cli) int {
 	if f.format == "json" {
 		progressOut = c.stderr
 	}
-	terminal := isTerminal(progressOut)
+	terminal, width := terminalWidth(progressOut)
 
 	reg := prometheus.NewRegistry()
 	ln, err := net.Listen("tcp", f.listen)
@@ -95,7 +95,7 @@ func (f *demoFlags) run(ctx context.Context, c *cli) int {
 			fmt.Fprintf(progressOut, "metrics: http://%s/metrics (Prometheus can scrape it while the demo runs)\n", ln.Addr())
 			fmt.Fprintf(progressOut, "running %v: %v unprotected, then %v on cachewatch\n", f.duration, f.duration/2, f.duration/2)
 		},
-		Progress: demo.ProgressPrinter(progressOut, terminal),
+		Progress: demo.ProgressPrinter(progressOut, terminal, width),
 	}
 	report, err := demo.Run(ctx, opts)
 	demo.EndProgress(progressOut, terminal)
@@ -147,11 +147,18 @@ func metricsMux(reg *prometheus.Registry) http.Handler {
 	return mux
 }
 
-// isTerminal reports whether w is a terminal, where progress rewrites one
-// line in place.
-func isTerminal(w io.Writer) bool {
+// terminalWidth reports whether w is a terminal, where progress rewrites
+// one line in place, and its width in columns (0 when unknown).
+func terminalWidth(w io.Writer) (terminal bool, width int) {
 	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return false, 0
+	}
+	width, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return true, 0
+	}
+	return true, width
 }
 
 // debugRedisLogger shows go-redis's own log lines at debug level only,

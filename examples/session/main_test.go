@@ -89,11 +89,11 @@ func TestConcurrentMutationsOfOneSessionLoseNothing(t *testing.T) {
 	if len(sess.Cart) != n || version != n+1 {
 		t.Fatalf("cart has %d items at version %d, want %d at %d", len(sess.Cart), version, n, n+1)
 	}
-	acquired := metrictest.Sum(t, reg, signals.LockAttempts.Name, "result", "acquired")
+	acquired := metrictest.Sum(t, reg, signals.LockAttempts.String(), "result", "acquired")
 	if acquired != n+1 {
 		t.Errorf("lock_attempts{result=acquired} = %v, want %d (one per request)", acquired, n+1)
 	}
-	if busy := metrictest.Sum(t, reg, signals.LockAttempts.Name, "result", "busy", "attempt", "first"); busy == 0 {
+	if busy := metrictest.Sum(t, reg, signals.LockAttempts.String(), "result", "busy", "attempt", "first"); busy == 0 {
 		t.Errorf("40 concurrent requests on one session reported no first-try contention")
 	}
 }
@@ -150,8 +150,8 @@ func TestLogoutUserUnlinksEverySession(t *testing.T) {
 		t.Error("another user's session was removed")
 	}
 	// 3 sessions and the user's index.
-	if removed := metrictest.Sum(t, reg, signals.InvalidatedKeys.Name, "by", "keys"); removed != 4 {
-		t.Errorf("%s = %v, want 4", signals.InvalidatedKeys.Name, removed)
+	if removed := metrictest.Sum(t, reg, signals.InvalidatedKeys.String(), "by", "keys"); removed != 4 {
+		t.Errorf("%s = %v, want 4", signals.InvalidatedKeys.String(), removed)
 	}
 }
 

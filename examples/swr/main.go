@@ -64,8 +64,11 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	pages := instrument.NewCache[Page](cw, instrument.CacheOptions{
+	pages, err := instrument.NewCache[Page](cw, instrument.CacheOptions{
 		FreshTTL: cfg.FreshTTL, HardTTL: cfg.HardTTL, RedisTimeout: cfg.RedisTimeout})
+	if err != nil {
+		return nil, err
+	}
 	return &Service{pages: pages, upstream: cfg.Upstream, http: &http.Client{Timeout: 5 * time.Second}}, nil
 }
 

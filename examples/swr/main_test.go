@@ -95,7 +95,7 @@ func (f *fleet) crowd(t *testing.T, path string, perInstance int) map[int]int {
 }
 
 func (f *fleet) lookups(t *testing.T, result string) float64 {
-	return metrictest.Sum(t, f.reg, signals.CacheLookups.Name, "result", result)
+	return metrictest.Sum(t, f.reg, signals.CacheLookups.String(), "result", result)
 }
 
 // A cold key requested by 3 instances × 20 callers at once reaches the
@@ -109,7 +109,7 @@ func TestOneUpstreamCallAcrossInstances(t *testing.T) {
 	if got := f.origin.calls.Load(); got != 1 {
 		t.Fatalf("upstream called %d times for one cold key, want 1 (fallback lookups: %v)", got, f.lookups(t, "fallback"))
 	}
-	if src := metrictest.Sum(t, f.reg, signals.SourceCalls.Name, "result", "success"); src != 1 {
+	if src := metrictest.Sum(t, f.reg, signals.SourceCalls.String(), "result", "success"); src != 1 {
 		t.Errorf("source_calls{success} = %v, want 1", src)
 	}
 	if served := f.lookups(t, "miss") + f.lookups(t, "coalesced") + f.lookups(t, "hit"); served != 60 {
@@ -133,7 +133,7 @@ func TestStaleServedWhileUpstreamFails(t *testing.T) {
 		t.Error("no stale lookups counted while serving stale")
 	}
 	serve.WaitFor(t, "the failed background refresh to be counted", func() bool {
-		return metrictest.Sum(t, f.reg, signals.RefreshFailures.Name) >= 1
+		return metrictest.Sum(t, f.reg, signals.RefreshFailures.String()) >= 1
 	})
 }
 

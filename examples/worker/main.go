@@ -174,7 +174,7 @@ func (w *Worker) Handle(ctx context.Context, job Job) Outcome {
 		if err != nil {
 			continue
 		}
-		if res == instrument.Written {
+		if res == instrument.NewerVersion {
 			return Done
 		}
 		return Outdated

@@ -107,13 +107,13 @@ func TestJobsDoneOnceAndNewestResultWins(t *testing.T) {
 			t.Errorf("report:%d stored version %d (found %v, %v), want 4", e, v, found, err)
 		}
 	}
-	if got := metrictest.Sum(t, reg, signals.IdempotencyChecks.Name, "result", "duplicate"); got != 5 {
+	if got := metrictest.Sum(t, reg, signals.IdempotencyChecks.String(), "result", "duplicate"); got != 5 {
 		t.Errorf("idempotency_checks{duplicate} = %v, want 5", got)
 	}
-	if got := metrictest.Sum(t, reg, signals.IdempotencyChecks.Name, "result", "first"); got != 20 {
+	if got := metrictest.Sum(t, reg, signals.IdempotencyChecks.String(), "result", "first"); got != 20 {
 		t.Errorf("idempotency_checks{first} = %v, want 20", got)
 	}
-	if got := metrictest.Sum(t, reg, signals.WriteSkew.Name); got != float64(outdated) {
+	if got := metrictest.Sum(t, reg, signals.WriteSkew.String()); got != float64(outdated) {
 		t.Errorf("write_skew_total = %v, want the %d older results refused", got, outdated)
 	}
 	if pending := rdb.XPending(ctx, "jobs", "workers").Val(); pending.Count != 0 {
@@ -222,7 +222,7 @@ func TestQueueVisibleThroughTheExporter(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(exp)
 	checks := []struct {
-		metric *signals.Metric
+		metric signals.ID
 		want   float64
 	}{
 		{signals.QueueLength, 7},
@@ -230,8 +230,8 @@ func TestQueueVisibleThroughTheExporter(t *testing.T) {
 		{signals.StreamGroupLag, 4},
 	}
 	for _, c := range checks {
-		if got := metrictest.Sum(t, reg, c.metric.Name, "queue", "jobs"); got != c.want {
-			t.Errorf("%s = %v, want %v", c.metric.Name, got, c.want)
+		if got := metrictest.Sum(t, reg, c.metric.String(), "queue", "jobs"); got != c.want {
+			t.Errorf("%s = %v, want %v", c.metric.String(), got, c.want)
 		}
 	}
 }

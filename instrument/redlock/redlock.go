@@ -34,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/internal/backoff"
 	"github.com/cachewatch/cachewatch/internal/origin"
 	"github.com/cachewatch/cachewatch/keygroup"
 	"github.com/cachewatch/cachewatch/signals"
@@ -100,12 +101,12 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	}
 	r := &Redlock{rs: rs, groups: opts.KeyGroups, backoff: opts.Backoff, renew: opts.Renew, log: opts.Logger, clock: opts.Clock}
 	var err error
-	counter := func(m *signals.Metric) *prometheus.CounterVec {
+	counter := func(m signals.ID) *prometheus.CounterVec {
 		c, e := signals.Register(reg, m.NewCounterVec())
 		err = errors.Join(err, e)
 		return c
 	}
-	histogram := func(m *signals.Metric) *prometheus.HistogramVec {
+	histogram := func(m signals.ID) *prometheus.HistogramVec {
 		h, e := signals.Register(reg, m.NewHistogramVec())
 		err = errors.Join(err, e)
 		return h
@@ -204,12 +205,13 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		trace.WithAttributes(attribute.String("cachewatch.key_group", m.group)))
 	defer span.End()
 	start := r.clock.Now()
-	retries := r.backoff.MaxRetries()
+	policy := backoff.Policy(r.backoff).WithDefaults()
+	retries := policy.Retries
 	for attempt := 0; ; attempt++ {
 		which := "first"
 		if attempt > 0 {
 			which = "retry"
-			if err := m.wait(ctx, r.backoff.Delay(attempt)); err != nil {
+			if err := m.wait(ctx, policy.Delay(attempt)); err != nil {
 				return m.failed(ctx, span, start, "gave_up", fmt.Errorf("cachewatch: redlock %q: waiting to retry: %w", m.Name(), err))
 			}
 			r.retries.WithLabelValues(m.group).Inc()

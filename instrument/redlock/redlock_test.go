@@ -156,8 +156,11 @@ func TestRedlockExpiryAndExtend(t *testing.T) {
 	ctx := context.Background()
 
 	// Expiry mid-work: the second worker gets in; the first's unlock finds
-	// no quorum of its value.
-	a := rl.NewMutex("lock:{exp}", redsync.WithExpiry(150*time.Millisecond))
+	// no quorum of its value. redsync gives each node expiry x timeout
+	// factor to answer (7.5ms for a 150ms lock at its default 0.05, which a
+	// loaded machine misses on two nodes: "context deadline exceeded"), so
+	// the short lock gets a 1s expiry and half of it per node.
+	a := rl.NewMutex("lock:{exp}", redsync.WithExpiry(time.Second), redsync.WithTimeoutFactor(0.5))
 	if err := a.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,16 @@ func (d *database) count(key string) {
 	d.lastStart[key] = now
 }
 
+// newPhase forgets when each key was last loaded, so that a phase's first
+// loads start refreshes of their own rather than joining the last ones of
+// the phase before.
+func (d *database) newPhase() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	clear(d.lastStart)
+	clear(d.perRefresh)
+}
+
 type dbCounts struct{ calls, refreshes, stampedes int64 }
 
 func (d *database) counts() dbCounts {

@@ -168,7 +168,7 @@ func (t *redisTarget) exporterTarget() exporter.Target {
 		tlsConf = t.opts.TLSConfig.Clone()
 	}
 	return exporter.Target{Addrs: []string{t.opts.Addr}, Username: t.opts.Username, Password: t.opts.Password,
-		DB: t.opts.DB, TLS: tlsConf, Mode: exporter.Standalone}
+		DB: t.opts.DB, TLS: tlsConf, Mode: exporter.ModeStandalone}
 }
 
 // Run runs both phases and returns the report.
@@ -191,10 +191,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		newClient: func() *redis.Client { return redis.NewClient(target.opts) },
 		reg:       o.Registry, groups: groups, quiet: quiet, freshTTL: o.FreshTTL,
 		db: newDatabase(defaultLatency, o.FreshTTL/2),
-		// Round trips get 1s (the client's default is 250ms): the embedded
+		// Round trips get 2s (the client's default is 250ms): the embedded
 		// miniredis starts a Lua interpreter for every script call, and a
 		// demo runs on busy laptops and CI machines.
-		redisTimeout: time.Second,
+		redisTimeout: 2 * time.Second,
 		versions:     newVersions(),
 	}
 	if o.Announce != nil {
@@ -271,6 +271,7 @@ func runMeasured(ctx context.Context, e *env, spec phaseSpec, index int, o Optio
 	t := &truth{}
 	t.latency.start = time.Now()
 	e.current.Store(t)
+	e.db.newPhase()
 	dbBefore := e.db.counts()
 	before, err := gather(o.Registry)
 	if err != nil {

@@ -28,9 +28,9 @@ func gather(g prometheus.Gatherer) (snapshot, error) {
 // sum adds up the series of metric m whose labels equal every pair in
 // match (name, value, name, value…). Counters give their value, histograms
 // their count, gauges their value.
-func (s snapshot) sum(m *signals.Metric, match ...string) float64 {
+func (s snapshot) sum(m signals.ID, match ...string) float64 {
 	var total float64
-	for _, series := range s[m.Name] {
+	for _, series := range s[m.String()] {
 		if !labelsMatch(series, match) {
 			continue
 		}

@@ -20,8 +20,12 @@ import (
 // after itself on a Redis that holds other data.
 const keyPrefix = "cwdemo:"
 
-// jobLockKey is the lock of the periodic job every instance tries to run.
-const jobLockKey = keyPrefix + "lock:report"
+// jobLockKey is the lock of the periodic job every instance tries to run;
+// jobLockTTL its lease, in both phases (renewed only under cachewatch).
+const (
+	jobLockKey = keyPrefix + "lock:report"
+	jobLockTTL = 300 * time.Millisecond
+)
 
 // Pacing of the simulated callers.
 const (

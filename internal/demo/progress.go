@@ -8,9 +8,10 @@ import (
 )
 
 // ProgressPrinter returns a Progress callback writing to w: one line
-// rewritten in place when w is a terminal, otherwise a plain line every two
+// rewritten in place when w is a terminal (cut to width columns when width
+// is positive, so that it never wraps), otherwise a plain line every two
 // seconds and at each phase change (logs and pipes get no control codes).
-func ProgressPrinter(w io.Writer, terminal bool) func(Progress) {
+func ProgressPrinter(w io.Writer, terminal bool, width int) func(Progress) {
 	var (
 		mu        sync.Mutex
 		lastPhase int
@@ -24,6 +25,9 @@ func ProgressPrinter(w io.Writer, terminal bool) func(Progress) {
 		case terminal:
 			if lastPhase != 0 && p.PhaseIndex != lastPhase {
 				fmt.Fprintln(w) // keep the finished phase's last line
+			}
+			if width > 1 && len(line) >= width {
+				line = line[:width-1]
 			}
 			fmt.Fprintf(w, "\r\033[K%s", line)
 		case p.PhaseIndex != lastPhase || time.Since(lastLine) >= 2*time.Second:
@@ -46,7 +50,7 @@ func progressLine(p Progress) string {
 	if p.Refreshes > 0 {
 		perRefresh = float64(p.DatabaseCalls) / float64(p.Refreshes)
 	}
-	return fmt.Sprintf("phase %d/2 %-11s %5.1fs/%.0fs  requests %6d  db calls %4d (%.1f/refresh)  misses %5d  lock busy %d/%d  lost %d  older writes %d",
+	return fmt.Sprintf("%d/2 %-11s %4.1fs/%.0fs  req %d  db %d (%.1f/refresh)  miss %d  lock busy %d/%d lost %d  older writes %d",
 		p.PhaseIndex, p.Phase, p.Elapsed.Seconds(), p.Total.Seconds(), p.Requests, p.DatabaseCalls, perRefresh,
 		p.Misses, p.LockBusy, p.LockAll, p.LocksLost, p.OlderWrites)
 }

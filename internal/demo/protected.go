@@ -13,10 +13,6 @@ import (
 	"github.com/cachewatch/cachewatch/instrument"
 )
 
-// protectedLockTTL is the job lock's lease under cachewatch: as short as the
-// unprotected one relative to the work, but renewed while the work runs.
-const protectedLockTTL = 300 * time.Millisecond
-
 // protected is the same service instance on cachewatch: a lease +
 // stale-while-revalidate Cache, lease locks with renewal, versioned writes.
 type protected struct {
@@ -41,17 +37,21 @@ func newProtected(e *env, i int) (service, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("instrumented client: %w", err)
 	}
-	products := instrument.NewCache[Product](cw, instrument.CacheOptions{
+	products, err := instrument.NewCache[Product](cw, instrument.CacheOptions{
 		FreshTTL: e.freshTTL,
 		HardTTL:  10 * e.freshTTL,
 		// No jitter: the demo judges staleness by a value's age against the
 		// one fresh TTL. Services should keep the default jitter.
-		Jitter:         -1,
-		LeaseTTL:       2 * time.Second,
-		RedisTimeout:   e.redisTimeout,
-		BurstWindow:    burstWindow,
-		BurstThreshold: burstThreshold,
+		Jitter:             -1,
+		LeaseTTL:           2 * time.Second,
+		RedisTimeout:       e.redisTimeout,
+		MissBurstWindow:    burstWindow,
+		MissBurstThreshold: burstThreshold,
 	})
+	if err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("cache: %w", err)
+	}
 	return &protected{env: e, rdb: rdb, products: products, cw: cw}, nil
 }
 
@@ -78,7 +78,7 @@ func (p *protected) read(ctx context.Context, key string) (Product, error) {
 func (p *protected) job(ctx context.Context) {
 	p.env.truth().firstAttempts.Add(1)
 	l, err := p.cw.Lock(ctx, jobLockKey, instrument.LockOptions{
-		TTL: protectedLockTTL, Renew: true, Backoff: instrument.Backoff{Retries: -1}})
+		TTL: jobLockTTL, Renew: true, Backoff: instrument.Backoff{Retries: -1}})
 	if errors.Is(err, instrument.ErrLockBusy) {
 		p.env.truth().firstBusy.Add(1)
 		return

@@ -78,7 +78,7 @@ func (u *unprotected) read(ctx context.Context, key string) (Product, error) {
 func (u *unprotected) readLocked(ctx context.Context, key string) (Product, error) {
 	lock, token := lockKeyOf(key), newToken()
 	for attempt := 0; attempt < pollAttempts; attempt++ {
-		acquired, err := u.tryLock(ctx, lock, token, attempt == 0)
+		acquired, err := u.tryLock(ctx, lock, token, naiveLockTTL, attempt == 0)
 		if err != nil {
 			return Product{}, err
 		}
@@ -118,8 +118,8 @@ func (u *unprotected) loadAndStore(ctx context.Context, key string) (Product, er
 }
 
 // tryLock sends SET lock token NX PX and counts a first attempt's outcome.
-func (u *unprotected) tryLock(ctx context.Context, lock, token string, first bool) (bool, error) {
-	err := u.rdb.SetArgs(ctx, lock, token, redis.SetArgs{Mode: "NX", TTL: naiveLockTTL}).Err()
+func (u *unprotected) tryLock(ctx context.Context, lock, token string, ttl time.Duration, first bool) (bool, error) {
+	err := u.rdb.SetArgs(ctx, lock, token, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return false, err
 	}
@@ -147,7 +147,7 @@ func (u *unprotected) release(ctx context.Context, lock, token string) {
 // lock's TTL, and nothing renews it.
 func (u *unprotected) job(ctx context.Context) {
 	token := newToken()
-	acquired, err := u.tryLock(ctx, jobLockKey, token, true)
+	acquired, err := u.tryLock(ctx, jobLockKey, token, jobLockTTL, true)
 	if err != nil || !acquired {
 		return
 	}

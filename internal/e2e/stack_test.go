@@ -73,6 +73,19 @@ func (w *webhook) find(name string) (webhookAlert, bool) {
 	return webhookAlert{}, false
 }
 
+// bySeverity returns the names of the delivered alerts of a severity.
+func (w *webhook) bySeverity(severity string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, a := range w.alerts {
+		if a.Labels["severity"] == severity {
+			out = append(out, a.Labels["alertname"])
+		}
+	}
+	return out
+}
+
 // startAlertmanager runs a real Alertmanager, clustering off, with the
 // configuration cfg (YAML as a map).
 func startAlertmanager(t *testing.T, bin string, config map[string]any) (*process, string) {

@@ -166,6 +166,17 @@ func (tr *traffic) seed() {
 	}
 }
 
+// newCache returns a Cache of strings over c, or nil (the test failed) if
+// the options are refused.
+func (tr *traffic) newCache(c *instrument.Client, opts instrument.CacheOptions) *instrument.Cache[string] {
+	ca, err := instrument.NewCache[string](c, opts)
+	if err != nil {
+		tr.t.Errorf("NewCache: %v", err)
+		return nil
+	}
+	return ca
+}
+
 // every runs f every d until ctx ends.
 func every(ctx context.Context, d time.Duration, f func(context.Context)) {
 	tick := time.NewTicker(d)
@@ -227,7 +238,10 @@ func (tr *traffic) cacheReads(name string) func(context.Context) {
 }
 
 func (tr *traffic) readProducts(ctx context.Context, name string) {
-	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: 300 * time.Millisecond, HardTTL: time.Hour, Name: name, RedisTimeout: liveTimeout})
+	ca := tr.newCache(tr.cw, instrument.CacheOptions{FreshTTL: 300 * time.Millisecond, HardTTL: time.Hour, Name: name, RedisTimeout: liveTimeout})
+	if ca == nil {
+		return
+	}
 	defer ca.Close()
 	n := 0
 	every(ctx, 15*time.Millisecond, func(ctx context.Context) {
@@ -249,8 +263,11 @@ func (tr *traffic) readProducts(ctx context.Context, name string) {
 // failingRefreshes: values whose source fails after the first load, so they
 // are served stale while every refresh fails (stale-forever).
 func (tr *traffic) failingRefreshes(ctx context.Context) {
-	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: 200 * time.Millisecond, HardTTL: time.Hour,
+	ca := tr.newCache(tr.cw, instrument.CacheOptions{FreshTTL: 200 * time.Millisecond, HardTTL: time.Hour,
 		FailureHoldoff: 100 * time.Millisecond, Name: "prices", RedisTimeout: liveTimeout})
+	if ca == nil {
+		return
+	}
 	defer ca.Close()
 	loaded := map[string]bool{}
 	every(ctx, 50*time.Millisecond, func(ctx context.Context) {
@@ -271,8 +288,11 @@ func (tr *traffic) failingRefreshes(ctx context.Context) {
 // hardTTL: a value read past its hard TTL (Redis keeps the key a little
 // longer) while the source fails, which cachewatch refuses to serve.
 func (tr *traffic) hardTTL(ctx context.Context) {
-	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: 50 * time.Millisecond, HardTTL: 100 * time.Millisecond,
+	ca := tr.newCache(tr.cw, instrument.CacheOptions{FreshTTL: 50 * time.Millisecond, HardTTL: 100 * time.Millisecond,
 		FailureHoldoff: -1, LocalCopies: -1, Name: "quotes", RedisTimeout: liveTimeout})
+	if ca == nil {
+		return
+	}
 	defer ca.Close()
 	n := 0
 	every(ctx, 400*time.Millisecond, func(ctx context.Context) {
@@ -290,8 +310,11 @@ func (tr *traffic) hardTTL(ctx context.Context) {
 // missBursts: reads of keys never seen, more per second than the burst
 // threshold.
 func (tr *traffic) missBursts(ctx context.Context) {
-	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: time.Second, HardTTL: 2 * time.Second,
-		BurstWindow: time.Second, BurstThreshold: 5, Name: "search", RedisTimeout: liveTimeout})
+	ca := tr.newCache(tr.cw, instrument.CacheOptions{FreshTTL: time.Second, HardTTL: 2 * time.Second,
+		MissBurstWindow: time.Second, MissBurstThreshold: 5, Name: "search", RedisTimeout: liveTimeout})
+	if ca == nil {
+		return
+	}
 	defer ca.Close()
 	n := 0
 	every(ctx, 40*time.Millisecond, func(ctx context.Context) {
@@ -303,7 +326,10 @@ func (tr *traffic) missBursts(ctx context.Context) {
 // staleWrites: a key invalidated while its load runs; the loaded value must
 // not be stored. Also idempotency checks, first and duplicate.
 func (tr *traffic) staleWrites(ctx context.Context) {
-	ca := instrument.NewCache[string](tr.cw, instrument.CacheOptions{FreshTTL: time.Minute, Name: "drafts", RedisTimeout: liveTimeout})
+	ca := tr.newCache(tr.cw, instrument.CacheOptions{FreshTTL: time.Minute, Name: "drafts", RedisTimeout: liveTimeout})
+	if ca == nil {
+		return
+	}
 	defer ca.Close()
 	n := 0
 	every(ctx, 300*time.Millisecond, func(ctx context.Context) {
@@ -335,8 +361,11 @@ func (tr *traffic) versionedWrites(ctx context.Context) {
 // deadRedis: reads through a client whose Redis does not answer: fallback
 // loads, breaker open.
 func (tr *traffic) deadRedis(ctx context.Context) {
-	ca := instrument.NewCache[string](tr.cwDead, instrument.CacheOptions{RedisTimeout: 50 * time.Millisecond,
+	ca := tr.newCache(tr.cwDead, instrument.CacheOptions{RedisTimeout: 50 * time.Millisecond,
 		BreakerOpenFor: time.Second, LocalCopies: -1, Name: "unreachable"})
+	if ca == nil {
+		return
+	}
 	defer ca.Close()
 	every(ctx, 100*time.Millisecond, func(ctx context.Context) {
 		_, _ = ca.Fetch(ctx, "profile:"+strconv.Itoa(rand.IntN(5)), func(context.Context) (string, error) {
@@ -469,7 +498,7 @@ func happened(dead string) map[string]string {
 		"instrument: stale serves":                 `sum(cachewatch_cache_lookups_total{key_group="product:*", result="stale"}) > 0`,
 		"instrument: coalesced callers":            `sum(cachewatch_cache_lookups_total{key_group="product:*", result="coalesced"}) > 0`,
 		"instrument: fallback loads, Redis down":   `sum(cachewatch_cache_lookups_total{key_group="profile:*", result="fallback"}) > 0`,
-		"instrument: circuit breaker opened":       `max_over_time(cachewatch_circuit_breaker_state{name="unreachable"}[10m]) == 2`,
+		"instrument: circuit breaker opened":       `max_over_time(cachewatch_circuit_breaker_state{client="unreachable"}[10m]) == 2`,
 		"instrument: refresh failures":             `sum(cachewatch_cache_refresh_failures_total{key_group="price:*"}) > 0`,
 		"instrument: consecutive refresh failures": `max_over_time(cachewatch_cache_refresh_consecutive_failures{key_group="price:*"}[10m]) > 1`,
 		"instrument: hard-TTL refusals":            `sum(cachewatch_cache_hard_ttl_expired_total{key_group="quote:*"}) > 0`,

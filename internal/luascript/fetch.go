@@ -113,3 +113,17 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 `)
+
+// FetchSet stores a value given by the caller (Cache.Set, no loader) and
+// deletes the refresh lease, so that a load in flight, which read the
+// source before this write, is not stored over it (FetchWrite requires the
+// lease); then it wakes the waiters.
+//
+// ARGV: v, f, h, pexpire_ms, channel. Reply: 1.
+var FetchSet = define("cachewatch_fetch_set", `
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 'f', ARGV[2], 'h', ARGV[3], 'd', 0, 'n', '0', 'e', 0)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('DEL', KEYS[2])
+redis.call('PUBLISH', ARGV[5], '1')
+return 1
+`)

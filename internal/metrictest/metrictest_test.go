@@ -25,12 +25,12 @@ func TestSum(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{signals.CacheLookups.Name, nil, 10},
-		{signals.CacheLookups.Name, []string{"result", "hit"}, 8},
-		{signals.CacheLookups.Name, []string{"key_group", "a:*", "result", "hit"}, 3},
-		{signals.CacheLookups.Name, []string{"result", "stale"}, 0},
-		{signals.CacheLookups.Name, []string{"no_such_label", "x"}, 0},
-		{signals.LockHoldDuration.Name, []string{"key_group", "a:*"}, 2},
+		{signals.CacheLookups.String(), nil, 10},
+		{signals.CacheLookups.String(), []string{"result", "hit"}, 8},
+		{signals.CacheLookups.String(), []string{"key_group", "a:*", "result", "hit"}, 3},
+		{signals.CacheLookups.String(), []string{"result", "stale"}, 0},
+		{signals.CacheLookups.String(), []string{"no_such_label", "x"}, 0},
+		{signals.LockHoldDuration.String(), []string{"key_group", "a:*"}, 2},
 		{"missing_metric", nil, 0},
 	}
 	for _, c := range cases {
@@ -38,7 +38,7 @@ func TestSum(t *testing.T) {
 			t.Errorf("Sum(%s, %q) = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if got := metrictest.Sum(t, reg, signals.CacheLookups.Name, metrictest.Pairs(map[string]string{"key_group": "b:*"})...); got != 5 {
+	if got := metrictest.Sum(t, reg, signals.CacheLookups.String(), metrictest.Pairs(map[string]string{"key_group": "b:*"})...); got != 5 {
 		t.Errorf("Sum with Pairs = %v, want 5", got)
 	}
 }

@@ -1,4 +1,4 @@
-package instrument
+package backoff
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestBackoffFullJitterBounds(t *testing.T) {
-	b := Backoff{Base: 10 * time.Millisecond, Max: 80 * time.Millisecond}.withDefaults()
+	b := Policy{Base: 10 * time.Millisecond, Max: 80 * time.Millisecond}.WithDefaults()
 	for n := 1; n <= 40; n++ {
 		ceiling := b.Max
 		if n <= 3 {
@@ -14,9 +14,9 @@ func TestBackoffFullJitterBounds(t *testing.T) {
 		}
 		var max time.Duration
 		for i := 0; i < 2000; i++ {
-			d := b.delay(n)
+			d := b.Delay(n)
 			if d < 0 || d >= ceiling {
-				t.Fatalf("delay(%d) = %v outside [0, %v)", n, d, ceiling)
+				t.Fatalf("Delay(%d) = %v outside [0, %v)", n, d, ceiling)
 			}
 			if d > max {
 				max = d
@@ -24,10 +24,10 @@ func TestBackoffFullJitterBounds(t *testing.T) {
 		}
 		// Full jitter uses the whole range, not just its top.
 		if max < ceiling/2 {
-			t.Fatalf("delay(%d) never above %v in 2000 draws (ceiling %v)", n, max, ceiling)
+			t.Fatalf("Delay(%d) never above %v in 2000 draws (ceiling %v)", n, max, ceiling)
 		}
 	}
-	if got := (Backoff{Retries: -1}).withDefaults().Retries; got != 0 {
+	if got := (Policy{Retries: -1}).WithDefaults().Retries; got != 0 {
 		t.Fatalf("negative Retries = %d after defaults, want 0", got)
 	}
 }

@@ -1,0 +1,211 @@
+package instrument
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/internal/luascript"
+)
+
+// FetchMany returns the values of keys as Fetch would, reading them all in
+// one round trip (a pipeline of the read script; on Redis Cluster, one per
+// node). The keys that must be loaded and whose refresh lease this call
+// obtained are loaded by one call of load, with those keys; each value it
+// returns is stored under its lease, and a key it leaves out of its map
+// counts as ErrNotFound (cached with NegativeTTL, else left out of the
+// result). Stale values are served and refreshed in the background, one
+// key per load call; keys being loaded by another caller are waited for as
+// Fetch does. When Redis is unavailable, load is called directly for all
+// keys, with the Cache's fallback concurrency.
+//
+// The result holds every key that has a value; its error is load's
+// (wrapped) or the first per-key error.
+func (ca *Cache[T]) FetchMany(ctx context.Context, keys []string, load func(ctx context.Context, keys []string) (map[string]T, error)) (map[string]T, error) {
+	out := make(map[string]T, len(keys))
+	tokens := make([]string, len(keys))
+	for i := range keys {
+		tokens[i] = leaseToken()
+	}
+	states, err := ca.readMany(ctx, keys, tokens)
+	if err != nil {
+		return ca.fallbackMany(ctx, keys, load, err)
+	}
+	var toLoad []int
+	var firstErr error
+	keep := func(err error) {
+		if firstErr == nil && err != nil && !errors.Is(err, ErrNotFound) {
+			firstErr = err
+		}
+	}
+	for i, key := range keys {
+		s, group := states[i], ca.c.group(key)
+		one := loadOne(key, load)
+		switch {
+		case s.state == stateFresh || s.state == stateStale:
+			result := resultHit
+			if s.state == stateStale {
+				result = resultStale
+				ca.metricsFor(group).staleAge.Observe(ca.staleFor(s.freshUntil).Seconds())
+			}
+			if s.granted {
+				ca.refreshInBackground(ctx, key, group, ca.names(key), tokens[i], one)
+			}
+			v, result, err := ca.decode(key, s, result)
+			ca.metricsFor(group).lookups[result].Inc()
+			if err == nil {
+				out[key] = v
+			}
+			keep(err)
+		case s.granted:
+			toLoad = append(toLoad, i)
+		default: // another caller loads it: wait as Fetch does
+			v, err := ca.Fetch(ctx, key, one)
+			if err == nil {
+				out[key] = v
+			}
+			keep(err)
+		}
+	}
+	if len(toLoad) > 0 {
+		keep(ca.loadMany(ctx, keys, tokens, toLoad, states, load, out))
+	}
+	return out, firstErr
+}
+
+// names returns key's Redis names, its wake-up channel included.
+func (ca *Cache[T]) names(key string) keys {
+	k := keysFor(key)
+	k.channel = ca.c.hub.fetchChannel(k.value)
+	return k
+}
+
+// readMany runs the read script for every key in one pipeline.
+func (ca *Cache[T]) readMany(ctx context.Context, keyList, tokens []string) ([]stored, error) {
+	if ca.deg.open() {
+		return nil, errors.New("circuit breaker open")
+	}
+	now := ca.c.now().UnixMilli()
+	run := func(rctx context.Context) ([]*redis.Cmd, error) {
+		cmds := make([]*redis.Cmd, len(keyList))
+		_, err := ca.c.rdb.Pipelined(ca.c.ctx(rctx), func(p redis.Pipeliner) error {
+			for i, key := range keyList {
+				k := keysFor(key)
+				cmds[i] = luascript.FetchRead.EvalSha(ca.c.ctx(rctx), p, []string{k.value, k.lease},
+					now, 0, ca.o.LeaseTTL.Milliseconds(), tokens[i])
+			}
+			return nil
+		})
+		return cmds, err
+	}
+	var cmds []*redis.Cmd
+	_, err := ca.deg.call(ctx, "fetch many read", func(rctx context.Context) ([]any, error) {
+		var err error
+		cmds, err = run(rctx)
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			if err = luascript.FetchRead.Load(ca.c.ctx(rctx), ca.c.rdb).Err(); err == nil {
+				cmds, err = run(rctx)
+			}
+		}
+		return nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	states := make([]stored, len(cmds))
+	for i, cmd := range cmds {
+		res, err := cmd.Slice()
+		if err != nil {
+			return nil, err
+		}
+		if states[i], err = parseStored(res); err != nil {
+			return nil, err
+		}
+	}
+	return states, nil
+}
+
+// loadMany loads the keys at indexes idx (whose leases this call holds) in
+// one call of load and stores each answer under its lease.
+func (ca *Cache[T]) loadMany(ctx context.Context, keyList, tokens []string, idx []int, states []stored,
+	load func(context.Context, []string) (map[string]T, error), out map[string]T) error {
+	batch := make([]string, len(idx))
+	for j, i := range idx {
+		batch[j] = keyList[i]
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ca.o.LeaseTTL)
+	defer cancel()
+	start := ca.c.now()
+	vals, err := load(lctx, batch)
+	took := ca.c.now().Sub(start)
+	for j, i := range idx {
+		key, group := batch[j], ca.c.group(batch[j])
+		k := ca.names(key)
+		ca.metricsFor(group).lookups[resultMiss].Inc()
+		result := "success"
+		if err != nil {
+			result = "error"
+		}
+		ca.c.m.sourceCalls.WithLabelValues(group, result).Inc()
+		if states[i].state == stateExpired {
+			ca.c.m.hardTTLExpired.WithLabelValues(group).Inc()
+		}
+		switch v, ok := vals[key]; {
+		case err != nil:
+			ca.failed(ctx, key, group, k, tokens[i])
+		case ok:
+			out[key] = v
+			ca.store(ctx, key, group, k, tokens[i], v, nil, took)
+		case ca.o.NegativeTTL > 0:
+			var zero T
+			ca.store(ctx, key, group, k, tokens[i], zero, ErrNotFound, took)
+		default:
+			ca.giveBack(k, tokens[i])
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cachewatch: fetch many: load: %w", err)
+	}
+	return nil
+}
+
+// fallbackMany serves FetchMany from the source while Redis is unavailable.
+func (ca *Cache[T]) fallbackMany(ctx context.Context, keyList []string, load func(context.Context, []string) (map[string]T, error), cause error) (map[string]T, error) {
+	if err := ca.deg.acquire(ctx); err != nil {
+		return nil, fmt.Errorf("cachewatch: fetch many: Redis unavailable (%w) and no source slot free: %w", cause, err)
+	}
+	defer ca.deg.release()
+	vals, err := load(ctx, keyList)
+	for _, key := range keyList {
+		ca.metricsFor(ca.c.group(key)).lookups[resultFallback].Inc()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cachewatch: fetch many: Redis unavailable (%w), load: %w", cause, err)
+	}
+	return vals, nil
+}
+
+// loadOne adapts a batch loader to one key.
+func loadOne[T any](key string, load func(context.Context, []string) (map[string]T, error)) func(context.Context) (T, error) {
+	return func(ctx context.Context) (T, error) {
+		vals, err := load(ctx, []string{key})
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		v, ok := vals[key]
+		if !ok {
+			return v, ErrNotFound
+		}
+		return v, nil
+	}
+}
+
+// staleFor returns how far past freshUntil (unix ms) the clock is.
+func (ca *Cache[T]) staleFor(freshUntil int64) time.Duration {
+	return time.Duration(ca.c.now().UnixMilli()-freshUntil) * time.Millisecond
+}
