@@ -35,57 +35,44 @@ var benchKeys = func() int {
 	return 1_000_000
 }()
 
-// BenchmarkSample covers a 1,000,000-key keyspace (10,000 of them locks)
-// while another client (a separate process) runs GETs in a loop, and
-// compares that client's latency during samples with idle windows of the
-// same length between them.
+// BenchmarkSample runs the exporter as in production — Run with default
+// options, its 15 s interval — on a 1,000,000-key keyspace (10,000 of them
+// locks) while another client (a separate process) runs GETs in a loop, until
+// the whole-keyspace pass has covered every key. It compares that client's
+// GET latency while the exporter runs with idle windows of 15 s before it
+// starts and after it stops.
 // Run it once: go test -run x -bench BenchmarkSample -benchtime 1x ./exporter/
-// (CACHEWATCH_BENCH=keys_per_second/batch,… picks the settings measured).
+// (CACHEWATCH_BENCH=lock_scan_count,… picks the lock-pass SCAN COUNTs
+// measured; default the default).
 //
-// Reported: cover_s (sampling time to cover every key), samples (samples
-// needed; ×interval is the wall-clock coverage in production), heap_MB
-// (exporter heap in use after the pass), GET p50/p99 idle and while sampling
-// in ms, and p99_ratio (sampling ÷ idle; the target is ≤ 1.25).
+// Reported: locks_s (from start until exact lock figures for every lock were
+// published), lock_pass_s (duration of one lock pass), cover_s (from start
+// until the whole keyspace was covered; the target is ≤ 120), heap_MB
+// (exporter heap in use at the end), GET p50/p99 idle and while the
+// exporter runs in ms, and p99_ratio (running ÷ idle; the target is ≤ 1.25).
 func BenchmarkSample(b *testing.B) {
 	srv := redistest.Start(b)
 	load(b, srv.Client(b))
-	for _, c := range benchConfigs() {
-		name := fmt.Sprintf("keys_per_second=%g/batch=%d", c.kps, c.batch)
-		switch {
-		case c.kps < 0:
-			name = fmt.Sprintf("unpaced/batch=%d", c.batch)
-		case c.kps == 0:
-			name = fmt.Sprintf("default_pace=%d/batch=%d", exporter.DefaultKeysPerSecond, c.batch)
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, count := range benchConfigs() {
+		b.Run(fmt.Sprintf("lock_scan_count=%d", count), func(b *testing.B) {
 			for b.Loop() {
-				benchCover(b, srv.Addr, c.kps, c.batch)
+				benchCover(b, srv.Addr, count)
 			}
 		})
 	}
 }
 
-type benchConfig struct {
-	kps   float64
-	batch int
-}
-
-// benchConfigs are the sampler settings measured: CACHEWATCH_BENCH as a
-// comma list of keys_per_second/batch (-1 unpaced, 0 the default pace), or
-// unpaced and the defaults.
-func benchConfigs() []benchConfig {
-	env := os.Getenv("CACHEWATCH_BENCH")
-	if env == "" {
-		env = "-1/100,0/100" // unpaced, and the default pacing
-	}
-	var out []benchConfig
-	for _, f := range strings.Split(env, ",") {
-		kps, batch, _ := strings.Cut(f, "/")
-		k, err1 := strconv.ParseFloat(kps, 64)
-		n, err2 := strconv.Atoi(batch)
-		if err1 == nil && err2 == nil && n > 0 {
-			out = append(out, benchConfig{k, n})
+// benchConfigs are the lock-pass SCAN COUNTs measured: CACHEWATCH_BENCH as a
+// comma list, or the default.
+func benchConfigs() []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv("CACHEWATCH_BENCH"), ",") {
+		if n, err := strconv.Atoi(f); err == nil && n > 0 {
+			out = append(out, n)
 		}
+	}
+	if len(out) == 0 {
+		out = []int{exporter.DefaultLockScanCount}
 	}
 	return out
 }
@@ -120,53 +107,58 @@ func load(b *testing.B, rdb *redis.Client) {
 	}
 }
 
-func benchCover(b *testing.B, addr string, kps float64, batch int) {
-	ctx := context.Background()
-	e, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{addr}}, KeysPerSecond: kps,
-		Batch: batch, ScanCount: batch})
+func benchCover(b *testing.B, addr string, lockScanCount int) {
+	const idle = 15 * time.Second
+	e, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{addr}}, LockScanCount: lockScanCount})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer e.Close()
 	other := startGetLoop(b, addr)
-
-	// Samples alternate with idle windows of the same length, so idle and
-	// sampling latencies come from the same minutes of the same run.
-	var windows [][2]int64 // sampling windows, Unix ns
-	var cover time.Duration
-	samples := 0
-	time.Sleep(time.Second) // the other client warms up (idle)
-	for {
-		start := time.Now()
-		s := e.Sample(ctx)[0]
-		windows = append(windows, [2]int64{start.UnixNano(), time.Now().UnixNano()})
-		samples++
-		cover += s.Duration
-		if !s.Up {
-			b.Fatalf("sample failed: %v", s.Err)
+	time.Sleep(idle) // the other client alone
+	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now()
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(ctx) }()
+	var locksAt, coverAt time.Duration
+	var lockPass time.Duration
+	for coverAt == 0 {
+		time.Sleep(100 * time.Millisecond)
+		s := e.Snapshots()[0]
+		if s.Pass != nil && locksAt == 0 && !s.Pass.LocksComplete.IsZero() {
+			locksAt = time.Since(start)
+			if g := s.Pass.Groups["lock:order:*"]; g == nil || g.Locks != benchLocks {
+				b.Fatalf("lock figures not exact: %+v", g)
+			}
+			lockPass = s.Pass.LocksComplete.Sub(s.Pass.LocksStarted)
 		}
-		if s.ScanCycles == 1 {
-			break
+		if s.ScanCycles >= 1 {
+			coverAt = time.Since(start)
 		}
-		time.Sleep(s.Duration)
+		if time.Since(start) > 10*time.Minute {
+			b.Fatal("the keyspace was not covered in 10 minutes")
+		}
 	}
-	time.Sleep(time.Second)
+	stop := time.Now()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	idle, busy := other.stop(b, windows)
+	cancel()
+	<-ran
+	time.Sleep(idle) // the other client alone again
+	idleLat, busy := other.stop(b, [][2]int64{{start.UnixNano(), stop.UnixNano()}})
 	snap := e.Snapshots()[0]
-	if snap.Pass == nil || snap.Pass.Keys < uint64(benchKeys*99/100) {
+	if snap.Pass == nil || snap.Pass.Keys < uint64(benchKeys*99/100) || snap.Coverage != 1 {
 		b.Fatalf("pass incomplete: %+v", snap.Pass)
 	}
-	b.ReportMetric(cover.Seconds(), "cover_s")
-	b.ReportMetric(float64(samples), "samples")
+	b.ReportMetric(locksAt.Seconds(), "locks_s")
+	b.ReportMetric(lockPass.Seconds(), "lock_pass_s")
+	b.ReportMetric(coverAt.Seconds(), "cover_s")
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap_MB")
-	b.ReportMetric(pct(idle, 50), "idle_p50_ms")
-	b.ReportMetric(pct(idle, 99), "idle_p99_ms")
-	b.ReportMetric(pct(busy, 50), "sampling_p50_ms")
-	b.ReportMetric(pct(busy, 99), "sampling_p99_ms")
-	b.ReportMetric(pct(busy, 99)/pct(idle, 99), "p99_ratio")
+	b.ReportMetric(pct(idleLat, 50), "idle_p50_ms")
+	b.ReportMetric(pct(idleLat, 99), "idle_p99_ms")
+	b.ReportMetric(pct(busy, 50), "running_p50_ms")
+	b.ReportMetric(pct(busy, 99), "running_p99_ms")
+	b.ReportMetric(pct(busy, 99)/pct(idleLat, 99), "p99_ratio")
 }
 
 // getLoopEnv makes the test binary run the other client's GET loop

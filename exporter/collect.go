@@ -1,16 +1,20 @@
 package exporter
 
 import (
+	"strings"
+	"unicode/utf8"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachewatch/cachewatch/signals"
 )
 
-// descs holds one descriptor per exporter metric of the catalog.
+// descs holds one descriptor per exporter metric of the catalog, and the
+// key-group overflow counter shared with the other emitters.
 var descs = func() map[signals.ID]*prometheus.Desc {
 	out := map[signals.ID]*prometheus.Desc{}
 	for _, m := range signals.All() {
-		if m.HasSource(signals.Exporter) && len(m.Sources) == 1 {
+		if m.HasSource(signals.Exporter) && (len(m.Sources) == 1 || m.ID() == signals.KeyGroupOverflow) {
 			out[m.ID()] = m.Desc(nil)
 		}
 	}
@@ -24,13 +28,16 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect sends the last published sample of every node. It never talks to
-// Redis. A node whose last sample failed sends only up 0 and the
-// self-metrics.
+// Collect sends the last published sample of every node, and how many keys
+// the key-group classifier folded into "other". It never talks to Redis. A
+// node whose last sample failed sends only up 0 and the self-metrics.
+// Label values taken from Redis (consumer group, key group, node names) are
+// made valid UTF-8 first, so what Redis holds never fails a scrape.
 func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range e.Snapshots() {
 		collectNode(ch, s)
 	}
+	ch <- prometheus.MustNewConstMetric(descs[signals.KeyGroupOverflow], prometheus.CounterValue, float64(e.groups.Overflows()))
 }
 
 // emitter sends const metrics for one node.
@@ -40,11 +47,37 @@ type emitter struct {
 }
 
 func (m emitter) gauge(def signals.ID, v float64, labels ...string) {
-	m.ch <- prometheus.MustNewConstMetric(descs[def], prometheus.GaugeValue, v, append([]string{m.node}, labels...)...)
+	m.send(def, prometheus.GaugeValue, v, labels)
 }
 
 func (m emitter) counter(def signals.ID, v float64, labels ...string) {
-	m.ch <- prometheus.MustNewConstMetric(descs[def], prometheus.CounterValue, v, append([]string{m.node}, labels...)...)
+	m.send(def, prometheus.CounterValue, v, labels)
+}
+
+func (m emitter) send(def signals.ID, typ prometheus.ValueType, v float64, labels []string) {
+	values := labelValues(m.node, labels)
+	if metric, err := prometheus.NewConstMetric(descs[def], typ, v, values...); err == nil {
+		m.ch <- metric
+	}
+}
+
+// labelValues prepends the node and makes every value valid UTF-8: Redis
+// keys, group names and hostnames are binary-safe, label values are not.
+func labelValues(node string, labels []string) []string {
+	out := make([]string, 0, len(labels)+1)
+	out = append(out, validUTF8(node))
+	for _, l := range labels {
+		out = append(out, validUTF8(l))
+	}
+	return out
+}
+
+// validUTF8 replaces each invalid byte sequence with U+FFFD.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 func collectNode(ch chan<- prometheus.Metric, s *NodeSnapshot) {
@@ -62,11 +95,12 @@ func collectNode(ch chan<- prometheus.Metric, s *NodeSnapshot) {
 	m.counter(signals.ExporterScanCycles, float64(s.ScanCycles))
 	m.counter(signals.ExporterTruncated, float64(s.Truncated))
 	for k, v := range s.ErrorCounts {
-		m.counter(signals.ExporterErrors, float64(v), k.Stage, k.Class)
+		m.counter(signals.ExporterErrors, float64(v), string(k.Stage), string(k.Class))
 	}
 	if !s.Up {
 		return
 	}
+	m.gauge(signals.ExporterKeyspaceCoverage, s.Coverage)
 	if s.Server != nil {
 		collectServer(m, s)
 	}
@@ -101,10 +135,12 @@ func collectServer(m emitter, s *NodeSnapshot) {
 
 func collectPass(m emitter, p *Pass) {
 	for group, g := range p.Groups {
-		m.gauge(signals.KeysSampled, float64(g.Keys), group)
-		m.gauge(signals.KeysWithoutTTL, float64(g.NoTTL), group)
-		for i, h := range horizons {
-			m.gauge(signals.KeysExpiring, float64(g.Expiring[i]), group, h.label)
+		if g.Keys > 0 {
+			m.gauge(signals.KeysSampled, float64(g.Keys), group)
+			m.gauge(signals.KeysWithoutTTL, float64(g.NoTTL), group)
+			for _, x := range g.Expiring {
+				m.gauge(signals.KeysExpiring, float64(x.Keys), group, x.Label)
+			}
 		}
 		if g.SyncScore > 0 {
 			m.gauge(signals.ExpirySync, g.SyncScore, group)
@@ -125,7 +161,11 @@ func collectPass(m emitter, p *Pass) {
 			}
 			buckets[ub] = cum
 		}
-		m.ch <- prometheus.MustNewConstHistogram(descs[signals.LockRemainingTTL], g.LockTTLCount, g.LockTTLSum, buckets, m.node, group)
+		h, err := prometheus.NewConstHistogram(descs[signals.LockRemainingTTL], g.LockTTLCount, g.LockTTLSum, buckets,
+			labelValues(m.node, []string{group})...)
+		if err == nil {
+			m.ch <- h
+		}
 	}
 }
 
@@ -134,6 +174,9 @@ func collectQueues(m emitter, qs []QueueStats) {
 		m.gauge(signals.QueueLength, float64(q.Length), q.Queue, q.Type)
 		if q.HasOldest {
 			m.gauge(signals.QueueOldestAge, q.OldestAge.Seconds(), q.Queue)
+		}
+		if q.Type == "stream" {
+			m.gauge(signals.StreamGroupsDropped, float64(q.GroupsDropped), q.Queue)
 		}
 		for _, g := range q.Groups {
 			m.gauge(signals.StreamGroupPending, float64(g.Pending), q.Queue, g.Name)

@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -11,36 +12,45 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Stages of a sample; each is the "stage" label of sample_errors_total.
+// Stage is a step of a node's sample; it is the "stage" label of
+// cachewatch_exporter_sample_errors_total.
+type Stage string
+
+// Stages of a sample.
 const (
-	stageConnect = "connect"
-	stageInfo    = "info"
-	stageScan    = "scan"
-	stageKeys    = "keys"
-	stageLocks   = "locks"
-	stageQueues  = "queues"
+	StageConnect Stage = "connect" // PING: the node is reachable and accepts the credentials
+	StageInfo    Stage = "info"    // INFO
+	StageScan    Stage = "scan"    // SCAN of the whole-keyspace pass
+	StageKeys    Stage = "keys"    // per-key TTL reads of the whole-keyspace pass
+	StageLocks   Stage = "locks"   // the lock pass: SCAN … MATCH, lock TTLs and owner tokens
+	StageQueues  Stage = "queues"  // the configured queue keys
 )
 
-// Error classes; each is the "class" label of sample_errors_total.
+// Class says why a stage failed; it is the "class" label of
+// cachewatch_exporter_sample_errors_total.
+type Class string
+
+// Error classes.
 const (
-	classNoPerm     = "noperm"
-	classAuth       = "auth"
-	classTimeout    = "timeout"
-	classConnection = "connection"
-	classMalformed  = "malformed"
-	classOther      = "other"
+	ClassNoPerm      Class = "noperm"      // refused by ACL
+	ClassAuth        Class = "auth"        // wrong user or password
+	ClassTimeout     Class = "timeout"     // no answer in time
+	ClassConnection  Class = "connection"  // refused, reset, closed, TLS failure, LOADING/BUSY/MASTERDOWN
+	ClassClusterDown Class = "clusterdown" // CLUSTERDOWN: the node answers, the Cluster refuses key commands
+	ClassMalformed   Class = "malformed"   // a reply the sampler could not parse
+	ClassOther       Class = "other"
 )
 
 // StageError is one failed stage of a node's sample.
 type StageError struct {
-	Stage string // connect, info, scan, keys, locks, queues
-	Class string // noperm, auth, timeout, connection, malformed, other
+	Stage Stage
+	Class Class
 	Err   error
 }
 
 // Error names the stage and class, then the cause.
 func (e *StageError) Error() string {
-	return "exporter: " + e.Stage + " (" + e.Class + "): " + e.Err.Error()
+	return "exporter: " + string(e.Stage) + " (" + string(e.Class) + "): " + e.Err.Error()
 }
 
 // Unwrap returns the underlying error.
@@ -49,44 +59,53 @@ func (e *StageError) Unwrap() error { return e.Err }
 // fatal reports whether the node itself is unusable (it cannot be reached or
 // refuses us), as opposed to one command being refused or misread.
 func (e *StageError) fatal() bool {
-	return e.Class == classAuth || e.Class == classTimeout || e.Class == classConnection
+	return e.Class == ClassAuth || e.Class == ClassTimeout || e.Class == ClassConnection
 }
 
-func stageErr(stage string, err error) *StageError {
+func stageErr(stage Stage, err error) *StageError {
 	return &StageError{Stage: stage, Class: classify(err), Err: err}
 }
 
 // classify maps an error to its class. go-redis returns server errors as
 // redis.Error values whose text starts with the error code.
-func classify(err error) string {
+func classify(err error) Class {
 	var rerr redis.Error
 	switch {
 	case errors.Is(err, ErrMalformed):
-		return classMalformed
+		return ClassMalformed
+	case errors.Is(err, ErrTLSMismatch):
+		return ClassConnection
 	case errors.As(err, &rerr):
-		msg := rerr.Error()
-		switch {
-		case strings.HasPrefix(msg, "NOPERM"):
-			return classNoPerm
-		case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "ERR AUTH"),
-			strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"):
-			return classAuth
-		case strings.HasPrefix(msg, "LOADING"), strings.HasPrefix(msg, "BUSY"), strings.HasPrefix(msg, "MASTERDOWN"):
-			return classConnection
-		}
-		return classOther
+		return classifyReply(rerr.Error())
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), isTimeout(err):
-		return classTimeout
+		return ClassTimeout
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, redis.ErrClosed),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return classConnection
+		return ClassConnection
 	}
 	var nerr net.Error
 	var operr *net.OpError
-	if errors.As(err, &nerr) || errors.As(err, &operr) {
-		return classConnection
+	var recErr tls.RecordHeaderError
+	if errors.As(err, &nerr) || errors.As(err, &operr) || errors.As(err, &recErr) {
+		return ClassConnection
 	}
-	return classOther
+	return ClassOther
+}
+
+// classifyReply classes a Redis error reply by its code.
+func classifyReply(msg string) Class {
+	switch {
+	case strings.HasPrefix(msg, "NOPERM"):
+		return ClassNoPerm
+	case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "ERR AUTH"),
+		strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"):
+		return ClassAuth
+	case strings.HasPrefix(msg, "CLUSTERDOWN"):
+		return ClassClusterDown
+	case strings.HasPrefix(msg, "LOADING"), strings.HasPrefix(msg, "BUSY"), strings.HasPrefix(msg, "MASTERDOWN"):
+		return ClassConnection
+	}
+	return ClassOther
 }
 
 func isTimeout(err error) bool {
@@ -98,4 +117,24 @@ func isTimeout(err error) bool {
 func isMoved(err error) bool {
 	var rerr redis.Error
 	return errors.As(err, &rerr) && (strings.HasPrefix(rerr.Error(), "MOVED ") || strings.HasPrefix(rerr.Error(), "ASK "))
+}
+
+// refusedCommand returns the command a NOPERM reply names ("… to run the
+// 'scan' command"), or "" when it names none (a refused key or channel).
+func refusedCommand(err error) string {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return ""
+	}
+	msg := rerr.Error()
+	i := strings.Index(msg, "run the '")
+	if i < 0 {
+		return ""
+	}
+	rest := msg[i+len("run the '"):]
+	cmd, _, ok := strings.Cut(rest, "'")
+	if !ok {
+		return ""
+	}
+	return cmd
 }

@@ -2,18 +2,30 @@
 // client-side metrics cannot see: lock and keyspace state shared by every
 // service, server stats, scripts and queues. An Exporter is a
 // prometheus.Collector: a background loop (Run) samples every interval and
-// scrapes only read the last sample, so a scrape never reaches Redis.
+// scrapes only read the last sample, so a scrape never reaches Redis. Every
+// configured address reports up 0 from the start until a sample succeeds.
 //
-// The sampler never sends KEYS or a blocking command. The keyspace is walked
-// with SCAN … COUNT and pipelined per-key reads (PTTL; GET on lock keys;
-// OBJECT FREQ under an LFU policy when hot keys are asked for), at most
-// MaxKeys keys and MaxDuration per node per sample; the cursor resumes on the
-// next sample, so a large keyspace is covered over several intervals and the
-// keyspace series describe the last complete pass.
+// The sampler never sends KEYS, a blocking command, a script or a write.
+// Each sample of a node runs two passes side by side:
 //
-// Redis counts the sampler's own key reads in keyspace_hits and
-// keyspace_misses; the sampler counts them too and exports the server's
-// figures less its own, so sampling never moves the hit ratio it reports.
+//   - the lock pass walks the keyspace with SCAN … MATCH <pattern> for each
+//     lock pattern and reads each lock's TTL (PEXPIRETIME) and the first
+//     MaxTokenBytes of its value (GETRANGE, never GET): lock figures are
+//     exact and refreshed every interval, however large the keyspace;
+//   - the whole-keyspace pass walks it with SCAN … COUNT and pipelined TTL
+//     reads (and OBJECT FREQ under an LFU policy when hot keys are asked
+//     for), paced at KeysPerSecond and bounded by MaxKeys and MaxDuration
+//     per sample; the cursor resumes on the next sample. Its figures (the
+//     TTL and expiry shape) describe the last complete pass, or the pass in
+//     progress until one completes, with the coverage exported.
+//
+// A node or stage that fails is retried after a backoff, however often
+// Sample is called; a command refused by ACL is logged once per stage.
+//
+// Redis counts samplers' key reads in keyspace_hits and keyspace_misses; the
+// exporter takes out its own lookups and, from INFO commandstats, those of
+// other exporters and doctor runs, so samplers do not move the hit ratio it
+// reports.
 package exporter
 
 import (
@@ -27,6 +39,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/keygroup"
@@ -34,47 +47,72 @@ import (
 
 // Defaults for the zero values of Options.
 const (
-	DefaultInterval    = 15 * time.Second
-	DefaultMaxKeys     = 20000
-	DefaultMaxDuration = 2 * time.Second
+	DefaultInterval = 15 * time.Second
+	// DefaultMaxKeys and DefaultMaxDuration bound one sample's share of the
+	// whole-keyspace pass; with DefaultKeysPerSecond the pacing is what
+	// limits it (13 s × 10,000 keys/s): a 1,000,000-key node is covered in
+	// under two minutes at the default interval.
+	DefaultMaxKeys     = 200_000
+	DefaultMaxDuration = 13 * time.Second
 	DefaultScanCount   = 100
 	DefaultBatch       = 100
 	DefaultLongHeld    = time.Minute
-	// DefaultKeysPerSecond paces key reads per node: at this rate a 2-core
-	// server's other clients kept their GET p99 within 1.25× of idle in
-	// BenchmarkSample (docs/benchmarks.md).
+	// DefaultKeysPerSecond paces the whole-keyspace pass per node: at this
+	// rate a 2-core server's other clients kept their GET p99 within 1.25×
+	// of idle in BenchmarkSample (docs/benchmarks.md).
 	DefaultKeysPerSecond = 10000
+	// DefaultLockScanCount is the COUNT of the lock pass's SCAN … MATCH:
+	// small, so that each call holds the server for a short time (COUNT
+	// 100 quadrupled other clients' GET p99 in BenchmarkSample, 25 kept it
+	// within 1.25× of idle; docs/benchmarks.md).
+	DefaultLockScanCount = 25
 	// DefaultLockPattern is the lock pattern used when Options.LockPatterns is empty.
 	DefaultLockPattern = "lock:*"
+	// MaxTokenBytes is the most of a lock value the sampler reads
+	// (GETRANGE 0 MaxTokenBytes-1): owner tokens are short, and a huge
+	// value must not become a huge read. Tokens that share their first
+	// MaxTokenBytes bytes look the same to long-held tracking.
+	MaxTokenBytes = 256
+	// MaxStreamGroups bounds the consumer groups exported per stream; the
+	// rest are counted in cachewatch_exporter_stream_groups_dropped.
+	MaxStreamGroups = 50
 	// maxTrackedLocks bounds the owner-token memory per node.
 	maxTrackedLocks = 100000
-	// maxStreamGroups bounds the consumer groups exported per stream.
-	maxStreamGroups = 50
 )
 
 // Options configures an Exporter. Only Target.Addrs is required.
 type Options struct {
 	Target Target
-	// LockPatterns are Redis-style globs of lock keys; default "lock:*".
+	// LockPatterns are Redis globs of lock keys (*, ?, [abc], [^a], [a-z],
+	// \ escapes; as SCAN … MATCH reads them); default "lock:*". Every
+	// interval a lock pass walks the keyspace with SCAN … MATCH for each
+	// pattern, so lock figures are exact and fresh however large the
+	// keyspace.
 	LockPatterns []string
 	// KeyGroups classifies keys into bounded key groups; nil means the
-	// default derivation (ID-like segments replaced by "*").
+	// default derivation (ID-like segments replaced by "*"). Its overflow
+	// is exported as cachewatch_keygroup_overflow_total.
 	KeyGroups *keygroup.Classifier
 	// Queues are list, stream or sorted-set keys to report on.
 	Queues []string
 
 	// Interval between samples in Run; default 15s.
 	Interval time.Duration
-	// MaxKeys and MaxDuration bound one sample of one node's keyspace; the
-	// SCAN cursor resumes on the next sample. Defaults 20000 and 2s.
+	// MaxKeys and MaxDuration bound one sample's share of the
+	// whole-keyspace pass of one node; the SCAN cursor resumes on the next
+	// sample. Defaults 200,000 and 13s; MaxDuration is at most 90 % of
+	// Interval.
 	MaxKeys     int
 	MaxDuration time.Duration
 	// ScanCount is SCAN's COUNT hint and Batch the keys read per pipeline;
 	// both default to 100.
 	ScanCount, Batch int
-	// KeysPerSecond paces the per-key reads of each node, so the sampler
-	// takes a bounded share of a single-threaded server. 0 means
-	// DefaultKeysPerSecond; a negative value turns pacing off.
+	// LockScanCount is the COUNT of the lock pass; default 25.
+	LockScanCount int
+	// KeysPerSecond paces the whole-keyspace pass of each node, so the
+	// sampler takes a bounded share of a single-threaded server. 0 means
+	// DefaultKeysPerSecond; a negative value turns pacing off (the lock
+	// pass too, which is otherwise spread over half the interval).
 	KeysPerSecond float64
 	// LongHeld is how long an owner token must be seen unchanged for its
 	// lock to count as long-held; default 1m.
@@ -86,20 +124,29 @@ type Options struct {
 	// server's keyspace misses (corrected) grew by at least MissBurst.
 	MissBurst uint64
 
-	// Now is the clock for ages, TTL deadlines and long-held times; default time.Now.
-	Now func() time.Time
-	// Logger receives sample failures; default slog.Default(). The Redis
-	// password never appears in what is logged.
+	// Clock is the clock for ages, TTL deadlines, long-held times, the
+	// retry backoff of failed stages and Run's ticker; nil means the real
+	// clock. Pacing and the per-sample time budget use real time: they
+	// bound the load on Redis, not what is reported.
+	Clock clockwork.Clock
+	// Logger receives sample failures and ACL refusals; default
+	// slog.Default(). The Redis password never appears in what is logged.
 	Logger *slog.Logger
 }
 
 // ErrNoAddrs is returned by New when the target has no address.
 var ErrNoAddrs = errors.New("exporter: no Redis address")
 
+// ErrNotSampled is the error of a node that has not been sampled yet: it
+// reports up 0 from the start, so that an up == 0 alert can fire before the
+// first sample ends.
+var ErrNotSampled = errors.New("exporter: not sampled yet")
+
 // Exporter samples Redis nodes and serves their last sample as metrics.
 // It is safe for concurrent use.
 type Exporter struct {
 	opts   Options
+	clock  clockwork.Clock
 	groups *keygroup.Classifier
 	seed   maphash.Seed
 	// sampleM makes samples (and Close) one at a time; it guards nodes,
@@ -108,12 +155,16 @@ type Exporter struct {
 	nodes   map[string]*node
 	mode    Mode
 	closed  bool
+	// discovery is the backoff of Cluster topology reads: at most one per
+	// second, and after a failure 1 s doubling up to Interval.
+	discovery retry
 
 	mu    sync.RWMutex // guards snaps, read by scrapes
 	snaps map[string]*NodeSnapshot
 }
 
-// New returns an Exporter for opts. It does not connect: the first Sample does.
+// New returns an Exporter for opts. It does not connect: the first Sample
+// does. Until then every configured address reports up 0.
 func New(opts Options) (*Exporter, error) {
 	if len(opts.Target.Addrs) == 0 {
 		return nil, ErrNoAddrs
@@ -126,17 +177,25 @@ func New(opts Options) (*Exporter, error) {
 	if len(opts.LockPatterns) == 0 {
 		opts.LockPatterns = []string{DefaultLockPattern}
 	}
+	for _, p := range opts.LockPatterns {
+		if p == "" {
+			return nil, errors.New("exporter: empty lock pattern")
+		}
+	}
 	setDefault(&opts.Interval, DefaultInterval)
 	setDefault(&opts.MaxKeys, DefaultMaxKeys)
 	setDefault(&opts.MaxDuration, DefaultMaxDuration)
+	opts.MaxDuration = min(opts.MaxDuration, opts.Interval*9/10)
 	setDefault(&opts.ScanCount, DefaultScanCount)
 	setDefault(&opts.Batch, DefaultBatch)
+	setDefault(&opts.LockScanCount, DefaultLockScanCount)
 	setDefault(&opts.LongHeld, DefaultLongHeld)
 	if opts.KeysPerSecond == 0 {
 		opts.KeysPerSecond = DefaultKeysPerSecond
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	clock := opts.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -148,10 +207,14 @@ func New(opts Options) (*Exporter, error) {
 			return nil, fmt.Errorf("exporter: key groups: %w", err)
 		}
 	}
-	return &Exporter{
-		opts: opts, groups: groups, seed: maphash.MakeSeed(), mode: opts.Target.Mode,
+	e := &Exporter{
+		opts: opts, clock: clock, groups: groups, seed: maphash.MakeSeed(), mode: opts.Target.Mode,
 		nodes: map[string]*node{}, snaps: map[string]*NodeSnapshot{},
-	}, nil
+	}
+	for _, a := range opts.Target.Addrs {
+		e.snaps[a] = &NodeSnapshot{Node: a, Err: ErrNotSampled}
+	}
+	return e, nil
 }
 
 func setDefault[T int | time.Duration](v *T, d T) {
@@ -164,21 +227,24 @@ func setDefault[T int | time.Duration](v *T, d T) {
 // The first sample starts at once.
 func (e *Exporter) Run(ctx context.Context) error {
 	defer e.Close()
-	t := time.NewTicker(e.opts.Interval)
+	t := e.clock.NewTicker(e.opts.Interval)
 	defer t.Stop()
 	for {
 		e.Sample(ctx)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }
 
 // Sample takes one sample of every node, concurrently, and publishes it for
 // scrapes. It returns the nodes' snapshots, sorted by node; a node that
-// could not be sampled has Up false and Err set.
+// could not be sampled has Up false and Err set. A node or stage that
+// failed is not tried again before its backoff has passed (at most
+// Interval, or 8 × Interval for a command refused by ACL), however often
+// Sample is called: its last result is reported meanwhile.
 func (e *Exporter) Sample(ctx context.Context) []*NodeSnapshot {
 	e.sampleM.Lock()
 	defer e.sampleM.Unlock()
@@ -189,20 +255,29 @@ func (e *Exporter) Sample(ctx context.Context) []*NodeSnapshot {
 		wg.Go(func() { out[i] = e.sampleNode(ctx, n) })
 	}
 	wg.Wait()
-	e.mu.Lock()
-	for _, s := range out {
-		e.snaps[s.Node] = s
-	}
-	e.mu.Unlock()
-	for _, s := range out {
-		if !s.Up {
-			e.opts.Logger.Warn("redis sample failed", "node", s.Node, "err", s.Err)
+	if !e.closed {
+		snaps := make(map[string]*NodeSnapshot, len(out))
+		for _, s := range out {
+			snaps[s.Node] = s
 		}
+		e.mu.Lock()
+		e.snaps = snaps
+		e.mu.Unlock()
 	}
 	return out
 }
 
-// Snapshots returns the last published snapshot of every node, sorted by node.
+// publish shows one node's snapshot to scrapes before the sample of every
+// node has ended (the first part of a long sample).
+func (e *Exporter) publish(s *NodeSnapshot) {
+	e.mu.Lock()
+	e.snaps[s.Node] = s
+	e.mu.Unlock()
+}
+
+// Snapshots returns the last published snapshot of every node, sorted by
+// node. Before the first sample each configured address has one with Up
+// false and Err ErrNotSampled.
 func (e *Exporter) Snapshots() []*NodeSnapshot {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -232,27 +307,29 @@ func (e *Exporter) Close() error {
 // every master of the Cluster. A Cluster whose topology cannot be read keeps
 // its last known masters (they then fail their samples and report up 0).
 //
-// It runs under sampleM, which guards nodes, mode and closed; e.mu is held
-// only to drop the snapshots of masters that left, so scrapes never wait
-// for the network.
+// It runs under sampleM, which guards nodes, mode and closed; scrapes never
+// wait for the network.
 func (e *Exporter) refreshNodes(ctx context.Context) []*node {
 	if e.closed {
 		return nil
 	}
 	addrs := e.opts.Target.Addrs
-	if e.mode != Standalone {
-		if masters, isCluster, err := e.discover(ctx); err == nil {
+	if e.mode != ModeStandalone && e.clock.Now().Before(e.discovery.until) {
+		if e.mode == ModeCluster && len(e.nodes) > 0 {
+			addrs = e.knownNodes()
+		}
+	} else if e.mode != ModeStandalone {
+		masters, isCluster, err := e.discover(ctx)
+		e.discovered(err)
+		if err == nil {
 			if isCluster {
-				e.mode = Cluster
+				e.mode = ModeCluster
 				addrs = masters
-			} else if e.mode == Auto {
-				e.mode = Standalone
+			} else if e.mode == ModeAuto {
+				e.mode = ModeStandalone
 			}
-		} else if e.mode == Cluster && len(e.nodes) > 0 {
-			addrs = addrs[:0:0]
-			for a := range e.nodes {
-				addrs = append(addrs, a)
-			}
+		} else if e.mode == ModeCluster && len(e.nodes) > 0 {
+			addrs = e.knownNodes()
 		}
 	}
 	want := make(map[string]bool, len(addrs))
@@ -264,7 +341,7 @@ func (e *Exporter) refreshNodes(ctx context.Context) []*node {
 		want[a] = true
 		n := e.nodes[a]
 		if n == nil {
-			n = newNode(a, redis.NewClient(e.opts.Target.clientOptions(a)))
+			n = newNode(a, redis.NewClient(e.opts.Target.clientOptions(a)), e.opts.LockPatterns)
 			e.nodes[a] = n
 		}
 		out = append(out, n)
@@ -273,13 +350,32 @@ func (e *Exporter) refreshNodes(ctx context.Context) []*node {
 		if !want[a] {
 			_ = n.rdb.Close()
 			delete(e.nodes, a)
-			e.mu.Lock()
-			delete(e.snaps, a)
-			e.mu.Unlock()
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
 	return out
+}
+
+func (e *Exporter) knownNodes() []string {
+	out := make([]string, 0, len(e.nodes))
+	for a := range e.nodes {
+		out = append(out, a)
+	}
+	return out
+}
+
+// discovered schedules the next topology read.
+func (e *Exporter) discovered(err error) {
+	wait := time.Second
+	if err != nil && e.discovery.wait > 0 {
+		wait = min(2*e.discovery.wait, e.opts.Interval)
+	}
+	if err == nil {
+		e.discovery.wait = 0
+	} else {
+		e.discovery.wait = wait
+	}
+	e.discovery.until = e.clock.Now().Add(wait)
 }
 
 // discover asks the known nodes, then the seeds, whether this is a Cluster
@@ -335,14 +431,4 @@ func parseClusterMasters(s string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// isLock reports whether key matches a lock pattern.
-func (e *Exporter) isLock(key string) bool {
-	for _, p := range e.opts.LockPatterns {
-		if matchGlob(p, key) {
-			return true
-		}
-	}
-	return false
 }

@@ -9,10 +9,10 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -22,24 +22,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/doctor"
 	"github.com/cachewatch/cachewatch/exporter/internal/seedtest"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
-
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 const (
 	stuckLocks   = seedtest.StuckLocks
@@ -186,10 +173,9 @@ func seededWant(streamBase int64, due time.Time, now time.Time) map[string]float
 func TestExporterSeededStandalone(t *testing.T) {
 	srv := redistest.Start(t)
 	streamBase, due := seed(t, srv.Client(t))
-	clk := &clock{}
-	clk.Set(time.Now())
+	clk := clockwork.NewFakeClockAt(time.Now())
 	e, reg := newExporter(t, exporter.Options{
-		Target: exporter.Target{Addrs: []string{srv.Addr}}, Queues: queues, LongHeld: 10 * time.Second, Now: clk.Now,
+		Target: exporter.Target{Addrs: []string{srv.Addr}}, Queues: queues, LongHeld: 10 * time.Second, Clock: clk,
 	})
 	snaps := e.Sample(context.Background())
 	if len(snaps) != 1 || !snaps[0].Up {
@@ -202,7 +188,7 @@ func TestExporterSeededStandalone(t *testing.T) {
 	metrictest.PromtoolCheck(t, body)
 
 	// Tokens unchanged 11s later: every lock is long-held.
-	clk.Add(11 * time.Second)
+	clk.Advance(11 * time.Second)
 	e.Sample(context.Background())
 	_, got = scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{
@@ -212,7 +198,7 @@ func TestExporterSeededStandalone(t *testing.T) {
 	})
 	// A new owner token restarts the clock for that lock.
 	must(t, srv.Client(t).Set(context.Background(), "lock:order:1", "new-owner", 30*time.Second).Err())
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	e.Sample(context.Background())
 	_, got = scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{
@@ -225,42 +211,83 @@ func TestExporterSeededStandalone(t *testing.T) {
 	}
 }
 
-// Sampling alone must not move the hits and misses the exporter reports,
-// while other clients' lookups move them exactly.
+// Samplers must not move the hit ratio the exporter reports: neither its
+// own lookups nor another exporter's on the same Redis, nor earlier and
+// concurrent doctor runs (hot keys: OBJECT FREQ). Other clients' lookups
+// move it exactly.
 func TestSelfAccounting(t *testing.T) {
 	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lfu") // OBJECT FREQ reads count too
 	seed(t, srv.Client(t))
 	rdb := srv.Client(t)
 	ctx := context.Background()
+	// The truth: 700 hits and 300 misses by an application.
+	for i := 0; i < 1000; i++ {
+		key := fmt.Sprintf("plain:user:%d", 1+i%plainKeys)
+		if i%10 >= 7 {
+			key = "no-such-key"
+		}
+		if err := rdb.Get(ctx, key).Err(); err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+	}
+	stats := func() (hits, misses float64) {
+		raw, err := rdb.Info(ctx, "stats").Result()
+		must(t, err)
+		f := map[string]float64{}
+		for _, l := range strings.Split(raw, "\r\n") {
+			k, v, _ := strings.Cut(l, ":")
+			var x float64
+			fmt.Sscan(v, &x)
+			f[k] = x
+		}
+		return f["keyspace_hits"], f["keyspace_misses"]
+	}
+	trueHits, trueMisses := stats()
+	truth := trueHits / (trueHits + trueMisses)
+
 	// A key that expires between samples exercises the miss side.
 	must(t, rdb.Set(ctx, "short:1", "v", 50*time.Millisecond).Err())
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, Queues: append(queues, "absent:queue"),
-		HotKeys: 5})
-	e.Sample(ctx)
-	_, got := scrape(t, reg)
-	hits0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_hits_total{node=%q}", srv.Addr)]
-	misses0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_misses_total{node=%q}", srv.Addr)]
-	gets0 := got[fmt.Sprintf(`cachewatch_exporter_server_command_calls_total{command="get",node=%q}`, srv.Addr)]
-	time.Sleep(100 * time.Millisecond)
+	// The samplers watch the same queues (their other samplers' queue reads
+	// are estimated from their own), one of them absent.
+	target, watched := exporter.Target{Addrs: []string{srv.Addr}}, append(queues, "absent:queue")
+	doctorRun := func() {
+		_, err := doctor.Run(ctx, doctor.Options{Exporter: exporter.Options{Target: target, Queues: watched}, Interval: 10 * time.Millisecond})
+		must(t, err)
+	}
+	doctorRun() // an earlier doctor run
+	a, regA := newExporter(t, exporter.Options{Target: target, Queues: watched, HotKeys: 5})
+	b, regB := newExporter(t, exporter.Options{Target: target, Queues: watched})
 	for i := 0; i < 4; i++ {
-		e.Sample(ctx)
+		a.Sample(ctx)
+		b.Sample(ctx)
+		if i == 1 {
+			doctorRun()
+		}
 	}
-	raw, err := rdb.Info(ctx, "stats").Result()
-	must(t, err)
-	if !strings.Contains(raw, "keyspace_hits:") {
-		t.Fatal("no keyspace_hits in INFO")
+	rawHits, rawMisses := stats()
+	t.Logf("truth %.0f hits %.0f misses (%.4f); raw INFO after sampling %.0f / %.0f (%.4f)",
+		trueHits, trueMisses, truth, rawHits, rawMisses, rawHits/(rawHits+rawMisses))
+	if rawHits < trueHits+1000 {
+		t.Fatalf("the samplers made too few lookups (%v) for this test to mean anything", rawHits-trueHits)
 	}
-	_, got = scrape(t, reg)
-	expect(t, got, srv.Addr, map[string]float64{
-		"cachewatch_exporter_server_keyspace_hits_total":   hits0,
-		"cachewatch_exporter_server_keyspace_misses_total": misses0,
-		// The sampler's own GETs of lock keys are not other clients' calls.
-		`cachewatch_exporter_server_command_calls_total{command="get"}`: gets0,
-	})
-	if s := e.Snapshots()[0]; s.OwnHits == 0 {
+	a.Sample(ctx)
+	b.Sample(ctx)
+	for name, reg := range map[string]*prometheus.Registry{"a": regA, "b": regB} {
+		_, got := scrape(t, reg)
+		h := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_hits_total{node=%q}", srv.Addr)]
+		m := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_misses_total{node=%q}", srv.Addr)]
+		if ratio := h / (h + m); ratio < truth-0.005 || ratio > truth+0.005 {
+			t.Errorf("exporter %s reports a hit ratio of %.4f (%v hits, %v misses), the truth is %.4f", name, ratio, h, m, truth)
+		}
+	}
+	if s := a.Snapshots()[0]; s.OwnHits == 0 {
 		t.Fatalf("the sampler counted no own lookups: %+v", s)
 	}
+
 	// 7 hits and 2 misses by another client show up exactly.
+	_, got := scrape(t, regA)
+	hits0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_hits_total{node=%q}", srv.Addr)]
+	misses0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_misses_total{node=%q}", srv.Addr)]
 	for i := 1; i <= 7; i++ {
 		must(t, rdb.Get(ctx, fmt.Sprintf("plain:user:%d", i)).Err())
 	}
@@ -269,12 +296,11 @@ func TestSelfAccounting(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.Sample(ctx)
-	_, got = scrape(t, reg)
+	a.Sample(ctx)
+	_, got = scrape(t, regA)
 	expect(t, got, srv.Addr, map[string]float64{
-		"cachewatch_exporter_server_keyspace_hits_total":                hits0 + 7,
-		"cachewatch_exporter_server_keyspace_misses_total":              misses0 + 2,
-		`cachewatch_exporter_server_command_calls_total{command="get"}`: gets0 + 9,
+		"cachewatch_exporter_server_keyspace_hits_total":   hits0 + 7,
+		"cachewatch_exporter_server_keyspace_misses_total": misses0 + 2,
 	})
 }
 
@@ -297,9 +323,16 @@ func TestScanResumesAcrossSamples(t *testing.T) {
 		if s.ScanCycles == 1 {
 			break
 		}
-		if s.Pass != nil {
-			t.Fatal("a partial pass was published")
+		// Until the first pass completes, the pass in progress is served,
+		// marked partial, with its coverage.
+		if s.Pass == nil || s.Pass.Complete || s.Coverage != float64(s.Pass.Keys)/1000 || s.Coverage >= 1 {
+			t.Fatalf("sample %d: pass %+v coverage %v", samples, s.Pass, s.Coverage)
 		}
+		_, got := scrape(t, reg)
+		expect(t, got, srv.Addr, map[string]float64{
+			`cachewatch_exporter_keyspace_coverage_ratio`:          s.Coverage,
+			`cachewatch_exporter_keys_sampled{key_group="item:*"}`: float64(s.Pass.Keys),
+		})
 	}
 	if samples < 5 { // 1000 keys at ≤ ~150+50 per sample
 		t.Fatalf("covered 1000 keys in %d samples with a 150-key budget", samples+1)
@@ -307,6 +340,7 @@ func TestScanResumesAcrossSamples(t *testing.T) {
 	_, got := scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{
 		`cachewatch_exporter_keys_sampled{key_group="item:*"}`: 1000,
+		`cachewatch_exporter_keyspace_coverage_ratio`:          1,
 		`cachewatch_exporter_sample_truncated_total`:           float64(samples),
 		`cachewatch_exporter_keys_scanned_total`:               1000,
 	})
@@ -356,10 +390,9 @@ func sumNodes(got map[string]float64, series string) (sum float64, nodes int) {
 func TestExporterSeededCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	streamBase, due := seed(t, cl.Client(t))
-	clk := &clock{}
-	clk.Set(time.Now())
+	clk := clockwork.NewFakeClockAt(time.Now())
 	// One seed address is enough: the masters are discovered.
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: cl.Addrs()[:1]}, Queues: queues, Now: clk.Now})
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: cl.Addrs()[:1]}, Queues: queues, Clock: clk})
 	snaps := e.Sample(context.Background())
 	if len(snaps) != 3 {
 		t.Fatalf("sampled %d nodes, want 3 masters", len(snaps))

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
@@ -94,25 +95,35 @@ func TestWrongPassword(t *testing.T) {
 	}
 }
 
-// An ACL user without GET and XINFO: those stages fail with class noperm
-// and are counted; everything else is still sampled.
+// An ACL user without GETRANGE and XINFO: those stages fail with class
+// noperm and are counted, each refusal is logged once per stage; everything
+// else is still sampled.
 func TestNoPerm(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	seed(t, admin)
 	ctx := context.Background()
-	must(t, admin.Do(ctx, "ACL", "SETUSER", "sampler", "on", ">sampler-pw", "~*", "+@all", "-get", "-xinfo").Err())
+	must(t, admin.Do(ctx, "ACL", "SETUSER", "sampler", "on", ">sampler-pw", "~*", "+@all", "-getrange", "-xinfo").Err())
+	var logs bytes.Buffer
+	clk := clockwork.NewFakeClockAt(time.Now())
 	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, Username: "sampler", Password: "sampler-pw"},
-		Queues: queues})
+		Queues: queues, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s := e.Sample(ctx)[0]
 	if !s.Up {
 		t.Fatalf("NOPERM on some commands took the node down: %v", s.Err)
 	}
+	clk.Advance(time.Hour) // past every backoff: the refused commands are tried again
+	e.Sample(ctx)
+	for _, cmd := range []string{"command=getrange", "command=xinfo|groups"} {
+		if n := strings.Count(logs.String(), cmd); n != 1 {
+			t.Errorf("refusal of %s logged %d times, want once:\n%s", cmd, n, logs.String())
+		}
+	}
 	body, got := scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{
 		`cachewatch_exporter_up`: 1,
-		`cachewatch_exporter_sample_errors_total{stage="locks",class="noperm"}`:  1,
-		`cachewatch_exporter_sample_errors_total{stage="queues",class="noperm"}`: 1,
+		`cachewatch_exporter_sample_errors_total{stage="locks",class="noperm"}`:  2,
+		`cachewatch_exporter_sample_errors_total{stage="queues",class="noperm"}`: 2,
 		`cachewatch_exporter_locks_held{key_group="lock:stuck:*"}`:               stuckLocks,
 		`cachewatch_exporter_locks_without_ttl{key_group="lock:stuck:*"}`:        stuckLocks,
 		`cachewatch_exporter_keys_sampled{key_group="sync:item:*"}`:              syncKeys,
@@ -138,8 +149,9 @@ func TestKilledMidSample(t *testing.T) {
 	}
 	_, err := pipe.Exec(ctx)
 	must(t, err)
+	clk := clockwork.NewFakeClockAt(time.Now())
 	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, ReadTimeout: time.Second},
-		KeysPerSecond: 2000, MaxKeys: 100000, MaxDuration: time.Minute, ScanCount: 50, Batch: 50})
+		KeysPerSecond: 2000, MaxKeys: 100000, MaxDuration: time.Minute, Interval: 2 * time.Minute, ScanCount: 50, Batch: 50, Clock: clk})
 	if s := e.Sample(ctx)[0]; !s.Up || s.Pass == nil {
 		t.Fatalf("first sample: %+v", s)
 	}
@@ -158,6 +170,10 @@ func TestKilledMidSample(t *testing.T) {
 	onlySelfMetrics(t, got, srv.Addr)
 
 	srv.Restart() // empty
+	if s2 := e.Sample(ctx)[0]; s2 != s {
+		t.Fatalf("a failed node was dialled again before its backoff passed: %+v", s2)
+	}
+	clk.Advance(time.Second)
 	if s := e.Sample(ctx)[0]; !s.Up {
 		t.Fatalf("after restart: %v", s.Err)
 	}
@@ -220,20 +236,26 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 }
 
+// minimalACL is the ACL of docs/exporter.md, exactly.
+var minimalACL = []any{"resetkeys", "~*", "resetchannels", "-@all", "+ping", "+info", "+scan", "+pexpiretime", "+getrange",
+	"+type", "+llen", "+xlen", "+xrange", "+xinfo|groups", "+xpending", "+zcard", "+zrange", "+object|freq", "+cluster|nodes"}
+
 // The minimal read-only ACL user documented in docs/exporter.md can run
 // every stage: no error, every series present.
 func TestMinimalACLUser(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lfu") // hot keys: OBJECT FREQ
 	admin := srv.Client(t)
 	seed(t, admin)
 	ctx := context.Background()
-	must(t, admin.Do(ctx, "ACL", "SETUSER", "sampler", "on", ">sampler-pw", "~*", "+ping", "+info", "+scan", "+pttl", "+get",
-		"+type", "+llen", "+xlen", "+xrange", "+xinfo", "+xpending", "+zcard", "+zrange", "+object", "+cluster|nodes").Err())
+	must(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "sampler", "reset", "on", ">sampler-pw"}, minimalACL...)...).Err())
 	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, Username: "sampler", Password: "sampler-pw"},
 		Queues: queues, HotKeys: 3})
 	s := e.Sample(ctx)[0]
 	if !s.Up || len(s.Errors) > 0 {
 		t.Fatalf("minimal user: up=%v errors=%v", s.Up, s.Errors)
+	}
+	if s.Pass == nil || len(s.Pass.HotKeys) == 0 {
+		t.Fatalf("minimal user: no hot keys read: %+v", s.Pass)
 	}
 	_, got := scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{
@@ -274,7 +296,7 @@ func TestScrapeDuringStuckSample(t *testing.T) {
 // Redis) is down for the exporter: up 0, an info/malformed error, nothing else.
 func TestMalformedInfo(t *testing.T) {
 	addr := fakeRESP(t, "# Stats\r\nkeyspace_hits:lots\r\n")
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{addr}, Mode: exporter.Standalone}})
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{addr}, Mode: exporter.ModeStandalone}})
 	s := e.Sample(context.Background())[0]
 	if s.Up || !errors.Is(s.Err, exporter.ErrMalformed) {
 		t.Fatalf("malformed INFO: up=%v err=%v", s.Up, s.Err)

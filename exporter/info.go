@@ -34,6 +34,9 @@ type ServerStats struct {
 	// Latency holds latencystats percentiles in seconds, by command and
 	// percentile ("p50", "p99", "p99.9"). Empty before Redis 7.
 	Latency map[string]map[string]float64
+
+	// samplerCalls are the calls of samplerCommands, by commandstats name.
+	samplerCalls map[string]uint64
 }
 
 // CommandStat is one command's INFO commandstats line.
@@ -72,6 +75,7 @@ func parseServerStats(fields map[string]string) (*ServerStats, error) {
 		MaxmemoryPolicy: fields["maxmemory_policy"],
 		Commands:        map[string]CommandStat{},
 		Latency:         map[string]map[string]float64{},
+		samplerCalls:    map[string]uint64{},
 	}
 	required := []struct {
 		key string
@@ -98,6 +102,10 @@ func parseServerStats(fields map[string]string) (*ServerStats, error) {
 		switch {
 		case strings.HasPrefix(k, "cmdstat_"):
 			err = addCommandStat(st.Commands, strings.TrimPrefix(k, "cmdstat_"), v)
+			if err == nil && isSamplerCommand(strings.TrimPrefix(k, "cmdstat_")) {
+				kv, _ := parseKV(v)
+				st.samplerCalls[strings.TrimPrefix(k, "cmdstat_")], _ = strconv.ParseUint(kv["calls"], 10, 64)
+			}
 		case strings.HasPrefix(k, "latency_percentiles_usec_"):
 			err = addLatency(st.Latency, strings.TrimPrefix(k, "latency_percentiles_usec_"), v)
 		}
@@ -205,4 +213,13 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+func isSamplerCommand(name string) bool {
+	for _, c := range samplerCommands {
+		if c == name {
+			return true
+		}
+	}
+	return false
 }

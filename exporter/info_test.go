@@ -142,21 +142,6 @@ func TestExpirySyncScore(t *testing.T) {
 	}
 }
 
-func TestMatchGlob(t *testing.T) {
-	for _, c := range []struct {
-		p, k string
-		ok   bool
-	}{
-		{"lock:*", "lock:a", true}, {"lock:*", "lock:", true}, {"lock:*", "xlock:a", false},
-		{"*:lock", "a:b:lock", true}, {"l?ck:*", "lock:1", true}, {"lock\\*", "lock*", true},
-		{"lock\\*", "lockx", false}, {"*", "", true}, {"a*b*c", "axxbyyc", true}, {"a*b*c", "axxbyy", false},
-	} {
-		if got := matchGlob(c.p, c.k); got != c.ok {
-			t.Errorf("matchGlob(%q, %q) = %v", c.p, c.k, got)
-		}
-	}
-}
-
 func TestHotKeysTopK(t *testing.T) {
 	h := hotKeys{k: 3}
 	for i, f := range []int64{5, 1, 9, 7, 3, 0, 8} {

@@ -22,12 +22,22 @@ var horizons = []struct {
 // it, which bounds the per-group memory to one counter per second.
 const syncHorizon = time.Hour
 
-// GroupStats is the expiry shape and lock state of one key group over one
-// complete SCAN pass.
+// ExpiringWithin counts the keys of a group whose TTL is at most Within
+// (cumulative over horizons). Label is the "within" label value: "1s",
+// "10s", "1m", "10m", "1h", "1d", and "inf" (every key with a TTL, Within
+// the largest Duration).
+type ExpiringWithin struct {
+	Label  string
+	Within time.Duration
+	Keys   uint64
+}
+
+// GroupStats is the expiry shape and lock state of one key group: keys from
+// the whole-keyspace pass, locks from the lock pass.
 type GroupStats struct {
 	Keys, NoTTL uint64
-	// Expiring[i] counts keys expiring within horizons[i] (cumulative).
-	Expiring [7]uint64
+	// Expiring has one entry per horizon, shortest first.
+	Expiring []ExpiringWithin
 	// SyncScore is the keys expiring in the group's busiest second divided
 	// by what an even spread until its last expiry (within an hour) would
 	// put in one second, at least one key: 1 is even, K means K keys share
@@ -51,7 +61,17 @@ type GroupStats struct {
 	LockTTLSum   float64
 	LockTTLCount uint64
 
+	expiringN     [7]uint64        // per horizon, as Expiring
 	expirySeconds map[int64]uint32 // unix second → keys expiring then
+}
+
+// expiring returns the horizon counts as Expiring.
+func (g *GroupStats) expiring() []ExpiringWithin {
+	out := make([]ExpiringWithin, len(horizons))
+	for i, h := range horizons {
+		out[i] = ExpiringWithin{Label: h.label, Within: h.d, Keys: g.expiringN[i]}
+	}
+	return out
 }
 
 // HotKey is a key with a high LFU access frequency (OBJECT FREQ). Keys are
@@ -63,14 +83,22 @@ type HotKey struct {
 	NoTTL bool   `json:"no_ttl"`
 }
 
-// Pass is the result of one complete SCAN pass over a node's keyspace, which
-// may span several samples.
+// Pass is the keyspace view of a node: the key figures of a whole-keyspace
+// SCAN pass (which may span several samples) and the lock figures of the
+// last complete lock pass.
 type Pass struct {
 	Started, Completed time.Time
-	Keys               uint64
-	Groups             map[string]*GroupStats
+	// Complete is false for a pass still in progress (served only until the
+	// first pass completes); Keys then counts the keys seen so far.
+	Complete bool
+	Keys     uint64
+	Groups   map[string]*GroupStats
+	// LocksStarted and LocksComplete are when the lock pass whose figures
+	// are shown started and ended; zero when no lock pass has completed (no
+	// lock figures).
+	LocksStarted, LocksComplete time.Time
 	// TokensRead is false when lock values could not be read (NOPERM on
-	// GET): long-held counts are then unknown and not exported.
+	// GETRANGE): long-held counts are then unknown and not exported.
 	TokensRead bool
 	// HotKeys is the top-K by OBJECT FREQ, hottest first (LFU policy only).
 	HotKeys []HotKey
@@ -100,7 +128,7 @@ func (p *Pass) addKey(group string, ttl time.Duration, now time.Time) *GroupStat
 	}
 	for i, h := range horizons {
 		if ttl <= h.d {
-			g.Expiring[i]++
+			g.expiringN[i]++
 		}
 	}
 	if ttl <= syncHorizon {
@@ -140,7 +168,7 @@ func (g *GroupStats) addLock(ttl time.Duration, longHeld bool) {
 
 // finish computes the synchronisation scores and drops the per-second maps.
 func (p *Pass) finish(now time.Time) {
-	p.Completed = now
+	p.Completed, p.Complete = now, true
 	start := p.Started.Unix()
 	for _, g := range p.Groups {
 		if len(g.expirySeconds) == 0 {
@@ -200,48 +228,6 @@ func (h *hotHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
-}
-
-// matchGlob reports whether key matches a Redis-style glob: "*" any run of
-// bytes, "?" one byte, "\" escapes. Character classes are not supported.
-func matchGlob(pattern, key string) bool {
-	px, kx := 0, 0
-	starP, starK := -1, 0
-	for kx < len(key) {
-		if px < len(pattern) {
-			switch c := pattern[px]; c {
-			case '*':
-				starP, starK = px, kx
-				px++
-				continue
-			case '?':
-				px++
-				kx++
-				continue
-			case '\\':
-				if px+1 < len(pattern) && pattern[px+1] == key[kx] {
-					px += 2
-					kx++
-					continue
-				}
-			default:
-				if c == key[kx] {
-					px++
-					kx++
-					continue
-				}
-			}
-		}
-		if starP < 0 {
-			return false
-		}
-		starK++
-		px, kx = starP+1, starK
-	}
-	for px < len(pattern) && pattern[px] == '*' {
-		px++
-	}
-	return px == len(pattern)
 }
 
 // lockTTLBuckets are the buckets of signals.LockRemainingTTL.

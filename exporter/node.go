@@ -3,7 +3,8 @@ package exporter
 import (
 	"context"
 	"errors"
-	"hash/maphash"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,17 +13,22 @@ import (
 )
 
 // ErrorKey identifies a counter of sample_errors_total.
-type ErrorKey struct{ Stage, Class string }
+type ErrorKey struct {
+	Stage Stage
+	Class Class
+}
 
 // NodeSnapshot is the published result of one node's last sample.
 type NodeSnapshot struct {
 	Node string
 	// Up is false when the node could not be reached or refused the
-	// sampler; then only the self-metrics below are set, never an older
-	// value presented as fresh.
+	// sampler (and before its first sample); then only the self-metrics
+	// below are set, never an older value presented as fresh.
 	Up  bool
 	Err error
-	// Errors lists this sample's failed stages (the others were sampled).
+	// Errors lists the stages that failed in this sample, or that were
+	// skipped because they failed recently and their backoff has not
+	// passed (the other stages were sampled).
 	Errors []*StageError
 
 	Time, LastSuccess time.Time
@@ -31,11 +37,18 @@ type NodeSnapshot struct {
 	// Server is nil when INFO could not be read.
 	Server *ServerStats
 	// Hits and Misses are the server's keyspace hits and misses less the
-	// sampler's own lookups since the server started.
+	// lookups of samplers (this one's, other exporters' and doctor runs')
+	// since the server started.
 	Hits, Misses uint64
-	// Pass is the last complete SCAN pass, nil until one completes.
-	Pass   *Pass
-	Queues []QueueStats
+	// Pass is the keyspace view being served: the last complete
+	// whole-keyspace pass or, before one completes, the pass in progress
+	// (Pass.Complete false), with the lock figures of the last complete
+	// lock pass. Nil when there is nothing to show.
+	Pass *Pass
+	// Coverage is the fraction (0 to 1) of the node's keyspace that Pass's
+	// key figures cover: 1 for a complete pass.
+	Coverage float64
+	Queues   []QueueStats
 	// NotQueues maps each configured queue this node holds under a type
 	// that is not a queue ("string", "hash", …) or not at all ("none") to
 	// that type. Keys another Cluster master owns are not listed.
@@ -44,7 +57,7 @@ type NodeSnapshot struct {
 	// Cumulative self-accounting counters.
 	KeysScanned, ScanCycles, Truncated, MissBursts uint64
 	ErrorCounts                                    map[ErrorKey]uint64
-	// OwnHits and OwnMisses are the sampler's own key lookups since the
+	// OwnHits and OwnMisses are this sampler's own key lookups since the
 	// server (run_id) started.
 	OwnHits, OwnMisses uint64
 }
@@ -59,121 +72,301 @@ type tokenSeen struct {
 	ttl time.Duration
 }
 
-// node is the sampler state of one Redis node. Only the goroutine sampling
-// the node touches it (Sample is serialised).
-type node struct {
-	addr string
-	rdb  *redis.Client
+// retry is the backoff of a failed node or stage.
+type retry struct {
+	until time.Time
+	wait  time.Duration
+	err   *StageError
+}
 
+// node is the sampler state of one Redis node. Only the goroutine sampling
+// the node touches it (Sample is serialised); within a sample the lock pass
+// and the whole-keyspace pass run concurrently on disjoint fields.
+type node struct {
+	addr     string
+	rdb      *redis.Client
+	patterns []string
+
+	// The whole-keyspace pass.
 	cursor  uint64
 	pass    *Pass // being accumulated
 	done    *Pass // last complete
 	passSeq uint64
-	tokens  map[string]tokenSeen
 	hot     hotKeys
+
+	// The lock pass.
+	locks    lockScan
+	lockDone *lockResult
+	tokens   map[string]tokenSeen
+
 	// queueTypes remembers each queue's type for when it is emptied.
 	queueTypes map[string]string
 	// notQueues are this sample's configured queues that the node holds
 	// under another type or not at all; notQueuesLogged what was logged.
 	notQueues, notQueuesLogged map[string]string
 
-	runID              string
-	ownHits, ownMisses uint64
-	ownGets            uint64 // GETs of lock keys, in commandstats' get calls
-	prevMisses         uint64
-	havePrev           bool
-	lastSuccess        time.Time
+	runID      string
+	ttlCmd     string // "pexpiretime" (Redis 7+) or "pttl"
+	dbKeys     uint64 // keys in the sampled database (INFO keyspace)
+	dbKnown    bool
+	own        lookups // this sampler's lookups since run_id
+	prevMisses uint64
+	havePrev   bool
+
+	lastSuccess time.Time
+	last        *NodeSnapshot
+	backoff     map[string]*retry
+	refusals    map[string]bool // stage/command refusals already logged
 
 	keysScanned, cycles, truncated, missBursts uint64
 	errCounts                                  map[ErrorKey]uint64
 }
 
-func newNode(addr string, rdb *redis.Client) *node {
-	return &node{addr: addr, rdb: rdb, tokens: map[string]tokenSeen{}, queueTypes: map[string]string{}, notQueuesLogged: map[string]string{}, errCounts: map[ErrorKey]uint64{}}
+func newNode(addr string, rdb *redis.Client, patterns []string) *node {
+	return &node{addr: addr, rdb: rdb, patterns: patterns, tokens: map[string]tokenSeen{}, queueTypes: map[string]string{},
+		notQueuesLogged: map[string]string{}, errCounts: map[ErrorKey]uint64{}, backoff: map[string]*retry{}, refusals: map[string]bool{}, own: lookups{}, ttlCmd: "pexpiretime"}
 }
 
-// resetKeyspace forgets the partial and the last complete pass: after a
-// failure or a server restart they no longer describe the server.
+// resetKeyspace forgets both passes: after a failure or a server restart
+// they no longer describe the server.
 func (n *node) resetKeyspace() {
 	n.cursor, n.pass, n.done = 0, nil, nil
+	n.locks, n.lockDone = lockScan{}, nil
 	clear(n.tokens)
 }
 
-// sampleNode runs the stages of one sample: connect, INFO, queues, keyspace.
+// Backoff keys beside the stages: the lock pass's token reads can be
+// refused (GETRANGE) while its SCAN and TTL reads are allowed.
+const backoffTokens = "locks/tokens"
+
+// due reports whether a stage (or the node, under StageConnect) may be
+// tried again.
+func (e *Exporter) due(n *node, key string) bool {
+	r := n.backoff[key]
+	return r == nil || !e.clock.Now().Before(r.until)
+}
+
+// failed starts or doubles the backoff of key: refused commands (ACL) are
+// retried after Interval, doubling up to 8 × Interval (permissions rarely
+// change by themselves); other failures after 1s, doubling up to Interval.
+func (e *Exporter) failed(n *node, key string, se *StageError) {
+	base, ceiling := time.Second, e.opts.Interval
+	if se.Class == ClassNoPerm {
+		base, ceiling = e.opts.Interval, 8*e.opts.Interval
+	}
+	r := n.backoff[key]
+	if r == nil {
+		r = &retry{wait: min(base, ceiling)}
+		n.backoff[key] = r
+	} else {
+		r.wait = min(2*r.wait, ceiling)
+	}
+	r.until, r.err = e.clock.Now().Add(r.wait), se
+}
+
+// sampleNode runs the stages of one sample: connect, INFO, queues, then the
+// lock pass and the whole-keyspace pass side by side.
 func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
+	if n.last != nil && !n.last.Up && !e.due(n, string(StageConnect)) {
+		return n.last // the node failed recently: do not dial it again yet
+	}
 	began := time.Now()
 	s := &NodeSnapshot{Node: n.addr}
-	record := func(se *StageError) {
+	record := func(se *StageError, key string) {
 		s.Errors = append(s.Errors, se)
 		n.errCounts[ErrorKey{se.Stage, se.Class}]++
+		e.logRefusal(n, se)
+		e.failed(n, key, se)
+	}
+	skip := func(key string) bool { // a stage still in backoff reports its last error
+		if e.due(n, key) {
+			return false
+		}
+		if r := n.backoff[key]; r.err != nil {
+			s.Errors = append(s.Errors, r.err)
+		}
+		return true
 	}
 	finish := func(fatal *StageError) *NodeSnapshot {
-		s.Time, s.Duration = e.opts.Now(), time.Since(began)
+		s.Time, s.Duration = e.clock.Now(), time.Since(began)
 		if fatal != nil {
-			record(fatal)
+			record(fatal, string(StageConnect))
+			e.opts.Logger.Warn("redis sample failed", "node", n.addr, "err", fatal.Error())
 			n.resetKeyspace()
 			n.havePrev = false
-			s.Up, s.Err, s.Server, s.Pass, s.Queues = false, fatal, nil, nil, nil
+			s.Up, s.Err, s.Server, s.Pass, s.Queues, s.Coverage = false, fatal, nil, nil, nil, 0
 			s.Hits, s.Misses = 0, 0
 		} else {
 			s.Up = true
 			n.lastSuccess = s.Time
+			delete(n.backoff, string(StageConnect))
 		}
-		s.LastSuccess = n.lastSuccess
-		s.KeysScanned, s.ScanCycles, s.Truncated, s.MissBursts = n.keysScanned, n.cycles, n.truncated, n.missBursts
-		s.ErrorCounts = make(map[ErrorKey]uint64, len(n.errCounts))
-		for k, v := range n.errCounts {
-			s.ErrorCounts[k] = v
-		}
-		s.OwnHits, s.OwnMisses = n.ownHits, n.ownMisses
+		e.selfCounters(n, s)
+		n.last = s
 		return s
 	}
 
 	if err := n.rdb.Ping(ctx).Err(); err != nil {
-		if se := stageErr(stageConnect, err); se.fatal() || se.Class == classOther {
+		se := stageErr(StageConnect, e.opts.Target.plaintextHint(err))
+		if se.fatal() || se.Class == ClassOther || se.Class == ClassMalformed {
 			return finish(se)
-		} else {
-			record(se)
 		}
+		record(se, string(StageConnect))
 	}
 	// A reply that does not parse means a server (or proxy) the sampler does
 	// not understand: nothing it says is trusted. A refused INFO (NOPERM) is
 	// the operator's choice, and the other stages still run.
-	st, se := e.readInfo(ctx, n)
-	if se != nil && (se.fatal() || se.Class == classMalformed) {
-		return finish(se)
-	} else if se != nil {
-		record(se)
-	}
-	if st != nil {
-		s.Server = st
-		s.Hits, s.Misses = sub(st.KeyspaceHits, n.ownHits), sub(st.KeyspaceMisses, n.ownMisses)
-		if get, ok := st.Commands["get"]; ok {
-			get.Calls = sub(get.Calls, n.ownGets)
-			st.Commands["get"] = get
-		}
-		if e.opts.MissBurst > 0 && n.havePrev && s.Misses >= n.prevMisses+e.opts.MissBurst {
-			n.missBursts++
-		}
-		n.prevMisses, n.havePrev = s.Misses, true
-	}
-	queues, qerrs := e.sampleQueues(ctx, n)
-	for _, se := range qerrs {
-		if se.fatal() {
+	if !skip(string(StageInfo)) {
+		st, se := e.readInfo(ctx, n)
+		if se != nil && (se.fatal() || se.Class == ClassMalformed) {
 			return finish(se)
+		} else if se != nil {
+			record(se, string(StageInfo))
+		} else {
+			delete(n.backoff, string(StageInfo))
+			e.serverFigures(n, s, st)
 		}
-		record(se)
 	}
-	s.Queues, s.NotQueues = queues, n.notQueues
-	hot := e.opts.HotKeys > 0 && st != nil && containsLFU(st.MaxmemoryPolicy)
-	for _, se := range e.scanKeyspace(ctx, n, began, hot) {
-		if se.fatal() {
-			return finish(se)
+	if len(e.opts.Queues) > 0 && !skip(string(StageQueues)) {
+		queues, qerrs := e.sampleQueues(ctx, n)
+		for _, se := range qerrs {
+			if se.fatal() {
+				return finish(se)
+			}
+			record(se, string(StageQueues))
 		}
-		record(se)
+		if len(qerrs) == 0 {
+			delete(n.backoff, string(StageQueues))
+		}
+		s.Queues, s.NotQueues = queues, n.notQueues
 	}
-	s.Pass = n.done
+	// Scrapes see the server figures now; the passes may take most of the
+	// interval (they are paced).
+	early := *s
+	early.Up, early.Time = true, e.clock.Now()
+	keys, coverage := n.keyView()
+	early.Pass, early.Coverage = withLocks(keys, n.lockDone), coverage
+	e.selfCounters(n, &early)
+	early.LastSuccess = early.Time
+	e.publish(&early)
+	// Fresh lock figures are shown as soon as the lock pass ends.
+	locksDone := func() {
+		withNew := early
+		withNew.Pass = withLocks(keys, n.lockDone)
+		e.publish(&withNew)
+	}
+
+	if fatal := e.passes(ctx, n, began, s, skip, record, locksDone); fatal != nil {
+		return finish(fatal)
+	}
+	s.Pass, s.Coverage = n.view()
 	return finish(nil)
+}
+
+// passes runs the lock pass and the whole-keyspace pass concurrently,
+// within the sample's budget, and records their errors. It returns the
+// first error that makes the node unusable.
+func (e *Exporter) passes(ctx context.Context, n *node, began time.Time, s *NodeSnapshot,
+	skip func(string) bool, record func(*StageError, string), locksDone func()) *StageError {
+	deadline := began.Add(e.opts.MaxDuration)
+	hot := e.opts.HotKeys > 0 && s.Server != nil && containsLFU(s.Server.MaxmemoryPolicy)
+	runLocks := !skip(string(StageLocks))
+	readTokens := runLocks && !skip(backoffTokens)
+	runKeys := !skip(string(StageScan)) && !skip(string(StageKeys))
+	lockOwn, keyOwn := lookups{}, lookups{}
+	var lockErrs, keyErrs []*StageError
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if runLocks {
+			before := n.lockDone
+			lockErrs = e.lockPass(ctx, n, deadline, readTokens, lockOwn)
+			if n.lockDone != before {
+				locksDone()
+			}
+		}
+	}()
+	if runKeys {
+		keyErrs = e.scanKeyspace(ctx, n, began, deadline, hot, keyOwn)
+	}
+	<-done
+	n.own.merge(lockOwn)
+	n.own.merge(keyOwn)
+	var fatal *StageError
+	tokensFailed := false
+	for _, se := range append(lockErrs, keyErrs...) {
+		if se.fatal() {
+			fatal = cmpOr(fatal, se)
+			continue
+		}
+		key := string(se.Stage)
+		if se.Stage == StageLocks && errors.Is(se, errTokens) {
+			key, tokensFailed = backoffTokens, true
+		}
+		record(se, key)
+	}
+	if fatal != nil {
+		return fatal
+	}
+	if runLocks && len(lockErrs) == 0 {
+		delete(n.backoff, string(StageLocks))
+	}
+	if readTokens && !tokensFailed {
+		delete(n.backoff, backoffTokens)
+	}
+	if runKeys && len(keyErrs) == 0 {
+		delete(n.backoff, string(StageScan))
+		delete(n.backoff, string(StageKeys))
+	}
+	return nil
+}
+
+func cmpOr(a, b *StageError) *StageError {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// selfCounters copies the cumulative self-accounting counters into s.
+func (e *Exporter) selfCounters(n *node, s *NodeSnapshot) {
+	s.LastSuccess = n.lastSuccess
+	s.KeysScanned, s.ScanCycles, s.Truncated, s.MissBursts = n.keysScanned, n.cycles, n.truncated, n.missBursts
+	s.ErrorCounts = make(map[ErrorKey]uint64, len(n.errCounts))
+	for k, v := range n.errCounts {
+		s.ErrorCounts[k] = v
+	}
+	s.OwnHits, s.OwnMisses = n.own.total()
+}
+
+// logRefusal logs, once per node, stage and command, which command the
+// ACL refused: the operator can then grant exactly that.
+func (e *Exporter) logRefusal(n *node, se *StageError) {
+	if se.Class != ClassNoPerm {
+		return
+	}
+	cmd := refusedCommand(se.Err)
+	key := string(se.Stage) + "/" + cmd
+	if n.refusals[key] {
+		return
+	}
+	n.refusals[key] = true
+	if cmd == "" {
+		cmd = "(a key or channel)"
+	}
+	e.opts.Logger.Warn("redis refused a sampler command (ACL): that stage's series are missing until it is granted",
+		"node", n.addr, "stage", string(se.Stage), "command", cmd, "err", se.Err.Error())
+}
+
+// serverFigures fills the server figures of s from INFO, with the
+// samplers' lookups taken out of the keyspace hits and misses.
+func (e *Exporter) serverFigures(n *node, s *NodeSnapshot, st *ServerStats) {
+	s.Server = st
+	s.Hits, s.Misses = n.own.correct(st)
+	if e.opts.MissBurst > 0 && n.havePrev && s.Misses >= n.prevMisses+e.opts.MissBurst {
+		n.missBursts++
+	}
+	n.prevMisses, n.havePrev = s.Misses, true
 }
 
 func sub(a, b uint64) uint64 {
@@ -183,68 +376,117 @@ func sub(a, b uint64) uint64 {
 	return a - b
 }
 
-func containsLFU(policy string) bool { return len(policy) >= 3 && policy[len(policy)-3:] == "lfu" }
+func containsLFU(policy string) bool { return strings.HasSuffix(policy, "lfu") }
 
 // readInfo reads INFO and resets the self-accounting when the server
 // restarted (a new run_id starts its counters at zero).
 func (e *Exporter) readInfo(ctx context.Context, n *node) (*ServerStats, *StageError) {
-	raw, err := n.rdb.Info(ctx, "server", "clients", "memory", "stats", "cluster", "commandstats", "latencystats").Result()
+	raw, err := n.rdb.Info(ctx, "server", "clients", "memory", "stats", "cluster", "keyspace", "commandstats", "latencystats").Result()
 	if err != nil {
-		return nil, stageErr(stageInfo, err)
+		return nil, stageErr(StageInfo, err)
 	}
 	fields, err := parseInfo(raw)
 	if err != nil {
-		return nil, stageErr(stageInfo, err)
+		return nil, stageErr(StageInfo, err)
 	}
 	st, err := parseServerStats(fields)
 	if err != nil {
-		return nil, stageErr(stageInfo, err)
+		return nil, stageErr(StageInfo, err)
 	}
 	if st.RunID != n.runID {
 		if n.runID != "" {
 			n.resetKeyspace()
 			n.havePrev = false
 		}
-		n.runID, n.ownHits, n.ownMisses, n.ownGets = st.RunID, 0, 0, 0
+		n.runID, n.own = st.RunID, lookups{}
 	}
+	// PEXPIRETIME (Redis 7+) does not depend on when the reply is read;
+	// older servers only have PTTL. A server whose INFO is refused is
+	// taken to be recent.
+	n.ttlCmd = "pexpiretime"
+	if major, _, _ := strings.Cut(st.Version, "."); major != "" && atoi(major) < 7 {
+		n.ttlCmd = "pttl"
+	}
+	n.dbKeys, n.dbKnown = dbKeys(fields, e.opts.Target.DB)
 	return st, nil
 }
 
-// scanKeyspace continues the SCAN pass within the sample's key and time
-// budget. At most one pass completes per sample, so a small keyspace is not
-// walked again and again within one sample.
-func (e *Exporter) scanKeyspace(ctx context.Context, n *node, began time.Time, hot bool) []*StageError {
+func atoi(s string) int {
+	v, _ := strconv.Atoi(s)
+	return v
+}
+
+// dbKeys reads "db0:keys=12,expires=3,avg_ttl=0" of INFO keyspace; a
+// database without keys has no line.
+func dbKeys(fields map[string]string, db int) (uint64, bool) {
+	if _, ok := fields["redis_version"]; !ok {
+		return 0, false
+	}
+	line, ok := fields["db"+strconv.Itoa(db)]
+	if !ok {
+		return 0, true
+	}
+	kv, err := parseKV(line)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(kv["keys"], 10, 64)
+	return v, err == nil
+}
+
+// readTTL queues the node's TTL read for key on pipe.
+func (n *node) readTTL(ctx context.Context, pipe redis.Pipeliner, key string) *redis.Cmd {
+	if n.ttlCmd == "pexpiretime" {
+		return pipe.Do(ctx, "pexpiretime", key)
+	}
+	return pipe.Do(ctx, "pttl", key)
+}
+
+// ttlOf turns a readTTL reply into the remaining TTL at now: -1 no expiry,
+// -2 no such key.
+func (n *node) ttlOf(c *redis.Cmd, now time.Time) (time.Duration, error) {
+	v, err := c.Int64()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case v < 0:
+		return time.Duration(v), nil
+	case n.ttlCmd == "pexpiretime":
+		return max(time.UnixMilli(v).Sub(now), 0), nil
+	}
+	return time.Duration(v) * time.Millisecond, nil
+}
+
+// scanKeyspace continues the whole-keyspace pass within the sample's key and
+// time budget. At most one pass completes per sample, so a small keyspace is
+// not walked again and again within one sample.
+func (e *Exporter) scanKeyspace(ctx context.Context, n *node, began, deadline time.Time, hot bool, own lookups) []*StageError {
 	if n.pass == nil {
-		n.pass = newPass(e.opts.Now())
+		n.pass = newPass(e.clock.Now())
 		n.passSeq++
 		n.hot = hotKeys{k: e.opts.HotKeys}
 	}
-	deadline := began.Add(e.opts.MaxDuration)
 	scanned := 0
-	var errs []*StageError
 	for {
 		if scanned >= e.opts.MaxKeys || time.Now().After(deadline) {
 			n.truncated++
-			return errs
+			return nil
 		}
 		keys, cursor, err := n.rdb.Scan(ctx, n.cursor, "", int64(e.opts.ScanCount)).Result()
 		if err != nil {
-			n.resetKeyspace()
-			return append(errs, stageErr(stageScan, err))
+			n.cursor, n.pass = 0, nil
+			return []*StageError{stageErr(StageScan, err)}
 		}
 		for start := 0; start < len(keys); start += e.opts.Batch {
 			batch := keys[start:min(start+e.opts.Batch, len(keys))]
-			if se := e.readKeys(ctx, n, batch, hot); se != nil {
-				if se.Stage == stageLocks && !se.fatal() { // keep sampling TTLs without tokens
-					errs = append(errs, se)
-					continue
-				}
-				n.resetKeyspace()
-				return append(errs, se)
+			if se := e.readKeys(ctx, n, batch, hot, own); se != nil {
+				n.cursor, n.pass = 0, nil
+				return []*StageError{se}
 			}
-			if err := e.pace(ctx, began, scanned+start+len(batch)); err != nil {
-				n.resetKeyspace()
-				return append(errs, stageErr(stageKeys, err))
+			if err := pace(ctx, began, scanned+start+len(batch), e.opts.KeysPerSecond); err != nil {
+				n.cursor, n.pass = 0, nil
+				return []*StageError{stageErr(StageKeys, err)}
 			}
 		}
 		scanned += len(keys)
@@ -252,18 +494,18 @@ func (e *Exporter) scanKeyspace(ctx context.Context, n *node, began time.Time, h
 		n.cursor = cursor
 		if cursor == 0 {
 			e.completePass(n)
-			return errs
+			return nil
 		}
 	}
 }
 
-// pace sleeps so that the keys read so far in this sample stay within
-// KeysPerSecond.
-func (e *Exporter) pace(ctx context.Context, began time.Time, keys int) error {
-	if e.opts.KeysPerSecond <= 0 {
+// pace sleeps so that the n units of work done since began stay within
+// perSecond (≤ 0: unpaced).
+func pace(ctx context.Context, began time.Time, n int, perSecond float64) error {
+	if perSecond <= 0 {
 		return nil
 	}
-	due := began.Add(time.Duration(float64(keys) / e.opts.KeysPerSecond * float64(time.Second)))
+	due := began.Add(time.Duration(float64(n) / perSecond * float64(time.Second)))
 	wait := time.Until(due)
 	if wait <= 0 {
 		return nil
@@ -272,134 +514,46 @@ func (e *Exporter) pace(ctx context.Context, began time.Time, keys int) error {
 }
 
 func (e *Exporter) completePass(n *node) {
-	now := e.opts.Now()
-	n.pass.finish(now)
+	n.pass.finish(e.clock.Now())
 	n.pass.HotKeys = n.hot.sorted()
-	for k, t := range n.tokens { // locks gone since the last pass
-		if t.pass != n.passSeq {
-			delete(n.tokens, k)
-		}
-	}
 	n.done, n.pass = n.pass, nil
 	n.cycles++
 }
 
-// readKeys reads one batch of keys in a single pipeline: PTTL for every key,
-// GET for lock keys (owner tokens), OBJECT FREQ when hot keys are tracked.
-// Every read that reaches a key is counted as the sampler's own hit or miss.
-func (e *Exporter) readKeys(ctx context.Context, n *node, keys []string, hot bool) *StageError {
+// readKeys reads one batch of keys in a single pipeline: the TTL of every
+// key, and OBJECT FREQ when hot keys are tracked. Every read that reaches a
+// key is counted as the sampler's own hit or miss.
+func (e *Exporter) readKeys(ctx context.Context, n *node, keys []string, hot bool, own lookups) *StageError {
 	pipe := n.rdb.Pipeline()
-	ttls := make([]*redis.DurationCmd, len(keys))
-	gets := make([]*redis.StringCmd, len(keys))
+	ttls := make([]*redis.Cmd, len(keys))
 	freqs := make([]*redis.IntCmd, len(keys))
 	for i, k := range keys {
-		ttls[i] = pipe.PTTL(ctx, k)
-		if n.pass.TokensRead && e.isLock(k) {
-			gets[i] = pipe.Get(ctx, k)
-		}
+		ttls[i] = n.readTTL(ctx, pipe, k)
 		if hot {
 			freqs[i] = pipe.ObjectFreq(ctx, k)
 		}
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
-	for _, g := range gets {
-		if g != nil && (g.Err() == nil || errors.Is(g.Err(), redis.Nil) || classify(g.Err()) == classOther) {
-			n.ownGets++ // the server ran it (NOPERM and lost connections do not count)
-		}
-	}
-	now := e.opts.Now()
-	var lockErr *StageError
+	now := e.clock.Now()
 	for i, k := range keys {
-		ttl, err := ttls[i].Result()
+		ttl, err := n.ttlOf(ttls[i], now)
 		if err != nil {
-			return stageErr(stageKeys, err)
+			return stageErr(StageKeys, err)
 		}
-		if ttl == -2 { // gone between SCAN and PTTL
-			n.ownMisses++
-			if gets[i] != nil {
-				e.countReadErr(n, gets[i].Err())
-			}
-			if freqs[i] != nil {
-				e.countReadErr(n, freqs[i].Err())
-			}
+		own.count(n.ttlCmd, ttl != -2)
+		if freqs[i] != nil {
+			own.countReply("object|freq", freqs[i].Err())
+		}
+		if ttl == -2 { // gone between SCAN and the read
 			continue
 		}
-		n.ownHits++
 		group := e.groups.Classify(k)
-		g := n.pass.addKey(group, ttl, now)
+		n.pass.addKey(group, ttl, now)
 		if hot && freqs[i] != nil {
 			if f, err := freqs[i].Result(); err == nil {
-				n.ownHits++
 				n.hot.offer(HotKey{Key: k, Group: group, Freq: f, NoTTL: ttl < 0})
-			} else {
-				e.countReadErr(n, err)
 			}
 		}
-		if !e.isLock(k) {
-			continue
-		}
-		longHeld := false
-		if gets[i] != nil {
-			var se *StageError
-			longHeld, se = e.trackToken(n, k, ttl, gets[i], now)
-			if se != nil {
-				if se.fatal() {
-					return se
-				}
-				lockErr = se
-			}
-		}
-		g.addLock(ttl, longHeld)
-		if t, ok := n.tokens[k]; longHeld && ttl >= 0 && ok && (t.ttl < 0 || now.Sub(t.since) > t.ttl) {
-			g.LocksLongHeldPastTTL++
-		}
-	}
-	if lockErr != nil {
-		n.pass.TokensRead = false
-		return lockErr
 	}
 	return nil
-}
-
-// trackToken compares a lock's owner token (as a hash) with the one seen in
-// earlier passes and reports whether it has been held past LongHeld.
-func (e *Exporter) trackToken(n *node, key string, ttl time.Duration, get *redis.StringCmd, now time.Time) (bool, *StageError) {
-	val, err := get.Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		n.ownMisses++
-		return false, nil
-	case err != nil:
-		se := stageErr(stageLocks, err)
-		if se.Class == classNoPerm || se.fatal() {
-			return false, se
-		}
-		n.ownHits++ // WRONGTYPE: the key was looked up; a non-string lock has no token
-		return false, nil
-	}
-	n.ownHits++
-	h := maphash.String(e.seed, val)
-	prev, seen := n.tokens[key]
-	if !seen && len(n.tokens) >= maxTrackedLocks {
-		return false, nil
-	}
-	if !seen || prev.hash != h {
-		prev = tokenSeen{hash: h, since: now, ttl: ttl}
-	}
-	prev.pass = n.passSeq
-	n.tokens[key] = prev
-	return now.Sub(prev.since) >= e.opts.LongHeld, nil
-}
-
-// countReadErr counts the lookup behind a key read's reply: a value or a
-// WRONGTYPE error found the key, nil did not, NOPERM never looked.
-func (e *Exporter) countReadErr(n *node, err error) {
-	switch {
-	case err == nil:
-		n.ownHits++
-	case errors.Is(err, redis.Nil):
-		n.ownMisses++
-	case classify(err) == classOther: // e.g. WRONGTYPE: looked up, found
-		n.ownHits++
-	}
 }

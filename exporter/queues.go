@@ -22,7 +22,10 @@ type QueueStats struct {
 	// milliseconds (0 when nothing is due). HasOldest is false for lists.
 	OldestAge time.Duration
 	HasOldest bool
-	Groups    []StreamGroup
+	// Groups are the stream's consumer groups, at most MaxStreamGroups;
+	// GroupsDropped counts the others (not exported).
+	Groups        []StreamGroup
+	GroupsDropped uint64
 }
 
 // StreamGroup is one consumer group of a stream.
@@ -46,7 +49,7 @@ func (e *Exporter) sampleQueues(ctx context.Context, n *node) ([]QueueStats, []*
 	for _, q := range e.opts.Queues {
 		qs, ok, err := e.sampleQueue(ctx, n, q)
 		if err != nil {
-			se := stageErr(stageQueues, err)
+			se := stageErr(StageQueues, err)
 			errs = append(errs, se)
 			if se.fatal() {
 				return nil, errs
@@ -97,19 +100,19 @@ func (e *Exporter) sampleQueue(ctx context.Context, n *node, key string) (QueueS
 	}
 	qs := QueueStats{Queue: key, Type: typ}
 	if typ == "none" { // an emptied list or sorted set is deleted: length 0
-		n.ownMisses++
+		n.own.count("type", false)
 		qs.Type = n.queueTypes[key]
 		return qs, qs.Type != "", nil
 	}
-	n.ownHits++
-	now := e.opts.Now()
+	n.own.count("type", true)
+	now := e.clock.Now()
 	switch typ {
 	case "list":
 		l, err := n.rdb.LLen(ctx, key).Result()
 		if err != nil {
 			return qs, false, err
 		}
-		n.ownHits++
+		n.own.count("llen", true)
 		qs.Length = uint64(l)
 	case "zset":
 		err = e.sampleZSet(ctx, n, &qs, now)
@@ -131,7 +134,8 @@ func (e *Exporter) sampleZSet(ctx context.Context, n *node, qs *QueueStats, now 
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
-	n.ownHits += 2
+	n.own.count("zcard", true)
+	n.own.count("zrange", true)
 	qs.Length = uint64(card.Val())
 	qs.HasOldest = true
 	if z := first.Val(); len(z) == 1 {
@@ -160,15 +164,18 @@ func (e *Exporter) sampleStream(ctx context.Context, n *node, qs *QueueStats, no
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
-	n.ownHits += 3
+	n.own.count("xlen", true)
+	n.own.count("xrange", true)
+	n.own.count("xinfo|groups", true)
 	qs.Length = uint64(xlen.Val())
 	qs.HasOldest = true
 	if msgs := first.Val(); len(msgs) == 1 {
 		qs.OldestAge = idAge(msgs[0].ID, now)
 	}
 	gs := groups.Val()
-	if len(gs) > maxStreamGroups {
-		gs = gs[:maxStreamGroups]
+	if len(gs) > MaxStreamGroups {
+		qs.GroupsDropped = uint64(len(gs) - MaxStreamGroups)
+		gs = gs[:MaxStreamGroups]
 	}
 	pending := make([]*redis.XPendingCmd, len(gs))
 	pipe = n.rdb.Pipeline()
@@ -187,7 +194,7 @@ func (e *Exporter) sampleStream(ctx context.Context, n *node, qs *QueueStats, no
 	}
 	for i, p := range pending {
 		if p != nil {
-			n.ownHits++
+			n.own.count("xpending", true)
 			qs.Groups[i].OldestPending = idAge(p.Val().Lower, now)
 		}
 	}

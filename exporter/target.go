@@ -1,13 +1,16 @@
 package exporter
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,13 +27,18 @@ type Mode int
 
 // Target modes.
 const (
-	// Auto asks the first reachable address (INFO cluster).
-	Auto Mode = iota
-	// Standalone samples exactly the given addresses.
-	Standalone
-	// Cluster discovers every master from CLUSTER NODES.
-	Cluster
+	// ModeAuto asks the first reachable address (INFO cluster) whether it
+	// belongs to a Cluster.
+	ModeAuto Mode = iota
+	// ModeStandalone samples exactly the given addresses.
+	ModeStandalone
+	// ModeCluster discovers every master from CLUSTER NODES.
+	ModeCluster
 )
+
+// ErrTLSMismatch marks a connection whose TLS setting does not match the
+// server's: rediss:// (TLS) to a plaintext port, the error says which.
+var ErrTLSMismatch = errors.New("exporter: TLS mismatch")
 
 // Target says how to reach the Redis to sample.
 type Target struct {
@@ -134,11 +142,62 @@ func (t Target) clientOptions(addr string) *redis.Options {
 		read = 3 * time.Second
 	}
 	return &redis.Options{
-		Addr: addr, Username: t.Username, Password: t.Password, DB: t.DB, TLSConfig: t.TLS,
+		Addr: addr, Username: t.Username, Password: t.Password, DB: t.DB, Dialer: t.dialer(dial),
 		// No client name and RESP2: connecting then needs no command beyond
 		// AUTH, so a minimal read-only ACL user works.
 		DisableIdentity: true, Protocol: 2,
 		DialTimeout: dial, ReadTimeout: read, WriteTimeout: read,
 		MaxRetries: -1, PoolSize: 2, ContextTimeoutEnabled: true,
+		// One dial attempt: the sampler's own backoff decides when to try again.
+		DialerRetries: 1,
 	}
+}
+
+// dialer connects and, for a TLS target, completes the handshake within the
+// dial timeout, so that a TLS client talking to a plaintext port fails at
+// once with an error that says so instead of timing out on the first reply.
+func (t Target) dialer(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Minute}
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil || t.TLS == nil {
+			return conn, err
+		}
+		cfg := t.TLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(conn, cfg)
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := tc.HandshakeContext(hctx); err != nil {
+			_ = conn.Close()
+			return nil, tlsError(addr, err)
+		}
+		return tc, nil
+	}
+}
+
+// tlsError explains a failed handshake. A reply that is not a TLS record, or
+// no reply at all, is what a plaintext Redis gives a TLS client.
+func tlsError(addr string, err error) error {
+	var rec tls.RecordHeaderError
+	switch {
+	case errors.As(err, &rec):
+		return fmt.Errorf("%w: %s answered the TLS handshake in plaintext: the port does not speak TLS (use redis://, not rediss://): %v",
+			ErrTLSMismatch, addr, err)
+	case isTimeout(err), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %s did not answer the TLS handshake in time: is the port plaintext? (use redis://, not rediss://): %v",
+			ErrTLSMismatch, addr, err)
+	}
+	return fmt.Errorf("exporter: TLS handshake with %s: %w", addr, err)
+}
+
+// plaintextHint adds to a connection closed by the server right after a
+// plaintext connect the likeliest cause: a TLS port.
+func (t Target) plaintextHint(err error) error {
+	if t.TLS != nil || !(errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+		return err
+	}
+	return fmt.Errorf("%w (the server closed the connection: if it expects TLS, use rediss://)", err)
 }

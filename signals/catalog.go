@@ -375,7 +375,7 @@ var exporterMetrics = map[ID]*Metric{
 		Name: string(ExporterErrors), Kind: Counter,
 		Help: "Sampler errors by stage; the other stages are still sampled.",
 		Labels: []Label{node, {Name: "stage", Values: []string{"connect", "info", "scan", "keys", "locks", "queues", "latency"}},
-			{Name: "class", Values: []string{"noperm", "auth", "timeout", "connection", "malformed", "other"}}},
+			{Name: "class", Values: []string{"noperm", "auth", "timeout", "connection", "clusterdown", "malformed", "other"}}},
 		Sources: []Source{Exporter},
 	},
 	ExporterKeyspaceCoverage: {

@@ -154,9 +154,9 @@ func (f *redisFlags) target() (exporter.Target, error) {
 	}
 	switch f.mode {
 	case "standalone":
-		t.Mode = exporter.Standalone
+		t.Mode = exporter.ModeStandalone
 	case "cluster":
-		t.Mode = exporter.Cluster
+		t.Mode = exporter.ModeCluster
 	}
 	pw, err := f.password()
 	if err != nil {

@@ -296,7 +296,7 @@ func onlyRefused(snaps []*exporter.NodeSnapshot) bool {
 	refused := false
 	for _, s := range snaps {
 		for _, se := range s.Errors {
-			if s.Up && se.Class != "noperm" {
+			if s.Up && se.Class != exporter.ClassNoPerm {
 				return false
 			}
 			refused = refused || s.Up
@@ -339,7 +339,7 @@ func analyze(snaps []*exporter.NodeSnapshot, th Thresholds, queues []string) *Re
 			sum.Version, sum.Policy = s.Server.Version, s.Server.MaxmemoryPolicy
 		}
 		if s.Pass != nil {
-			sum.Keys, sum.Complete = s.Pass.Keys, true
+			sum.Keys, sum.Complete = s.Pass.Keys, s.Pass.Complete
 			r.HotKeys = append(r.HotKeys, s.Pass.HotKeys...)
 		}
 		r.Nodes = append(r.Nodes, sum)
@@ -361,14 +361,14 @@ func incomplete(s *exporter.NodeSnapshot) []string {
 		return []string{fmt.Sprintf("%s: not sampled: %v", s.Node, s.Err)}
 	}
 	var out []string
-	seen := map[string]bool{}
+	seen := map[exporter.Stage]bool{}
 	for _, se := range s.Errors {
 		if !seen[se.Stage] {
 			seen[se.Stage] = true
 			out = append(out, fmt.Sprintf("%s: stage %s failed (%s): %v", s.Node, se.Stage, se.Class, se.Err))
 		}
 	}
-	if s.Pass == nil {
+	if s.Pass == nil || !s.Pass.Complete {
 		out = append(out, fmt.Sprintf("%s: keyspace not covered (%d keys scanned, no complete pass)", s.Node, s.KeysScanned))
 	}
 	return out
@@ -400,13 +400,14 @@ func (a *analysis) node(s *exporter.NodeSnapshot) {
 		return
 	}
 	for _, se := range s.Errors {
-		if se.Class == "noperm" {
-			a.add(s.Node, Finding{Check: CheckSamplerForbidden, Severity: Warning, Command: se.Stage, Count: 1})
+		if se.Class == exporter.ClassNoPerm {
+			a.add(s.Node, Finding{Check: CheckSamplerForbidden, Severity: Warning, Command: string(se.Stage), Count: 1})
 		}
 	}
-	if s.Pass == nil {
+	if s.Pass == nil || !s.Pass.Complete {
 		a.add(s.Node, Finding{Check: CheckPartialCoverage, Severity: Warning, Count: 1})
-	} else {
+	}
+	if s.Pass != nil { // lock figures are exact even before the keyspace is covered
 		a.keyspace(s.Node, s.Pass, queueNames(s.Queues))
 	}
 	if s.Server != nil {

@@ -168,7 +168,7 @@ func (t *redisTarget) exporterTarget() exporter.Target {
 		tlsConf = t.opts.TLSConfig.Clone()
 	}
 	return exporter.Target{Addrs: []string{t.opts.Addr}, Username: t.opts.Username, Password: t.opts.Password,
-		DB: t.opts.DB, TLS: tlsConf, Mode: exporter.Standalone}
+		DB: t.opts.DB, TLS: tlsConf, Mode: exporter.ModeStandalone}
 }
 
 // Run runs both phases and returns the report.

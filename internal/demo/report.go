@@ -166,7 +166,7 @@ func exporterSummary(exp *exporter.Exporter, embedded bool) ExporterNote {
 		n.Up = n.Up || s.Up
 		n.KeysScanned += s.KeysScanned
 		for _, e := range s.Errors {
-			stages[e.Stage] = true
+			stages[string(e.Stage)] = true
 		}
 		if s.Server != nil && s.Server.Version == "" && embedded {
 			stages["info"] = true
