@@ -74,7 +74,10 @@ func (s *Store) Load(ctx context.Context, id string) (Session, int64, error) {
 // Update applies fn to the session under its lease and writes the result as
 // the next version by compare-and-set.
 func (s *Store) Update(ctx context.Context, id string, fn func(*Session)) (Session, error) {
-	lock, err := s.cw.Lock(ctx, sessionLock(id), instrument.LockOptions{TTL: s.Lease, Renew: true})
+	// Requests of one session queue for its lease with full-jitter backoff
+	// capped at 50ms, for as long as the request's own context allows.
+	lock, err := s.cw.Lock(ctx, sessionLock(id), instrument.LockOptions{TTL: s.Lease, Renew: true,
+		Backoff: instrument.Backoff{Max: 50 * time.Millisecond, Retries: 1000}})
 	if err != nil {
 		return Session{}, err
 	}
