@@ -506,6 +506,7 @@ func happened(dead string) map[string]string {
 		"instrument: write skew":                   `sum(cachewatch_write_skew_total{key_group="account:*"}) > 0`,
 		"instrument: duplicate recomputes":         `sum(cachewatch_duplicate_recompute_total{key_group="account:*"}) > 0`,
 		"instrument: duplicate idempotency keys":   `sum(cachewatch_idempotency_checks_total{key_group="idem:*", result="duplicate"}) > 0`,
+		"instrument: stale writes refused":         `sum(cachewatch_cache_stale_writes_refused_total{key_group="draft:*"}) > 0`,
 		"instrument: invalidated keys":             `sum(cachewatch_cache_invalidated_keys_total{key_group="product:*"}) > 0`,
 		"hook: busy lock attempts on the wire":     `sum(cachewatch_lock_attempts_total{key_group="lock:legacy:*", result="busy"}) > 0`,
 		"hook: release by another owner":           `sum(cachewatch_locks_lost_total{key_group="lock:legacy:*"}) > 0`,
