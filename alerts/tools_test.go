@@ -8,35 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 )
 
-// tool finds a real Prometheus tool; without it the test skips with how to
-// install it, or fails when CACHEWATCH_REQUIRE_REDIS=1 (CI installs them).
-func tool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv(redistest.RequireEnv) == "1" {
-			t.Fatalf("%s not found (apt-get install -y %s): %v", name, pkg, err)
-		}
-		t.Skipf("%s not found: apt-get install -y %s, or run scripts/test.sh", name, pkg)
-	}
-	return path
-}
-
-func runTool(t *testing.T, path string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(path, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(path), strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 func TestPromtoolCheckRules(t *testing.T) {
-	promtool := tool(t, "promtool", "prometheus")
-	out := runTool(t, promtool, "check", "rules", filepath.Join("generated", RulesFile))
+	promtool := metrictest.Tool(t, "promtool", "prometheus")
+	out := metrictest.RunTool(t, promtool, "check", "rules", filepath.Join("generated", RulesFile))
 	if !strings.Contains(out, "SUCCESS") {
 		t.Fatalf("promtool check rules:\n%s", out)
 	}
@@ -45,15 +22,15 @@ func TestPromtoolCheckRules(t *testing.T) {
 // TestPromtoolTestRules runs the unit tests of every alert and recording
 // rule through the real rule engine.
 func TestPromtoolTestRules(t *testing.T) {
-	promtool := tool(t, "promtool", "prometheus")
-	runTool(t, promtool, "test", "rules", filepath.Join("generated", RulesTestFile))
+	promtool := metrictest.Tool(t, "promtool", "prometheus")
+	metrictest.RunTool(t, promtool, "test", "rules", filepath.Join("generated", RulesTestFile))
 }
 
 // TestGrafanaQueriesParse feeds every Grafana query A (recording rules
 // inlined) to promtool as a recording rule, so Prometheus's own parser
 // checks it.
 func TestGrafanaQueriesParse(t *testing.T) {
-	promtool := tool(t, "promtool", "prometheus")
+	promtool := metrictest.Tool(t, "promtool", "prometheus")
 	alerts, err := Alerts(DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -75,13 +52,13 @@ func TestGrafanaQueriesParse(t *testing.T) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runTool(t, promtool, "check", "rules", path)
+	metrictest.RunTool(t, promtool, "check", "rules", path)
 }
 
 func TestAmtoolCheckConfig(t *testing.T) {
-	amtool := tool(t, "amtool", "prometheus-alertmanager")
+	amtool := metrictest.Tool(t, "amtool", "prometheus-alertmanager")
 	file := filepath.Join("generated", AlertmanagerFile)
-	runTool(t, amtool, "check-config", file)
+	metrictest.RunTool(t, amtool, "check-config", file)
 	for severity, want := range map[string]string{
 		SeverityCritical: ReceiverPage,
 		SeverityWarning:  ReceiverTicket,

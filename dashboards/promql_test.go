@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/cachewatch/cachewatch/dashboards"
-	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/signals"
 )
 
@@ -49,7 +49,7 @@ func variableQueries(t *testing.T) map[string][2]string {
 // recording rule and has the real Prometheus parser (promtool check rules)
 // read them.
 func TestQueriesParseWithPromtool(t *testing.T) {
-	promtool := needPromtool(t)
+	promtool := metrictest.Promtool(t)
 	var rules []recordingRule
 	var origin []string
 	for _, q := range dashboards.Queries() {
@@ -96,24 +96,12 @@ func checkRules(t *testing.T, promtool string, rules []recordingRule) (string, e
 // TestPromtoolCheckCanFail shows promtool rejects a broken query the way
 // TestQueriesParseWithPromtool relies on.
 func TestPromtoolCheckCanFail(t *testing.T) {
-	promtool := needPromtool(t)
+	promtool := metrictest.Promtool(t)
 	q := dashboards.Queries()[0]
 	broken := []recordingRule{{"dashboards:ok", concrete.Replace(q.Expr)}, {"dashboards:broken", concrete.Replace(q.Expr) + ")"}}
 	if out, err := checkRules(t, promtool, broken); err == nil {
 		t.Fatalf("promtool accepted an unbalanced query:\n%s", out)
 	}
-}
-
-func needPromtool(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv(redistest.RequireEnv) == "1" {
-			t.Fatalf("promtool not found (scripts/test.sh installs it): %v", err)
-		}
-		t.Skip("promtool not found: apt-get install prometheus, or run scripts/test.sh")
-	}
-	return path
 }
 
 // TestQueriesNameOnlyCatalogMetrics holds every query to the catalog: each

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cachewatch/cachewatch/dashboards"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/signals"
 )
 
@@ -51,7 +52,7 @@ func counter(m signals.ID, labels string, perSample int) series {
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestDerivedPanelsCompute(t *testing.T) {
-	promtool := needPromtool(t)
+	promtool := metrictest.Promtool(t)
 	input := []series{
 		// Contention: group g has 2 busy of 8 first attempts; group h none busy.
 		counter(signals.LockAttempts, `key_group="g", attempt="first", result="acquired"`, 6),

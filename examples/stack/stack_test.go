@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/alerts"
 	"github.com/cachewatch/cachewatch/dashboards"
-	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 )
 
 // compose is the part of docker-compose.yml the checks read.
@@ -118,29 +117,6 @@ func (s service) publishes(t *testing.T, name, port string) {
 	}
 }
 
-// tool finds a real Prometheus tool; without it the test skips with how to
-// install it, or fails when CACHEWATCH_REQUIRE_REDIS=1 (CI installs them).
-func tool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv(redistest.RequireEnv) == "1" {
-			t.Fatalf("%s not found (apt-get install -y %s): %v", name, pkg, err)
-		}
-		t.Skipf("%s not found: apt-get install -y %s, or run scripts/test.sh", name, pkg)
-	}
-	return p
-}
-
-func run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // sameFile fails unless got and want name the same file of the repository.
 func sameFile(t *testing.T, what, got, want string) {
 	t.Helper()
@@ -184,14 +160,14 @@ type promConfig struct {
 // also checks the rule files it loads) in the repository, and that the
 // container loads the very same generated rule file through its mounts.
 func TestPrometheusConfig(t *testing.T) {
-	promtool := tool(t, "promtool", "prometheus")
+	promtool := metrictest.Tool(t, "promtool", "prometheus")
 	c := loadCompose(t)
 	prom := c.service(t, "prometheus")
 	configIn := flagValue(t, prom.Command, "config.file")
 	configHost := prom.hostPath(t, configIn)
 	sameFile(t, "the Prometheus config the container loads", configHost, "prometheus.yml")
 
-	out := run(t, promtool, "check", "config", "prometheus.yml")
+	out := metrictest.RunTool(t, promtool, "check", "config", "prometheus.yml")
 	if !strings.Contains(out, "SUCCESS: 1 rule files found") {
 		t.Errorf("promtool check config found no rule file:\n%s", out)
 	}
@@ -255,12 +231,12 @@ func checkTarget(t *testing.T, c compose, target, wantService, listenFlag string
 // TestAlertmanagerConfig checks, with the real amtool, the configuration
 // the Alertmanager container loads, and that it is the generated one.
 func TestAlertmanagerConfig(t *testing.T) {
-	amtool := tool(t, "amtool", "prometheus-alertmanager")
+	amtool := metrictest.Tool(t, "amtool", "prometheus-alertmanager")
 	c := loadCompose(t)
 	am := c.service(t, "alertmanager")
 	file := am.hostPath(t, flagValue(t, am.Command, "config.file"))
 	sameFile(t, "the Alertmanager config", file, filepath.Join(generated, alerts.AlertmanagerFile))
-	out := run(t, amtool, "check-config", file)
+	out := metrictest.RunTool(t, amtool, "check-config", file)
 	if !strings.Contains(out, "SUCCESS") {
 		t.Errorf("amtool check-config:\n%s", out)
 	}
@@ -314,9 +290,9 @@ func TestComposeFiles(t *testing.T) {
 	// cachewatch itself parses the commands (--help last: every flag
 	// before it must exist, and nothing runs).
 	bin := filepath.Join(t.TempDir(), "cachewatch")
-	run(t, "go", "build", "-o", bin, "github.com/cachewatch/cachewatch/cmd/cachewatch")
+	metrictest.RunTool(t, "go", "build", "-o", bin, "github.com/cachewatch/cachewatch/cmd/cachewatch")
 	for _, s := range []service{demo, exp} {
-		run(t, bin, append(slices.Clone(s.Command), "--help")...)
+		metrictest.RunTool(t, bin, append(slices.Clone(s.Command), "--help")...)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,13 +23,7 @@ import (
 // (CI installs it).
 func PromtoolCheck(t testing.TB, exposition string) {
 	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv(redistest.RequireEnv) == "1" {
-			t.Fatalf("promtool not found (scripts/test.sh installs it): %v", err)
-		}
-		t.Skip("promtool not found: apt-get install prometheus, or run scripts/test.sh")
-	}
+	path := Promtool(t)
 	cmd := exec.Command(path, "check", "metrics")
 	cmd.Stdin = strings.NewReader(exposition)
 	if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
@@ -51,4 +46,36 @@ func Exposition(t testing.TB, g prometheus.Gatherer) string {
 		t.Fatal(err)
 	}
 	return string(page)
+}
+
+// Promtool returns the path of the real promtool (see Tool).
+func Promtool(t testing.TB) string {
+	t.Helper()
+	return Tool(t, "promtool", "prometheus")
+}
+
+// Tool finds a real tool (promtool, amtool, …) installed by the Debian
+// package pkg. Without it the test skips with how to install it, or fails
+// when CACHEWATCH_REQUIRE_REDIS=1 (scripts/test.sh installs them).
+func Tool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv(redistest.RequireEnv) == "1" {
+			t.Fatalf("%s not found (apt-get install -y %s, or run scripts/test.sh): %v", name, pkg, err)
+		}
+		t.Skipf("%s not found: apt-get install -y %s, or run scripts/test.sh", name, pkg)
+	}
+	return path
+}
+
+// RunTool runs path with args and returns its combined output, failing t
+// with that output when the tool fails.
+func RunTool(t testing.TB, path string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(path, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(path), strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
