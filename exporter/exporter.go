@@ -54,8 +54,8 @@ const (
 	// under two minutes at the default interval.
 	DefaultMaxKeys     = 200_000
 	DefaultMaxDuration = 13 * time.Second
-	DefaultScanCount   = 100
-	DefaultBatch       = 100
+	DefaultScanCount   = 25
+	DefaultBatch       = 25
 	DefaultLongHeld    = time.Minute
 	// DefaultKeysPerSecond paces the whole-keyspace pass per node: at this
 	// rate a 2-core server's other clients kept their GET p99 within 1.25×
@@ -105,7 +105,8 @@ type Options struct {
 	MaxKeys     int
 	MaxDuration time.Duration
 	// ScanCount is SCAN's COUNT hint and Batch the keys read per pipeline;
-	// both default to 100.
+	// both default to 25 (smaller batches hold the server for less time at once:
+	// other clients' GET p99 in docs/benchmarks.md).
 	ScanCount, Batch int
 	// LockScanCount is the COUNT of the lock pass; default 25.
 	LockScanCount int
