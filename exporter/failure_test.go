@@ -173,9 +173,18 @@ func TestKilledMidSample(t *testing.T) {
 	if s2 := e.Sample(ctx)[0]; s2 != s {
 		t.Fatalf("a failed node was dialled again before its backoff passed: %+v", s2)
 	}
-	clk.Advance(time.Second)
-	if s := e.Sample(ctx)[0]; !s.Up {
-		t.Fatalf("after restart: %v", s.Err)
+	// The kill may fail two stages of the sample in flight (the backoff
+	// then doubles), so step the clock a second at a time: the node must be
+	// dialled again and come up once its backoff has passed.
+	for step := 1; ; step++ {
+		clk.Advance(time.Second)
+		s2 := e.Sample(ctx)[0]
+		if s2.Up {
+			break
+		}
+		if step == 10 {
+			t.Fatalf("after restart, still down 10s of backoff later: %v", s2.Err)
+		}
 	}
 	_, got = scrape(t, reg)
 	if v, ok := got[fmt.Sprintf(`cachewatch_exporter_keys_sampled{key_group="item:*",node=%q}`, srv.Addr)]; ok {
