@@ -3,11 +3,10 @@ package hooks
 import (
 	"context"
 	"net"
-	"reflect"
 	"strconv"
 	"strings"
 
-	"go.opentelemetry.io/otel"
+	"github.com/cachewatch/cachewatch/internal/otelglobal"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -43,22 +42,14 @@ type spanInfo struct {
 // atomic load). This is what instrument does too.
 type tracing struct {
 	tracer trace.Tracer
-	// unset is otel's default global provider when the hook follows the
-	// global provider and none was installed at New; nil otherwise (an
-	// explicit provider, or one installed before New, is always used).
-	unset  trace.TracerProvider
+	gate   otelglobal.Gate
 	server []attribute.KeyValue
 	batch  spanInfo
 }
 
 func newTracing(tp trace.TracerProvider, serverAddr string) *tracing {
-	t := &tracing{}
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-		if isOtelDefault(tp) {
-			t.unset = tp
-		}
-	}
+	tp, gate := otelglobal.Resolve(tp)
+	t := &tracing{gate: gate}
 	t.tracer = tp.Tracer(tracerName)
 	t.server = append(t.server, attrDBSystem.String("redis"))
 	if serverAddr != "" {
@@ -75,18 +66,9 @@ func newTracing(tp trace.TracerProvider, serverAddr string) *tracing {
 	return t
 }
 
-// isOtelDefault reports whether tp is otel's default global provider, the
-// one that delegates to an SDK once one is installed and records nothing
-// before. An unknown type is treated as a real provider: spans are started.
-// (The same test as instrument's.)
-func isOtelDefault(tp trace.TracerProvider) bool {
-	t := reflect.TypeOf(tp)
-	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
-}
-
 // recording reports whether a span started now could be recorded.
 func (t *tracing) recording() bool {
-	return t.unset == nil || otel.GetTracerProvider() != t.unset
+	return t.gate.Recording()
 }
 
 // span returns the span name and start options for an operation name.

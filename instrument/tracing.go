@@ -2,9 +2,8 @@ package instrument
 
 import (
 	"context"
-	"reflect"
 
-	"go.opentelemetry.io/otel"
+	"github.com/cachewatch/cachewatch/internal/otelglobal"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -19,39 +18,22 @@ import (
 // installed, spans start (checked per call: one atomic load).
 type tracing struct {
 	tracer trace.Tracer
-	// unset is otel's default global provider when the client follows the
-	// global provider and none was installed at New; nil otherwise (an
-	// explicit provider, or one installed before New, is always used).
-	unset trace.TracerProvider
+	gate   otelglobal.Gate
 }
 
 // noSpan is the span of a call that nothing would record.
 var noSpan trace.Span = noop.Span{}
 
 func newTracing(explicit trace.TracerProvider) tracing {
-	tp := explicit
-	t := tracing{}
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-		if isOtelDefault(tp) {
-			t.unset = tp
-		}
-	}
+	tp, gate := otelglobal.Resolve(explicit)
+	t := tracing{gate: gate}
 	t.tracer = tp.Tracer("github.com/cachewatch/cachewatch/instrument")
 	return t
 }
 
-// isOtelDefault reports whether tp is otel's default global provider, the
-// one that delegates to an SDK once one is installed and records nothing
-// before. An unknown type is treated as a real provider: spans are started.
-func isOtelDefault(tp trace.TracerProvider) bool {
-	t := reflect.TypeOf(tp)
-	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
-}
-
 // recording reports whether a span started now could be recorded.
 func (t tracing) recording() bool {
-	return t.unset == nil || otel.GetTracerProvider() != t.unset
+	return t.gate.Recording()
 }
 
 // start starts a span, or returns ctx unchanged and noSpan when nothing

@@ -16,19 +16,20 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/cachewatch/cachewatch/internal/otelglobal"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
 // Only otel's default global provider is taken for one that records
 // nothing; any other provider, even a no-op one, is used as given.
 func TestIsOtelDefault(t *testing.T) {
-	if !isOtelDefault(otel.GetTracerProvider()) && !globalSDKInstalled {
+	if !otelglobal.IsDefault(otel.GetTracerProvider()) && !globalSDKInstalled {
 		t.Error("otel's default global provider not recognised: every Fetch caller would start a span that records nothing")
 	}
-	if isOtelDefault(sdktrace.NewTracerProvider()) {
+	if otelglobal.IsDefault(sdktrace.NewTracerProvider()) {
 		t.Error("an SDK provider taken for otel's default")
 	}
-	if isOtelDefault(noop.NewTracerProvider()) {
+	if otelglobal.IsDefault(noop.NewTracerProvider()) {
 		t.Error("a no-op provider given explicitly taken for otel's default")
 	}
 }
@@ -63,7 +64,7 @@ func TestFetchSpansFollowGlobalProvider(t *testing.T) {
 func globalProviderScenario(t *testing.T, addr string) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	if !isOtelDefault(otel.GetTracerProvider()) {
+	if !otelglobal.IsDefault(otel.GetTracerProvider()) {
 		t.Fatal("a fresh process's global tracer provider is not otel's default")
 	}
 	c, err := New(rdb, Options{Registerer: prometheus.NewRegistry()})
