@@ -23,7 +23,7 @@ const (
 )
 
 // The label every key-group metric carries, as the catalog spells it.
-var keyGroupLabel = signals.LockAttempts.Metric().Labels[0].Name
+const keyGroupLabel = signals.KeyGroupLabel
 
 // exprs builds PromQL for one board from catalog definitions. Every metric
 // and label name goes through it, so a name that is not in the catalog is a

@@ -82,9 +82,11 @@ type Options struct {
 	// prometheus.DefaultRegisterer. Hooks and instrumented clients may
 	// share a registry: they share the collectors.
 	Registerer prometheus.Registerer
-	// Name is the client label of the command, script and pool metrics
+	// Name is the client label of every series the hook emits: commands,
+	// scripts, pool, and the lock and cache series of its key groups
 	// (default "default"). Each hook on a registry needs its own: New fails
-	// with ErrNameTaken for a Name another hook on the registry has.
+	// with ErrNameTaken for a Name another hook on the registry has. An
+	// instrument client on the hooked client should carry the same Name.
 	Name string
 	// KeyGroups maps keys to key groups; build one with keygroup.New for
 	// rules of your own. nil means the registry's shared default
@@ -189,7 +191,7 @@ func New(opts Options) (*Hook, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.byGroup = newGroupSet(h.groups.Classify, func(group string) *groupMetrics { return newGroupMetrics(v, group) })
+	h.byGroup = newGroupSet(h.groups.Classify, func(group string) *groupMetrics { return newGroupMetrics(v, name, group) })
 	clock := opts.Clock
 	if clock == nil {
 		clock = clockwork.NewRealClock()
@@ -264,21 +266,21 @@ func (h *Hook) newCommand(v *vecs, client, name string) *command {
 	return c
 }
 
-func newGroupMetrics(v *vecs, group string) *groupMetrics {
-	g := &groupMetrics{bursts: newLazyCounter(v.bursted, group)}
+func newGroupMetrics(v *vecs, client, group string) *groupMetrics {
+	g := &groupMetrics{bursts: newLazyCounter(v.bursted, client, group)}
 	for i := range g.lookups {
-		g.lookups[i] = newLazyCounter(v.lookups, group, lookupResultNames[i])
+		g.lookups[i] = newLazyCounter(v.lookups, client, group, lookupResultNames[i])
 	}
 	for r := range g.attempts {
 		for a := range g.attempts[r] {
-			g.attempts[r][a] = newLazyCounter(v.attempts, group, attemptResultNames[r], attemptNames[a])
+			g.attempts[r][a] = newLazyCounter(v.attempts, client, group, attemptResultNames[r], attemptNames[a])
 		}
 	}
 	for i := range g.lost {
-		g.lost[i] = newLazyCounter(v.lost, group, lostReasonNames[i])
+		g.lost[i] = newLazyCounter(v.lost, client, group, lostReasonNames[i])
 	}
-	g.acquired[attemptAcquired] = newLazyObserver(v.acquire, group, "acquired")
-	g.acquired[attemptError] = newLazyObserver(v.acquire, group, "error")
+	g.acquired[attemptAcquired] = newLazyObserver(v.acquire, client, group, "acquired")
+	g.acquired[attemptError] = newLazyObserver(v.acquire, client, group, "error")
 	return g
 }
 

@@ -65,9 +65,12 @@ type Options struct {
 	// leases, renewals, backoff and TTLs without sleeping. (Redis expires
 	// keys on its own clock; context deadlines stay on the real one.)
 	Clock clockwork.Clock
-	// Name is the client label of this client's series: its Caches'
-	// circuit breakers and source limiters, unless a Cache has its own
-	// CacheOptions.Name (default "default").
+	// Name is the client label of this client's series (default
+	// "default"): of its lock and cache series, and of its Caches' circuit
+	// breakers and source limiters unless a Cache has its own
+	// CacheOptions.Name. Clients that share a Name on one registry add to
+	// the same series; give a hooked client's hook the same Name so both
+	// views of one client line up.
 	Name string
 	// Namespace prefixes the pub/sub channels the client's Caches use
 	// (default "cachewatch"): <Namespace>:invalidate carries invalidation
@@ -111,7 +114,10 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	m, err := newMetrics(reg)
+	if opts.Name == "" {
+		opts.Name = "default"
+	}
+	m, err := newMetrics(reg, opts.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -130,9 +136,6 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	c.hub = newHub(rdb, c.ctx, ns, c.clock)
 	if c.log == nil {
 		c.log = slog.Default()
-	}
-	if c.name == "" {
-		c.name = "default"
 	}
 	return c, nil
 }

@@ -8,18 +8,20 @@ import (
 
 // metrics holds the client's collectors, built from the signals catalog.
 type metrics struct {
-	lockAcquire        *prometheus.HistogramVec
+	// The key-group series, curried with the client's Name: call sites
+	// pass the remaining labels only.
+	lockAcquire        prometheus.ObserverVec
 	lockAttempts       *prometheus.CounterVec
-	lockHold           *prometheus.HistogramVec
+	lockHold           prometheus.ObserverVec
 	locksLost          *prometheus.CounterVec
 	lockRenewals       *prometheus.CounterVec
 	lookups            *prometheus.CounterVec
-	staleAge           *prometheus.HistogramVec
+	staleAge           prometheus.ObserverVec
 	refreshFailures    *prometheus.CounterVec
 	refreshConsecutive *prometheus.GaugeVec
 	hardTTLExpired     *prometheus.CounterVec
 	invalidated        *prometheus.CounterVec
-	recompute          *prometheus.HistogramVec
+	recompute          prometheus.ObserverVec
 	sourceCalls        *prometheus.CounterVec
 	writeSkew          *prometheus.CounterVec
 	staleWritesRefused *prometheus.CounterVec
@@ -27,13 +29,14 @@ type metrics struct {
 	idempotency        *prometheus.CounterVec
 	missBursts         *prometheus.CounterVec
 	retries            *prometheus.CounterVec
-	backoff            *prometheus.HistogramVec
-	breakerState       *prometheus.GaugeVec
-	sourceInFlight     *prometheus.GaugeVec
+	backoff            prometheus.ObserverVec
+	// Labelled by the Cache's name, not curried.
+	breakerState   *prometheus.GaugeVec
+	sourceInFlight *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	r := registrar{reg: reg}
+func newMetrics(reg prometheus.Registerer, client string) (*metrics, error) {
+	r := registrar{reg: reg, client: prometheus.Labels{signals.ClientLabel: client}}
 	m := &metrics{
 		lockAcquire:        histogram(&r, signals.LockAcquireDuration),
 		lockAttempts:       counter(&r, signals.LockAttempts),
@@ -43,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lookups:            counter(&r, signals.CacheLookups),
 		staleAge:           histogram(&r, signals.StaleAge),
 		refreshFailures:    counter(&r, signals.RefreshFailures),
-		refreshConsecutive: gauge(&r, signals.RefreshConsecutiveFailures),
+		refreshConsecutive: gaugeByGroup(&r, signals.RefreshConsecutiveFailures),
 		hardTTLExpired:     counter(&r, signals.HardTTLExpired),
 		invalidated:        counter(&r, signals.InvalidatedKeys),
 		recompute:          histogram(&r, signals.RecomputeDuration),
@@ -55,8 +58,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		missBursts:         counter(&r, signals.MissBursts),
 		retries:            counter(&r, signals.Retries),
 		backoff:            histogram(&r, signals.BackoffDelay),
-		breakerState:       gauge(&r, signals.CircuitBreakerState),
-		sourceInFlight:     gauge(&r, signals.SourceInFlight),
+		breakerState:       gaugeByCache(&r, signals.CircuitBreakerState),
+		sourceInFlight:     gaugeByCache(&r, signals.SourceInFlight),
 	}
 	return m, r.err
 }
@@ -64,8 +67,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // registrar registers collectors and keeps the first error, so newMetrics
 // reads as a list.
 type registrar struct {
-	reg prometheus.Registerer
-	err error
+	reg    prometheus.Registerer
+	client prometheus.Labels
+	err    error
 }
 
 func register[C prometheus.Collector](r *registrar, c C) C {
@@ -76,14 +80,21 @@ func register[C prometheus.Collector](r *registrar, c C) C {
 	return got
 }
 
+// counter, gaugeByGroup and histogram register a key-group metric and curry
+// it with the client's Name.
 func counter(r *registrar, m signals.ID) *prometheus.CounterVec {
-	return register(r, m.NewCounterVec())
+	return register(r, m.NewCounterVec()).MustCurryWith(r.client)
 }
 
-func gauge(r *registrar, m signals.ID) *prometheus.GaugeVec {
+func gaugeByGroup(r *registrar, m signals.ID) *prometheus.GaugeVec {
+	return register(r, m.NewGaugeVec()).MustCurryWith(r.client)
+}
+
+func histogram(r *registrar, m signals.ID) prometheus.ObserverVec {
+	return register(r, m.NewHistogramVec()).MustCurryWith(r.client)
+}
+
+// gaugeByCache registers a gauge labelled by each Cache's own name.
+func gaugeByCache(r *registrar, m signals.ID) *prometheus.GaugeVec {
 	return register(r, m.NewGaugeVec())
-}
-
-func histogram(r *registrar, m signals.ID) *prometheus.HistogramVec {
-	return register(r, m.NewHistogramVec())
 }

@@ -3,6 +3,7 @@ package instrument
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -70,4 +72,47 @@ func TestCacheNamesCannotCollide(t *testing.T) {
 		t.Fatalf("NewCache after the first Cache closed: %v; its name should be free again", err)
 	}
 	_ = again.Close()
+}
+
+// A client's lock and cache series carry its Name, so two clients (two
+// services in one process, or a client and its hook under the same Name)
+// are told apart — or lined up — by the client label.
+func TestClientNameLabelsLockAndCacheSeries(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	ctx := context.Background()
+	for name, fetches := range map[string]int{"checkout": 2, "search": 1} {
+		c, err := New(srv.Client(t), Options{Registerer: reg, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca := mustCache[string](t, c, CacheOptions{FreshTTL: time.Minute})
+		for i := range fetches {
+			if _, err := ca.Fetch(ctx, fmt.Sprintf("%s:%d", name, i), func(context.Context) (string, error) { return "v", nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := c.Lock(ctx, "lock:"+name, LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name, client string
+		want         float64
+	}{
+		{"cachewatch_cache_lookups_total", "checkout", 2},
+		{"cachewatch_cache_lookups_total", "search", 1},
+		{"cachewatch_source_calls_total", "checkout", 2},
+		{"cachewatch_source_calls_total", "search", 1},
+		{"cachewatch_lock_attempts_total", "checkout", 1},
+		{"cachewatch_lock_attempts_total", "search", 1},
+	} {
+		if got := metrictest.Sum(t, reg, c.name, "client", c.client); got != c.want {
+			t.Errorf("%s{client=%q} = %v, want %v", c.name, c.client, got, c.want)
+		}
+	}
 }

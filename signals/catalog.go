@@ -98,11 +98,18 @@ var (
 	ageBuckets = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400}
 )
 
+// The labels the instrument client, the hook and the Redlock adapter set on
+// every key-group series: which client (its Name option) and which key group.
+const (
+	ClientLabel   = "client"
+	KeyGroupLabel = "key_group"
+)
+
 // Label definitions reused across metrics.
 var (
-	keyGroup = Label{Name: "key_group", Doc: "bounded key group from the classifier (user rules, ID segments stripped, overflow to `other`)"}
+	keyGroup = Label{Name: KeyGroupLabel, Doc: "bounded key group from the classifier (user rules, ID segments stripped, overflow to `other`)"}
 	node     = Label{Name: "node", Doc: "Redis node address as configured or announced by the cluster"}
-	client   = Label{Name: "client", Doc: "the `Name` option of the hook or of the instrument client (for a Cache's breaker and limiter, `CacheOptions.Name`, default its client's), default `default`"}
+	client   = Label{Name: ClientLabel, Doc: "the `Name` option of the hook, the instrument client or the Redlock adapter (for a Cache's breaker and limiter, `CacheOptions.Name`, default its client's), default `default`; hooks on one registry need distinct names, instrument clients sharing a name add to the same series"}
 	queue    = Label{Name: "queue", Doc: "queue key, from the exporter's configuration (never discovered)"}
 	command  = Label{Name: "command", Doc: "lower-case Redis command name; commands outside the known set fold into `other`"}
 )
@@ -112,13 +119,13 @@ var clientMetrics = map[ID]*Metric{
 	LockAcquireDuration: {
 		Name: string(LockAcquireDuration), Kind: Histogram, Unit: "seconds",
 		Help:    "Time from the first acquire attempt to the outcome, including retries and backoff.",
-		Labels:  []Label{keyGroup, {Name: "outcome", Values: []string{"acquired", "gave_up", "error"}}},
+		Labels:  []Label{client, keyGroup, {Name: "outcome", Values: []string{"acquired", "gave_up", "error"}}},
 		Buckets: waitBuckets, Sources: []Source{Instrument, Hooks},
 	},
 	LockAttempts: {
 		Name: string(LockAttempts), Kind: Counter,
 		Help: "Single lock acquire attempts (one SET NX each) by result; busy on the first try is contention.",
-		Labels: []Label{keyGroup,
+		Labels: []Label{client, keyGroup,
 			{Name: "result", Values: []string{"acquired", "busy", "error"}},
 			{Name: "attempt", Values: []string{"first", "retry"},
 				Doc: "retry: a later attempt of the same acquisition; the hook tells it by key and owner token, as lock libraries keep their token across retries"}},
@@ -127,13 +134,13 @@ var clientMetrics = map[ID]*Metric{
 	LockHoldDuration: {
 		Name: string(LockHoldDuration), Kind: Histogram, Unit: "seconds",
 		Help:    "Time a lock was held, from acquisition to release or loss.",
-		Labels:  []Label{keyGroup},
+		Labels:  []Label{client, keyGroup},
 		Buckets: workBuckets, Sources: []Source{Instrument},
 	},
 	LocksLost: {
 		Name: string(LocksLost), Kind: Counter,
 		Help: "Locks lost before their holder released them: expired, renewal failed, or owned by someone else at release.",
-		Labels: []Label{keyGroup,
+		Labels: []Label{client, keyGroup,
 			{Name: "reason", Values: []string{"expired", "renew_failed", "not_owner", "expired_or_not_owner"},
 				Doc: "expired_or_not_owner: an owner-checked release answered 0 and the wire cannot tell an expiry from another owner (third-party release scripts)"}},
 		Sources: []Source{Instrument, Hooks},
@@ -141,98 +148,98 @@ var clientMetrics = map[ID]*Metric{
 	LockRenewals: {
 		Name: string(LockRenewals), Kind: Counter,
 		Help:    "Lease renewals (heartbeats) of held locks by result.",
-		Labels:  []Label{keyGroup, {Name: "result", Values: []string{"renewed", "lost", "error"}}},
+		Labels:  []Label{client, keyGroup, {Name: "result", Values: []string{"renewed", "lost", "error"}}},
 		Sources: []Source{Instrument},
 	},
 	CacheLookups: {
 		Name: string(CacheLookups), Kind: Counter,
 		Help: "Cache lookups by result: hit, stale (served while refreshing), miss, coalesced (waited for another caller's load), fallback (Redis unavailable, loaded directly), error.",
-		Labels: []Label{keyGroup,
+		Labels: []Label{client, keyGroup,
 			{Name: "result", Values: []string{"hit", "stale", "miss", "coalesced", "fallback", "error"}}},
 		Sources: []Source{Instrument, Hooks},
 	},
 	StaleAge: {
 		Name: string(StaleAge), Kind: Histogram, Unit: "seconds",
 		Help:    "How far past its fresh TTL a served stale value was.",
-		Labels:  []Label{keyGroup},
+		Labels:  []Label{client, keyGroup},
 		Buckets: ageBuckets, Sources: []Source{Instrument},
 	},
 	RefreshFailures: {
 		Name: string(RefreshFailures), Kind: Counter,
 		Help:    "Background refreshes of stale values whose loader failed.",
-		Labels:  []Label{keyGroup},
+		Labels:  []Label{client, keyGroup},
 		Sources: []Source{Instrument},
 	},
 	RefreshConsecutiveFailures: {
 		Name: string(RefreshConsecutiveFailures), Kind: Gauge,
 		Help:    "Longest current run of consecutive failed refreshes among the group's keys; a key leaves it on a success or when its value expires. Growth means stale-forever.",
-		Labels:  []Label{keyGroup},
+		Labels:  []Label{client, keyGroup},
 		Sources: []Source{Instrument},
 	},
 	HardTTLExpired: {
 		Name: string(HardTTLExpired), Kind: Counter,
 		Help:    "Lookups that found only data past its hard TTL and refused to serve it.",
-		Labels:  []Label{keyGroup},
+		Labels:  []Label{client, keyGroup},
 		Sources: []Source{Instrument},
 	},
 	InvalidatedKeys: {
 		Name: string(InvalidatedKeys), Kind: Counter,
 		Help:    "Keys removed by invalidation (UNLINK), by how they were named: keys, or a pattern found by SCAN.",
-		Labels:  []Label{keyGroup, {Name: "by", Values: []string{"keys", "pattern"}}},
+		Labels:  []Label{client, keyGroup, {Name: "by", Values: []string{"keys", "pattern"}}},
 		Sources: []Source{Instrument},
 	},
 	RecomputeDuration: {
 		Name: string(RecomputeDuration), Kind: Histogram, Unit: "seconds",
 		Help:    "Loader (source) call duration by result.",
-		Labels:  []Label{keyGroup, {Name: "result", Values: []string{"success", "error"}}},
+		Labels:  []Label{client, keyGroup, {Name: "result", Values: []string{"success", "error"}}},
 		Buckets: workBuckets, Sources: []Source{Instrument},
 	},
 	SourceCalls: {
 		Name: string(SourceCalls), Kind: Counter,
 		Help:    "Calls that reached the source (loader) by result; per refresh this should be 1.",
-		Labels:  []Label{keyGroup, {Name: "result", Values: []string{"success", "error", "rejected"}}},
+		Labels:  []Label{client, keyGroup, {Name: "result", Values: []string{"success", "error", "rejected"}}},
 		Sources: []Source{Instrument},
 	},
 	WriteSkew: {
 		Name: string(WriteSkew), Kind: Counter,
 		Help:    "Versioned writes rejected because a newer version was already stored (older-over-newer prevented).",
-		Labels:  []Label{keyGroup},
+		Labels:  []Label{client, keyGroup},
 		Sources: []Source{Instrument},
 	},
 	StaleWritesRefused: {
 		Name: string(StaleWritesRefused), Kind: Counter,
 		Help:    "Loaded values not stored because the key was invalidated, or its lease passed to another loader, while the load ran (a stale write prevented).",
-		Labels:  []Label{keyGroup},
+		Labels:  []Label{client, keyGroup},
 		Sources: []Source{Instrument},
 	},
 	DuplicateRecompute: {
 		Name: string(DuplicateRecompute), Kind: Counter,
 		Help:    "Versioned writes of a version already stored: the same work was done twice.",
-		Labels:  []Label{keyGroup},
+		Labels:  []Label{client, keyGroup},
 		Sources: []Source{Instrument},
 	},
 	IdempotencyChecks: {
 		Name: string(IdempotencyChecks), Kind: Counter,
 		Help:    "Idempotency-key checks by result: first (work proceeds) or duplicate (work skipped).",
-		Labels:  []Label{keyGroup, {Name: "result", Values: []string{"first", "duplicate", "error"}}},
+		Labels:  []Label{client, keyGroup, {Name: "result", Values: []string{"first", "duplicate", "error"}}},
 		Sources: []Source{Instrument},
 	},
 	MissBursts: {
 		Name: string(MissBursts), Kind: Counter,
 		Help:    "Windows in which a key group's misses reached the burst threshold: a stampede in progress.",
-		Labels:  []Label{keyGroup},
+		Labels:  []Label{client, keyGroup},
 		Sources: []Source{Instrument, Hooks},
 	},
 	Retries: {
 		Name: string(Retries), Kind: Counter,
 		Help:    "Retries after a busy lock or lease, each preceded by a full-jitter backoff.",
-		Labels:  []Label{keyGroup},
+		Labels:  []Label{client, keyGroup},
 		Sources: []Source{Instrument},
 	},
 	BackoffDelay: {
 		Name: string(BackoffDelay), Kind: Histogram, Unit: "seconds",
 		Help:    "Backoff delays chosen before retries.",
-		Labels:  []Label{keyGroup},
+		Labels:  []Label{client, keyGroup},
 		Buckets: waitBuckets, Sources: []Source{Instrument},
 	},
 	CircuitBreakerState: {

@@ -76,21 +76,21 @@ func TestCatalogConventions(t *testing.T) {
 func TestCatalogIsReadOnly(t *testing.T) {
 	m := signals.LockAcquireDuration.Metric()
 	m.Name, m.Help = "changed", "changed"
-	m.Labels[0].Name = "changed"
-	m.Labels[1].Values[0] = "changed"
+	m.Labels[1].Name = "changed"
+	m.Labels[2].Values[0] = "changed"
 	m.Buckets[0] = 42
 	for _, a := range signals.All() {
 		if a.ID() == signals.LockAcquireDuration {
-			a.Labels[0].Name = "changed"
+			a.Labels[1].Name = "changed"
 			a.Buckets[1] = 42
 		}
 	}
 	got := signals.LockAcquireDuration.Metric()
-	if got.Name != "cachewatch_lock_acquire_duration_seconds" || got.Labels[0].Name != "key_group" ||
-		got.Labels[1].Values[0] != "acquired" || got.Buckets[0] == 42 || got.Buckets[1] == 42 {
+	if got.Name != "cachewatch_lock_acquire_duration_seconds" || got.Labels[1].Name != "key_group" ||
+		got.Labels[2].Values[0] != "acquired" || got.Buckets[0] == 42 || got.Buckets[1] == 42 {
 		t.Fatalf("catalog changed through a copy: %+v", got)
 	}
-	if names := signals.LockAcquireDuration.LabelNames(); names[0] != "key_group" {
+	if names := signals.LockAcquireDuration.LabelNames(); names[1] != "key_group" {
 		t.Fatalf("label names = %v", names)
 	}
 }
@@ -147,9 +147,9 @@ func TestRegisterShares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.WithLabelValues("g", "hit").Inc()
-	b.WithLabelValues("g", "hit").Inc()
-	if got := testutil.ToFloat64(a.WithLabelValues("g", "hit")); got != 2 {
+	a.WithLabelValues("default", "g", "hit").Inc()
+	b.WithLabelValues("default", "g", "hit").Inc()
+	if got := testutil.ToFloat64(a.WithLabelValues("default", "g", "hit")); got != 2 {
 		t.Fatalf("shared counter = %v, want 2", got)
 	}
 	// A collector of another type under the same name is an error, not a silent share.

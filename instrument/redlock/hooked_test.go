@@ -24,7 +24,7 @@ import (
 func TestRedlockWithHookOnSameClientsCountsOnce(t *testing.T) {
 	servers := nodes(t)
 	reg := prometheus.NewRegistry()
-	h, err := hooks.New(hooks.Options{Registerer: reg})
+	h, err := hooks.New(hooks.Options{Registerer: reg, Name: "jobs"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestRedlockWithHookOnSameClientsCountsOnce(t *testing.T) {
 		rdb.AddHook(h)
 		pools = append(pools, goredis.NewPool(rdb))
 	}
-	rl, err := redlock.New(redsync.New(pools...), redlock.Options{Registerer: reg,
+	rl, err := redlock.New(redsync.New(pools...), redlock.Options{Registerer: reg, Name: "jobs",
 		Backoff: instrument.Backoff{Base: time.Millisecond, Max: 2 * time.Millisecond, Retries: 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +65,7 @@ func TestRedlockWithHookOnSameClientsCountsOnce(t *testing.T) {
 		want   float64
 	}{
 		{nil, 5},
+		{[]string{"client", "jobs"}, 5}, // the adapter's Name, which the hook shares
 		{[]string{"result", "acquired", "attempt", "first"}, 2},
 		{[]string{"result", "busy", "attempt", "first"}, 1},
 		{[]string{"result", "busy", "attempt", "retry"}, 2},

@@ -45,6 +45,9 @@ type Options struct {
 	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
 	// It may be shared with instrument clients and hooks.
 	Registerer prometheus.Registerer
+	// Name is the client label of the mutexes' series (default "default"),
+	// as instrument.Options.Name is of an instrument client's.
+	Name string
 	// KeyGroups maps mutex names to key groups; nil means the registry's
 	// shared default (keygroup.Shared).
 	KeyGroups *keygroup.Classifier
@@ -80,13 +83,14 @@ type Redlock struct {
 	log     *slog.Logger
 	clock   clockwork.Clock
 
+	// Curried with Options.Name.
 	attempts *prometheus.CounterVec
-	acquire  *prometheus.HistogramVec
-	hold     *prometheus.HistogramVec
+	acquire  prometheus.ObserverVec
+	hold     prometheus.ObserverVec
 	lost     *prometheus.CounterVec
 	renewals *prometheus.CounterVec
 	retries  *prometheus.CounterVec
-	delays   *prometheus.HistogramVec
+	delays   prometheus.ObserverVec
 }
 
 // New wraps rs, whose pools may use any redsync driver (go-redis, redigo,
@@ -100,16 +104,21 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 		reg = prometheus.DefaultRegisterer
 	}
 	r := &Redlock{rs: rs, groups: opts.KeyGroups, backoff: opts.Backoff, renew: opts.Renew, log: opts.Logger, clock: opts.Clock}
+	name := opts.Name
+	if name == "" {
+		name = "default"
+	}
+	client := prometheus.Labels{signals.ClientLabel: name}
 	var err error
 	counter := func(m signals.ID) *prometheus.CounterVec {
 		c, e := signals.Register(reg, m.NewCounterVec())
 		err = errors.Join(err, e)
-		return c
+		return c.MustCurryWith(client)
 	}
-	histogram := func(m signals.ID) *prometheus.HistogramVec {
+	histogram := func(m signals.ID) prometheus.ObserverVec {
 		h, e := signals.Register(reg, m.NewHistogramVec())
 		err = errors.Join(err, e)
-		return h
+		return h.MustCurryWith(client)
 	}
 	r.attempts = counter(signals.LockAttempts)
 	r.acquire = histogram(signals.LockAcquireDuration)

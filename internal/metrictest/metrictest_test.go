@@ -14,11 +14,11 @@ func TestSum(t *testing.T) {
 	lookups := signals.CacheLookups.NewCounterVec()
 	hold := signals.LockHoldDuration.NewHistogramVec()
 	reg.MustRegister(lookups, hold)
-	lookups.WithLabelValues("a:*", "hit").Add(3)
-	lookups.WithLabelValues("a:*", "miss").Add(2)
-	lookups.WithLabelValues("b:*", "hit").Add(5)
-	hold.WithLabelValues("a:*").Observe(1)
-	hold.WithLabelValues("a:*").Observe(2)
+	lookups.WithLabelValues("c", "a:*", "hit").Add(3)
+	lookups.WithLabelValues("c", "a:*", "miss").Add(2)
+	lookups.WithLabelValues("c", "b:*", "hit").Add(5)
+	hold.WithLabelValues("c", "a:*").Observe(1)
+	hold.WithLabelValues("c", "a:*").Observe(2)
 
 	cases := []struct {
 		name   string
@@ -56,7 +56,7 @@ func TestPromtoolCheck(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	lookups := signals.CacheLookups.NewCounterVec()
 	reg.MustRegister(lookups)
-	lookups.WithLabelValues("a:*", "hit").Inc()
+	lookups.WithLabelValues("c", "a:*", "hit").Inc()
 	metrictest.PromtoolCheck(t, metrictest.Exposition(t, reg)) // a catalog metric passes
 
 	bad := "# HELP requests Requests.\n# TYPE requests counter\nrequests 1\n" // counter without _total
