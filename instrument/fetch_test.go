@@ -50,6 +50,13 @@ func newFetchCache(t *testing.T, rdb redis.UniversalClient, reg prometheus.Regis
 	if o.Name == "" { // each simulated process its own breaker series on the shared registry
 		o.Name = fmt.Sprint("process", processes.Add(1))
 	}
+	if o.RedisTimeout == 0 {
+		// Far above the default 250ms: on a busy CI machine a read can
+		// wait that long for the CPU, and a timeout means a fallback load,
+		// which the coalescing tests would count as a stampede. Tests of
+		// timeouts set their own.
+		o.RedisTimeout = 10 * time.Second
+	}
 	return mustCache[string](t, c, o)
 }
 
