@@ -26,9 +26,9 @@ type board struct {
 	// keyGroupAnchors are the anchors of the key_group variable, when
 	// the board's anchors do not carry key_group.
 	keyGroupAnchors []signals.ID
-	// keyGroup gives the board a key_group variable; set it when the
-	// board's metrics carry the label.
-	keyGroup bool
+	// client and keyGroup give the board a client and a key_group
+	// variable; set them when the board's metrics carry the label.
+	client, keyGroup bool
 	rows     []row
 }
 
@@ -135,6 +135,10 @@ func (b *board) variables() []cog.Builder[dashboard.VariableModel] {
 			Type("prometheus"),
 		queryVariable(varJob, "job", labelValues(b.anchors, nil, "job")),
 		queryVariable(varInstance, "instance", labelValues(b.anchors, []string{varJob}, "instance")),
+	}
+	if b.client {
+		vars = append(vars, queryVariable(varClient, "client",
+			labelValues(b.anchors, []string{varJob, varInstance}, clientLabel)))
 	}
 	if b.keyGroup {
 		anchors := b.keyGroupAnchors

@@ -19,7 +19,7 @@ var kg = []string{keyGroupLabel}
 // contention is the service's view: what the instrumented client and the
 // hook saw of locks and the cache, per key group.
 func contention() (*board, error) {
-	x := &exprs{keyGroup: true}
+	x := &exprs{client: true, keyGroup: true}
 	firstTry := x.is(s.LockAttempts, "attempt", "first")
 	allFirst := x.rate(s.LockAttempts, kg, firstTry)
 	sourceCalls := x.rate(s.SourceCalls, kg, x.is(s.SourceCalls, "result", "success", "error"))
@@ -29,6 +29,7 @@ func contention() (*board, error) {
 		title:       "cachewatch / Service contention",
 		description: "Locks and cache as the service sees them (instrumented client and hook), per key group: from waiting callers down to the cause.",
 		anchors:     []s.ID{s.LockAttempts, s.CacheLookups},
+		client:      true,
 		keyGroup:    true,
 		rows: []row{{
 			title: "Symptom: callers wait for locks",

@@ -51,7 +51,7 @@ func (d Dashboard) JSON() ([]byte, error) {
 }
 
 // Query is one PromQL expression of a panel, with the template variables
-// ($job, $instance, $key_group, $__rate_interval) still in it.
+// ($job, $instance, $client, $key_group, $__rate_interval) still in it.
 type Query struct {
 	Board string // the board's UID
 	Panel string // the panel's title

@@ -137,24 +137,10 @@ var rules = map[string]rule{
 		}
 		return nil
 	},
-	"template-job":      queryVariableRule("job"),
-	"template-instance": queryVariableRule("instance"),
-	"template-key-group": func(b boardJSON) []string {
-		carries := false
-		for _, s := range boardSelectors(b) {
-			carries = carries || carriesKeyGroup(s)
-		}
-		v := b.variable("key_group")
-		switch {
-		case carries && v == nil:
-			return []string{"the board's metrics carry key_group but it has no key_group variable"}
-		case !carries && v != nil:
-			return []string{"a key_group variable but no metric of the board carries key_group"}
-		case v != nil:
-			return queryVariableRule("key_group")(b)
-		}
-		return nil
-	},
+	"template-job":       queryVariableRule("job"),
+	"template-instance":  queryVariableRule("instance"),
+	"template-client":    labelVariableRule("client"),
+	"template-key-group": labelVariableRule("key_group"),
 	"panel-datasource": func(b boardJSON) []string {
 		var problems []string
 		for _, p := range b.panels() {
@@ -213,12 +199,8 @@ var rules = map[string]rule{
 		}
 		return nil
 	}),
-	"target-key-group": eachSelector(func(_ map[string]any, _ map[string]any, s selector, _ []frame) []string {
-		if carriesKeyGroup(s) && !s.has("key_group", "=~", "$key_group") {
-			return []string{"not filtered by key_group=~\"$key_group\""}
-		}
-		return nil
-	}),
+	"target-client":    filteredByVariable("client"),
+	"target-key-group": filteredByVariable("key_group"),
 	"target-rate-interval": eachSelector(func(_ map[string]any, _ map[string]any, s selector, around []frame) []string {
 		if s.rng != "" && s.rng != "$__rate_interval" {
 			return []string{fmt.Sprintf("range [%s], want [$__rate_interval]", s.rng)}
@@ -322,9 +304,41 @@ func boardSelectors(b boardJSON) []selector {
 	return out
 }
 
-func carriesKeyGroup(s selector) bool {
+func carries(s selector, label string) bool {
 	m, ok := signals.Names()[s.metric]
-	return ok && slices.Contains(m.LabelNames(), "key_group")
+	return ok && slices.Contains(m.LabelNames(), label)
+}
+
+// labelVariableRule: a board whose metrics carry label has a $label
+// variable (and one that does not, none).
+func labelVariableRule(label string) rule {
+	return func(b boardJSON) []string {
+		any := false
+		for _, s := range boardSelectors(b) {
+			any = any || carries(s, label)
+		}
+		v := b.variable(label)
+		switch {
+		case any && v == nil:
+			return []string{"the board's metrics carry " + label + " but it has no " + label + " variable"}
+		case !any && v != nil:
+			return []string{"a " + label + " variable but no metric of the board carries " + label}
+		case v != nil:
+			return queryVariableRule(label)(b)
+		}
+		return nil
+	}
+}
+
+// filteredByVariable: every selector of a metric that carries label
+// filters it by $label, on a board that has the variable.
+func filteredByVariable(label string) rule {
+	return eachSelector(func(_ map[string]any, _ map[string]any, s selector, _ []frame) []string {
+		if carries(s, label) && !s.has(label, "=~", "$"+label) {
+			return []string{"not filtered by " + label + `=~"$` + label + `"`}
+		}
+		return nil
+	})
 }
 
 // validUnits is every unit ID the SDK's units package declares: the units
@@ -392,16 +406,14 @@ func TestLintRulesCanFail(t *testing.T) {
 	// The contention board's first panel reads a key_group histogram
 	// through histogram_quantile: every target rule can be broken on it.
 	mutations := map[string]func(b boardJSON){
-		"uneditable":          func(b boardJSON) { b["editable"] = true },
-		"stable-uid":          func(b boardJSON) { b["uid"] = "contention" },
-		"links":               func(b boardJSON) { b["links"] = []any{} },
-		"template-datasource": func(b boardJSON) { b.variable("datasource")["label"] = "Datasource" },
-		"template-job":        func(b boardJSON) { b.variable("job")["allValue"] = "" },
-		"template-instance":   func(b boardJSON) { b.variable("instance")["refresh"] = 1.0 },
-		"template-key-group": func(b boardJSON) {
-			templating := b["templating"].(map[string]any)
-			templating["list"] = slices.DeleteFunc(templating["list"].([]any), func(v any) bool { return v.(map[string]any)["name"] == "key_group" })
-		},
+		"uneditable":              func(b boardJSON) { b["editable"] = true },
+		"stable-uid":              func(b boardJSON) { b["uid"] = "contention" },
+		"links":                   func(b boardJSON) { b["links"] = []any{} },
+		"template-datasource":     func(b boardJSON) { b.variable("datasource")["label"] = "Datasource" },
+		"template-job":            func(b boardJSON) { b.variable("job")["allValue"] = "" },
+		"template-instance":       func(b boardJSON) { b.variable("instance")["refresh"] = 1.0 },
+		"template-client":         dropVariable("client"),
+		"template-key-group":      dropVariable("key_group"),
 		"panel-datasource":        func(b boardJSON) { firstTarget(b)["datasource"] = map[string]any{"uid": "prometheus"} },
 		"panel-title-description": func(b boardJSON) { firstPanel(b)["description"] = "Lock acquire time." },
 		"panel-units": func(b boardJSON) {
@@ -410,10 +422,11 @@ func TestLintRulesCanFail(t *testing.T) {
 		"panel-no-targets":     func(b boardJSON) { firstPanel(b)["targets"] = []any{} },
 		"target-promql":        func(b boardJSON) { firstTarget(b)["expr"] = str(firstTarget(b), "expr") + ")" },
 		"target-job-instance":  replaceInExpr(firstTarget, `, instance=~"$instance"`, ""),
+		"target-client":        replaceInExpr(firstTarget, `, client=~"$client"`, ""),
 		"target-key-group":     replaceInExpr(firstTarget, `, key_group=~"$key_group"`, ""),
 		"target-rate-interval": replaceInExpr(firstTarget, "[$__rate_interval]", "[5m]"),
 		"target-counter-agg": func(b boardJSON) {
-			firstTarget(b)["expr"] = signals.LockAttempts.String() + `{job=~"$job", instance=~"$instance", key_group=~"$key_group"}`
+			firstTarget(b)["expr"] = signals.LockAttempts.String() + `{job=~"$job", instance=~"$instance", client=~"$client", key_group=~"$key_group"}`
 		},
 		"target-histogram": replaceInExpr(firstTarget, "sum by (le, key_group) (", "sum by (key_group) ("),
 	}
@@ -432,6 +445,13 @@ func TestLintRulesCanFail(t *testing.T) {
 			}
 			t.Logf("%s: %s", name, got[name][0])
 		})
+	}
+}
+
+func dropVariable(name string) func(boardJSON) {
+	return func(b boardJSON) {
+		templating := b["templating"].(map[string]any)
+		templating["list"] = slices.DeleteFunc(templating["list"].([]any), func(v any) bool { return v.(map[string]any)["name"] == name })
 	}
 }
 

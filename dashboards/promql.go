@@ -15,6 +15,7 @@ const (
 	varDatasource = "datasource"
 	varJob        = "job"
 	varInstance   = "instance"
+	varClient     = "client"
 	varKeyGroup   = "key_group"
 
 	// rateInterval is Grafana's range for rate(): at least four scrape
@@ -22,13 +23,17 @@ const (
 	rateInterval = "$__rate_interval"
 )
 
-// The label every key-group metric carries, as the catalog spells it.
-const keyGroupLabel = signals.KeyGroupLabel
+// The labels of the client and of the key group, as the catalog spells them.
+const (
+	clientLabel   = signals.ClientLabel
+	keyGroupLabel = signals.KeyGroupLabel
+)
 
 // exprs builds PromQL for one board from catalog definitions. Every metric
 // and label name goes through it, so a name that is not in the catalog is a
 // build error, not a dead panel. The first mistake is kept in err.
 type exprs struct {
+	client   bool // the board has a client variable
 	keyGroup bool // the board has a key_group variable
 	err      error
 }
@@ -46,6 +51,9 @@ func (x *exprs) sel(m signals.ID, suffix string, matchers ...string) string {
 		x.fail("%s is a %s: it has no %s series", m.String(), m.Metric().Kind, suffix)
 	}
 	all := []string{varJob + `=~"$` + varJob + `"`, varInstance + `=~"$` + varInstance + `"`}
+	if x.client && slices.Contains(m.LabelNames(), clientLabel) {
+		all = append(all, clientLabel+`=~"$`+varClient+`"`)
+	}
 	if x.keyGroup && slices.Contains(m.LabelNames(), keyGroupLabel) {
 		all = append(all, keyGroupLabel+`=~"$`+varKeyGroup+`"`)
 	}

@@ -20,7 +20,7 @@ import (
 // every variable is "All", so that Prometheus can parse the expression.
 var concrete = strings.NewReplacer(
 	"$__rate_interval", "1m",
-	"$job", ".+", "$instance", ".+", "$key_group", ".+",
+	"$job", ".+", "$instance", ".+", "$client", ".+", "$key_group", ".+",
 )
 
 // variableQueries returns the selector inside each board's label_values(…)

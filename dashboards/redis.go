@@ -9,7 +9,7 @@ import (
 // redis is the wire view from the hook: every go-redis client's commands,
 // scripts, errors and connection pool.
 func redis() (*board, error) {
-	x := &exprs{}
+	x := &exprs{client: true}
 	calls := x.rateOf(s.CommandDuration, "_count", []string{"client", "command"})
 	poolWaits := x.rate(s.PoolWaits, []string{"client"})
 	poolLookups := x.rate(s.PoolHits, []string{"client"}) + " + " + x.rate(s.PoolMisses, []string{"client"})
@@ -19,6 +19,7 @@ func redis() (*board, error) {
 		title:       "cachewatch / Redis commands & pool",
 		description: "What every hooked go-redis client does on the wire: command and script latency, errors, pipelines and the connection pool.",
 		anchors:     []s.ID{s.CommandDuration},
+		client:      true,
 		rows: []row{{
 			title: "Symptom: commands are slow",
 			panels: []panel{{

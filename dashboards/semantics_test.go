@@ -54,19 +54,21 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 func TestDerivedPanelsCompute(t *testing.T) {
 	promtool := metrictest.Promtool(t)
 	input := []series{
-		// Contention: group g has 2 busy of 8 first attempts; group h none busy.
-		counter(signals.LockAttempts, `key_group="g", attempt="first", result="acquired"`, 6),
-		counter(signals.LockAttempts, `key_group="g", attempt="first", result="busy"`, 2),
-		counter(signals.LockAttempts, `key_group="g", attempt="retry", result="busy"`, 50),
-		counter(signals.LockAttempts, `key_group="h", attempt="first", result="acquired"`, 3),
+		// Contention: group g has 2 busy of 8 first attempts, from two
+		// clients whose series the panel adds up; group h none busy.
+		counter(signals.LockAttempts, `client="b", key_group="g", attempt="first", result="acquired"`, 4),
+		counter(signals.LockAttempts, `client="a", key_group="g", attempt="first", result="acquired"`, 2),
+		counter(signals.LockAttempts, `client="a", key_group="g", attempt="first", result="busy"`, 2),
+		counter(signals.LockAttempts, `client="a", key_group="g", attempt="retry", result="busy"`, 50),
+		counter(signals.LockAttempts, `client="a", key_group="h", attempt="first", result="acquired"`, 3),
 		// Amplification: group g threw one of two loads away; h none.
-		counter(signals.SourceCalls, `key_group="g", result="success"`, 2),
-		counter(signals.SourceCalls, `key_group="g", result="rejected"`, 7),
-		counter(signals.StaleWritesRefused, `key_group="g"`, 1),
-		counter(signals.SourceCalls, `key_group="h", result="success"`, 4),
+		counter(signals.SourceCalls, `client="a", key_group="g", result="success"`, 2),
+		counter(signals.SourceCalls, `client="a", key_group="g", result="rejected"`, 7),
+		counter(signals.StaleWritesRefused, `client="a", key_group="g"`, 1),
+		counter(signals.SourceCalls, `client="a", key_group="h", result="success"`, 4),
 		// Lookup shares.
-		counter(signals.CacheLookups, `key_group="g", result="hit"`, 3),
-		counter(signals.CacheLookups, `key_group="g", result="miss"`, 1),
+		counter(signals.CacheLookups, `client="a", key_group="g", result="hit"`, 3),
+		counter(signals.CacheLookups, `client="a", key_group="g", result="miss"`, 1),
 		// Command errors: 1 of 4 GETs failed, no SET did.
 		{signals.CommandDuration.String() + `_count{job="svc", instance="a:1", client="c", command="get"}`, "0+4x80"},
 		{signals.CommandDuration.String() + `_count{job="svc", instance="a:1", client="c", command="set"}`, "0+2x80"},

@@ -188,7 +188,7 @@ func missingNote(stage string, embedded bool) string {
 
 // Query is the PromQL behind one figure or chart: the panel of the
 // generated dashboards that shows it, with the dashboards' variables ($job,
-// $instance, $key_group, $__rate_interval) left in.
+// $instance, $client, $key_group, $__rate_interval) left in.
 type Query struct {
 	Expr      string `json:"expr"`
 	Dashboard string `json:"dashboard"`

@@ -38,6 +38,7 @@ var dashboardVars = strings.NewReplacer(
 	"${__interval}", "5s", "$__interval", "5s",
 	"${job}", ".+", "$job", ".+",
 	"${instance}", ".+", "$instance", ".+",
+	"${client}", ".+", "$client", ".+",
 	"${key_group}", ".+", "$key_group", ".+",
 )
 
