@@ -29,7 +29,7 @@ type board struct {
 	// client and keyGroup give the board a client and a key_group
 	// variable; set them when the board's metrics carry the label.
 	client, keyGroup bool
-	rows     []row
+	rows             []row
 }
 
 type row struct {
