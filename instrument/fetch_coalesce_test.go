@@ -282,12 +282,15 @@ func TestFetchSharedReadJudgedAtCallersClock(t *testing.T) {
 			t.Errorf("hard TTL expiries counted %v, want 1 (the re-read)", got)
 		}
 		miss, coalesced := lookups(ca, group, resultMiss), lookups(ca, group, resultCoalesced)
-		if hit, stale := lookups(ca, group, resultHit), lookups(ca, group, resultStale); hit != 0 || stale != 0 {
-			t.Errorf("lookups hit=%v stale=%v: the expired value was counted as served", hit, stale)
+		hit, stale := lookups(ca, group, resultHit), lookups(ca, group, resultStale)
+		if stale != 0 {
+			t.Errorf("lookups stale=%v: the expired value was counted as served", stale)
 		}
-		// The seed's miss, then one loader and n-1 callers who waited for it.
-		if miss != 2 || coalesced != n-1 {
-			t.Errorf("lookups miss=%v coalesced=%v, want 2 and %d", miss, coalesced, n-1)
+		// The seed's miss, then one loader and n-1 callers who waited for
+		// it — or, on a busy machine, whose re-read came after the reload
+		// had landed: a fresh hit of the new value, counted as one.
+		if miss != 2 || coalesced+hit != n-1 {
+			t.Errorf("lookups miss=%v coalesced=%v hit=%v, want 2 and %d waiting or hitting the reload", miss, coalesced, hit, n-1)
 		}
 	})
 	lintRegistry(t, reg)
