@@ -42,37 +42,56 @@ var benchKeys = func() int {
 // GET latency while the exporter runs with idle windows of 15 s before it
 // starts and after it stops.
 // Run it once: go test -run x -bench BenchmarkSample -benchtime 1x ./exporter/
-// (CACHEWATCH_BENCH=lock_scan_count,… picks the lock-pass SCAN COUNTs
-// measured; default the default).
+// (CACHEWATCH_BENCH=COUNT[/SHARE],… picks the lock-pass SCAN COUNTs and the
+// shares of the interval the lock pass is spread over, run in the order
+// given, so A/B runs can be interleaved: 25/0.5,25/0.8,25/0.5,25/0.8;
+// default the defaults).
 //
 // Reported: locks_s (from start until exact lock figures for every lock were
-// published), lock_pass_s (duration of one lock pass), cover_s (from start
+// published), lock_pass_s (duration of the first lock pass), lock_pass_max_s
+// and lock_passes (the longest of the lock passes seen, and how many
+// completed before the keyspace was covered: one per interval), cover_s (from start
 // until the whole keyspace was covered; the target is ≤ 120), heap_MB
 // (exporter heap in use at the end), GET p50/p99 idle and while the
 // exporter runs in ms, and p99_ratio (running ÷ idle; the target is ≤ 1.25).
 func BenchmarkSample(b *testing.B) {
 	srv := redistest.Start(b)
 	load(b, srv.Client(b))
-	for _, count := range benchConfigs() {
-		b.Run(fmt.Sprintf("lock_scan_count=%d", count), func(b *testing.B) {
+	for _, c := range benchConfigs() {
+		b.Run(fmt.Sprintf("lock_scan_count=%d/share=%g", c.count, c.share), func(b *testing.B) {
 			for b.Loop() {
-				benchCover(b, srv.Addr, count)
+				benchCover(b, srv.Addr, c)
 			}
 		})
 	}
 }
 
-// benchConfigs are the lock-pass SCAN COUNTs measured: CACHEWATCH_BENCH as a
-// comma list, or the default.
-func benchConfigs() []int {
-	var out []int
+// benchConfig is one measured variant of the lock pass.
+type benchConfig struct {
+	count int     // SCAN … MATCH COUNT
+	share float64 // fraction of the interval the pass is spread over
+}
+
+// benchConfigs are the variants measured: CACHEWATCH_BENCH as a comma list
+// of COUNT[/SHARE], or the defaults.
+func benchConfigs() []benchConfig {
+	var out []benchConfig
 	for _, f := range strings.Split(os.Getenv("CACHEWATCH_BENCH"), ",") {
-		if n, err := strconv.Atoi(f); err == nil && n > 0 {
-			out = append(out, n)
+		count, share, _ := strings.Cut(f, "/")
+		c := benchConfig{share: exporter.LockPassShare}
+		var err error
+		if c.count, err = strconv.Atoi(count); err != nil || c.count <= 0 {
+			continue
 		}
+		if share != "" {
+			if c.share, err = strconv.ParseFloat(share, 64); err != nil || c.share <= 0 || c.share > 1 {
+				continue
+			}
+		}
+		out = append(out, c)
 	}
 	if len(out) == 0 {
-		out = []int{exporter.DefaultLockScanCount}
+		out = []benchConfig{{exporter.DefaultLockScanCount, exporter.LockPassShare}}
 	}
 	return out
 }
@@ -107,12 +126,13 @@ func load(b *testing.B, rdb *redis.Client) {
 	}
 }
 
-func benchCover(b *testing.B, addr string, lockScanCount int) {
+func benchCover(b *testing.B, addr string, c benchConfig) {
 	const idle = 15 * time.Second
-	e, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{addr}}, LockScanCount: lockScanCount})
+	e, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{addr}}, LockScanCount: c.count})
 	if err != nil {
 		b.Fatal(err)
 	}
+	exporter.SetLockPassShare(e, c.share)
 	other := startGetLoop(b, addr)
 	time.Sleep(idle) // the other client alone
 	ctx, cancel := context.WithCancel(context.Background())
@@ -120,7 +140,9 @@ func benchCover(b *testing.B, addr string, lockScanCount int) {
 	ran := make(chan error, 1)
 	go func() { ran <- e.Run(ctx) }()
 	var locksAt, coverAt time.Duration
-	var lockPass time.Duration
+	var lockPass, lockPassMax time.Duration
+	var lockPasses int
+	var lastLocks time.Time
 	for coverAt == 0 {
 		time.Sleep(100 * time.Millisecond)
 		s := e.Snapshots()[0]
@@ -130,6 +152,11 @@ func benchCover(b *testing.B, addr string, lockScanCount int) {
 				b.Fatalf("lock figures not exact: %+v", g)
 			}
 			lockPass = s.Pass.LocksComplete.Sub(s.Pass.LocksStarted)
+		}
+		if s.Pass != nil && !s.Pass.LocksComplete.IsZero() && !s.Pass.LocksComplete.Equal(lastLocks) {
+			lastLocks = s.Pass.LocksComplete
+			lockPasses++
+			lockPassMax = max(lockPassMax, s.Pass.LocksComplete.Sub(s.Pass.LocksStarted))
 		}
 		if s.ScanCycles >= 1 {
 			coverAt = time.Since(start)
@@ -152,6 +179,8 @@ func benchCover(b *testing.B, addr string, lockScanCount int) {
 	}
 	b.ReportMetric(locksAt.Seconds(), "locks_s")
 	b.ReportMetric(lockPass.Seconds(), "lock_pass_s")
+	b.ReportMetric(lockPassMax.Seconds(), "lock_pass_max_s")
+	b.ReportMetric(float64(lockPasses), "lock_passes")
 	b.ReportMetric(coverAt.Seconds(), "cover_s")
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap_MB")
 	b.ReportMetric(pct(idleLat, 50), "idle_p50_ms")

@@ -146,10 +146,16 @@ var ErrNotSampled = errors.New("exporter: not sampled yet")
 // Exporter samples Redis nodes and serves their last sample as metrics.
 // It is safe for concurrent use.
 type Exporter struct {
-	opts   Options
-	clock  clockwork.Clock
-	groups *keygroup.Classifier
-	seed   maphash.Seed
+	opts  Options
+	clock clockwork.Clock
+	// pacer is the clock of pacing and of the per-sample time budget: the
+	// real clock (they bound the load on Redis); tests inject a fake one.
+	pacer clockwork.Clock
+	// lockShare is the fraction of Interval the lock pass is spread over
+	// (lockPassShare; benchmarks compare others).
+	lockShare float64
+	groups    *keygroup.Classifier
+	seed      maphash.Seed
 	// sampleM makes samples (and Close) one at a time; it guards nodes,
 	// mode and closed.
 	sampleM sync.Mutex
@@ -209,7 +215,8 @@ func New(opts Options) (*Exporter, error) {
 		}
 	}
 	e := &Exporter{
-		opts: opts, clock: clock, groups: groups, seed: maphash.MakeSeed(), mode: opts.Target.Mode,
+		opts: opts, clock: clock, pacer: clockwork.NewRealClock(), lockShare: lockPassShare,
+		groups: groups, seed: maphash.MakeSeed(), mode: opts.Target.Mode,
 		nodes: map[string]*node{}, snaps: map[string]*NodeSnapshot{},
 	}
 	for _, a := range opts.Target.Addrs {
