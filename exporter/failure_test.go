@@ -228,6 +228,21 @@ func TestParseURL(t *testing.T) {
 	if _, err := exporter.ParseURL("redis://u:hunter2@host:1"); !errors.Is(err, exporter.ErrPasswordInURL) || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("password in URL: %v", err)
 	}
+	// A password in a query parameter is refused too, naming the parameter
+	// and never repeating its value (the command refuses it the same way).
+	for _, q := range []string{"password=hunter2", "requirepass=hunter2", "PASS=hunter2", "auth=hunter2", "p%61ssword=hunter2",
+		"dial_timeout=2s&password=hunter2", "password=hunter2%zz"} {
+		_, err := exporter.ParseURL("redis://host:1/0?" + q)
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("ParseURL(…?%s) = %v, want a refusal that does not repeat the password", q, err)
+		}
+	}
+	if _, err := exporter.ParseURL("redis://host:1/0?password=hunter2"); !errors.Is(err, exporter.ErrPasswordInURL) || !strings.Contains(err.Error(), `parameter "password"`) {
+		t.Errorf("password parameter: %v", err)
+	}
+	if tg, err := exporter.ParseURL("redis://host:1/0?dial_timeout=2s"); err != nil || tg.Password != "" {
+		t.Errorf("a parameter without a password: %+v %v", tg, err)
+	}
 	for _, bad := range []string{"http://host:1", "redis://host:1/x", "redis://", "redis://u:hunter2@host:%zz"} {
 		_, err := exporter.ParseURL(bad)
 		if err == nil || strings.Contains(err.Error(), "hunter2") {

@@ -205,7 +205,7 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 	}
 
 	if err := n.rdb.Ping(ctx).Err(); err != nil {
-		se := stageErr(StageConnect, e.opts.Target.plaintextHint(err))
+		se := stageErr(StageConnect, e.opts.Target.plaintextHint(ctx, n.addr, err))
 		if se.fatal() || se.Class == ClassOther || se.Class == ClassMalformed {
 			return finish(se)
 		}
