@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,7 +54,10 @@ var benchKeys = func() int {
 // completed before the keyspace was covered: one per interval), cover_s (from start
 // until the whole keyspace was covered; the target is ≤ 120), heap_MB
 // (exporter heap in use at the end), GET p50/p99 idle and while the
-// exporter runs in ms, and p99_ratio (running ÷ idle; the target is ≤ 1.25).
+// exporter runs in ms, p99_ratio (running ÷ idle; the target is ≤ 1.25),
+// exporter_cpu_pct (this process's CPU time while the exporter ran, % of one
+// core) and redis_cmd_pct (the server's time in commands other than the
+// other client's GETs, INFO commandstats, % of the run).
 func BenchmarkSample(b *testing.B) {
 	srv := redistest.Start(b)
 	load(b, srv.Client(b))
@@ -136,6 +140,10 @@ func benchCover(b *testing.B, addr string, c benchConfig) {
 	other := startGetLoop(b, addr)
 	time.Sleep(idle) // the other client alone
 	ctx, cancel := context.WithCancel(context.Background())
+	stats := redis.NewClient(&redis.Options{Addr: addr})
+	defer stats.Close()
+	usecBefore := commandUsec(b, stats)
+	cpuBefore := cpuTime()
 	start := time.Now()
 	ran := make(chan error, 1)
 	go func() { ran <- e.Run(ctx) }()
@@ -166,6 +174,8 @@ func benchCover(b *testing.B, addr string, c benchConfig) {
 		}
 	}
 	stop := time.Now()
+	cpu := cpuTime() - cpuBefore
+	usec := commandUsec(b, stats) - usecBefore
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -183,11 +193,44 @@ func benchCover(b *testing.B, addr string, c benchConfig) {
 	b.ReportMetric(float64(lockPasses), "lock_passes")
 	b.ReportMetric(coverAt.Seconds(), "cover_s")
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap_MB")
+	b.ReportMetric(100*cpu.Seconds()/stop.Sub(start).Seconds(), "exporter_cpu_pct")
+	b.ReportMetric(100*float64(usec)/1e6/stop.Sub(start).Seconds(), "redis_cmd_pct")
 	b.ReportMetric(pct(idleLat, 50), "idle_p50_ms")
 	b.ReportMetric(pct(idleLat, 99), "idle_p99_ms")
 	b.ReportMetric(pct(busy, 50), "running_p50_ms")
 	b.ReportMetric(pct(busy, 99), "running_p99_ms")
 	b.ReportMetric(pct(busy, 99)/pct(idleLat, 99), "p99_ratio")
+}
+
+// cpuTime is the user and system CPU time of this process (the exporter;
+// the other client is another process).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// commandUsec is the server's time in commands other than GET (the other
+// client's) and INFO, from INFO commandstats, in microseconds.
+func commandUsec(b *testing.B, c *redis.Client) int64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_get" || name == "cmdstat_info" {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				total += n
+			}
+		}
+	}
+	return total
 }
 
 // getLoopEnv makes the test binary run the other client's GET loop
