@@ -43,10 +43,11 @@ var benchKeys = func() int {
 // GET latency while the exporter runs with idle windows of 15 s before it
 // starts and after it stops.
 // Run it once: go test -run x -bench BenchmarkSample -benchtime 1x ./exporter/
-// (CACHEWATCH_BENCH=COUNT[/SHARE],… picks the lock-pass SCAN COUNTs and the
-// shares of the interval the lock pass is spread over, run in the order
-// given, so A/B runs can be interleaved: 25/0.5,25/0.8,25/0.5,25/0.8;
-// default the defaults).
+// (CACHEWATCH_BENCH=COUNT[/SHARE[/MINSLEEP]],… picks the lock-pass SCAN
+// COUNTs, the shares of the interval the lock pass is spread over and how
+// far ahead of schedule the passes get before they sleep, run in the order
+// given, so A/B runs can be interleaved: 25/0.8/0s,25/0.8/2ms,…; default
+// the defaults).
 //
 // Reported: locks_s (from start until exact lock figures for every lock were
 // published), lock_pass_s (duration of the first lock pass), lock_pass_max_s
@@ -62,7 +63,7 @@ func BenchmarkSample(b *testing.B) {
 	srv := redistest.Start(b)
 	load(b, srv.Client(b))
 	for _, c := range benchConfigs() {
-		b.Run(fmt.Sprintf("lock_scan_count=%d/share=%g", c.count, c.share), func(b *testing.B) {
+		b.Run(fmt.Sprintf("lock_scan_count=%d/share=%g/min_sleep=%v", c.count, c.share, c.minSleep), func(b *testing.B) {
 			for b.Loop() {
 				benchCover(b, srv.Addr, c)
 			}
@@ -74,16 +75,25 @@ func BenchmarkSample(b *testing.B) {
 type benchConfig struct {
 	count int     // SCAN … MATCH COUNT
 	share float64 // fraction of the interval the pass is spread over
+	// minSleep is how far ahead of schedule a paced pass gets before it
+	// sleeps.
+	minSleep time.Duration
 }
 
 // benchConfigs are the variants measured: CACHEWATCH_BENCH as a comma list
-// of COUNT[/SHARE], or the defaults.
+// of COUNT[/SHARE[/MINSLEEP]], or the defaults.
 func benchConfigs() []benchConfig {
 	var out []benchConfig
 	for _, f := range strings.Split(os.Getenv("CACHEWATCH_BENCH"), ",") {
 		count, share, _ := strings.Cut(f, "/")
-		c := benchConfig{share: exporter.LockPassShare}
+		share, minSleep, _ := strings.Cut(share, "/")
+		c := benchConfig{share: exporter.LockPassShare, minSleep: exporter.MinPaceSleep}
 		var err error
+		if minSleep != "" {
+			if c.minSleep, err = time.ParseDuration(minSleep); err != nil || c.minSleep < 0 {
+				continue
+			}
+		}
 		if c.count, err = strconv.Atoi(count); err != nil || c.count <= 0 {
 			continue
 		}
@@ -95,7 +105,7 @@ func benchConfigs() []benchConfig {
 		out = append(out, c)
 	}
 	if len(out) == 0 {
-		out = []benchConfig{{exporter.DefaultLockScanCount, exporter.LockPassShare}}
+		out = []benchConfig{{exporter.DefaultLockScanCount, exporter.LockPassShare, exporter.MinPaceSleep}}
 	}
 	return out
 }
@@ -137,6 +147,7 @@ func benchCover(b *testing.B, addr string, c benchConfig) {
 		b.Fatal(err)
 	}
 	exporter.SetLockPassShare(e, c.share)
+	exporter.SetMinPaceSleep(e, c.minSleep)
 	other := startGetLoop(b, addr)
 	time.Sleep(idle) // the other client alone
 	ctx, cancel := context.WithCancel(context.Background())

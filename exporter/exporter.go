@@ -76,6 +76,9 @@ const (
 	// MaxStreamGroups bounds the consumer groups exported per stream; the
 	// rest are counted in cachewatch_exporter_stream_groups_dropped.
 	MaxStreamGroups = 50
+	// minPaceSleep is the least a paced pass gets ahead of schedule before
+	// it sleeps: a few SCAN calls of the lock pass between sleeps.
+	minPaceSleep = 2 * time.Millisecond
 	// maxTrackedLocks bounds the owner-token memory per node.
 	maxTrackedLocks = 100000
 )
@@ -154,8 +157,11 @@ type Exporter struct {
 	// lockShare is the fraction of Interval the lock pass is spread over
 	// (lockPassShare; benchmarks compare others).
 	lockShare float64
-	groups    *keygroup.Classifier
-	seed      maphash.Seed
+	// minSleep is the least a pass gets ahead of its pace before it sleeps
+	// (minPaceSleep; benchmarks compare others).
+	minSleep time.Duration
+	groups   *keygroup.Classifier
+	seed     maphash.Seed
 	// sampleM makes samples (and Close) one at a time; it guards nodes,
 	// mode and closed.
 	sampleM sync.Mutex
@@ -215,7 +221,7 @@ func New(opts Options) (*Exporter, error) {
 		}
 	}
 	e := &Exporter{
-		opts: opts, clock: clock, pacer: clockwork.NewRealClock(), lockShare: lockPassShare,
+		opts: opts, clock: clock, pacer: clockwork.NewRealClock(), lockShare: lockPassShare, minSleep: minPaceSleep,
 		groups: groups, seed: maphash.MakeSeed(), mode: opts.Target.Mode,
 		nodes: map[string]*node{}, snaps: map[string]*NodeSnapshot{},
 	}
