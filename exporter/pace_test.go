@@ -83,8 +83,8 @@ func driveSample(t *testing.T, e *Exporter, fc *clockwork.FakeClock) *NodeSnapsh
 }
 
 // The lock pass is paced by the pacing clock, not wall time: its SCAN … MATCH
-// calls never run ahead of the rate derived from the key count (INFO
-// keyspace) and the interval, the pass is spread over most of the interval
+// calls never run ahead (by more than minPaceSleep) of the rate derived from
+// the key count (INFO keyspace) and the interval, the pass is spread over most of the interval
 // (not rushed into half of it), it still ends within the interval, and the
 // lock figures it publishes are exact.
 func TestLockPassPacedOverInterval(t *testing.T) {
@@ -148,7 +148,6 @@ func TestLockPassPacedOverInterval(t *testing.T) {
 	for i, at := range calls {
 		due := time.Duration(float64(i*DefaultLockScanCount) / rate * float64(time.Second))
 		if at < due-minPaceSleep-time.Microsecond { // it sleeps once minPaceSleep ahead
-
 			t.Fatalf("SCAN %d of %d sent %v after the start, before its pace allows (%v)", i, len(calls), at, due)
 		}
 	}
