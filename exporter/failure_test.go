@@ -175,16 +175,20 @@ func TestKilledMidSample(t *testing.T) {
 	}
 	// The kill may fail two stages of the sample in flight (the backoff
 	// then doubles), so step the clock a second at a time: the node must be
-	// dialled again and come up once its backoff has passed.
+	// dialled again and come up once its backoff has passed. Two failed
+	// dials (both passes reconnecting after the kill) also make go-redis's
+	// pool refuse to dial for about a second of real time, which the fake
+	// clock does not move: each step also lets some real time pass.
 	for step := 1; ; step++ {
 		clk.Advance(time.Second)
 		s2 := e.Sample(ctx)[0]
 		if s2.Up {
 			break
 		}
-		if step == 10 {
-			t.Fatalf("after restart, still down 10s of backoff later: %v", s2.Err)
+		if step == 20 {
+			t.Fatalf("after restart, still down 20s of backoff later: %v", s2.Err)
 		}
+		time.Sleep(150 * time.Millisecond)
 	}
 	_, got = scrape(t, reg)
 	if v, ok := got[fmt.Sprintf(`cachewatch_exporter_keys_sampled{key_group="item:*",node=%q}`, srv.Addr)]; ok {
