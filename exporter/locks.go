@@ -13,9 +13,10 @@ import (
 // (within 90 % of MaxDuration, the sample's time budget), at a rate derived
 // from the node's key count (INFO keyspace): on 1,000,000 keys at the
 // default 15 s interval that is about 85,000 keys/s, 3,400 SCAN calls of
-// COUNT 25 per second, ending about 12 s into the interval. Spreading it
-// over half the interval (5,400 calls/s) put other clients' GET p99 at
-// 1.27× idle in BenchmarkSample (docs/benchmarks.md).
+// COUNT 25 per second, ending about 12 s into the interval. That lowers
+// the peak rate (5,400 calls/s over half the interval), not the work per
+// interval: in BenchmarkSample on a loaded 2-core machine other clients'
+// GET p99 was 1.4–1.9× idle either way (docs/benchmarks.md).
 const (
 	lockPassShare = 0.8
 	// minLockScanRate (keys/s) covers a small keyspace at once: below
