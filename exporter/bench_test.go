@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,37 +43,69 @@ var benchKeys = func() int {
 // GET latency while the exporter runs with idle windows of 15 s before it
 // starts and after it stops.
 // Run it once: go test -run x -bench BenchmarkSample -benchtime 1x ./exporter/
-// (CACHEWATCH_BENCH=lock_scan_count,… picks the lock-pass SCAN COUNTs
-// measured; default the default).
+// (CACHEWATCH_BENCH=COUNT[/SHARE[/MINSLEEP]],… picks the lock-pass SCAN
+// COUNTs, the shares of the interval the lock pass is spread over and how
+// far ahead of schedule the passes get before they sleep, run in the order
+// given, so A/B runs can be interleaved: 25/0.8/0s,25/0.8/2ms,…; default
+// the defaults).
 //
 // Reported: locks_s (from start until exact lock figures for every lock were
-// published), lock_pass_s (duration of one lock pass), cover_s (from start
+// published), lock_pass_s (duration of the first lock pass), lock_pass_max_s
+// and lock_passes (the longest of the lock passes seen, and how many
+// completed before the keyspace was covered: one per interval), cover_s (from start
 // until the whole keyspace was covered; the target is ≤ 120), heap_MB
 // (exporter heap in use at the end), GET p50/p99 idle and while the
-// exporter runs in ms, and p99_ratio (running ÷ idle; the target is ≤ 1.25).
+// exporter runs in ms, p99_ratio (running ÷ idle; the target is ≤ 1.25),
+// exporter_cpu_pct (this process's CPU time while the exporter ran, % of one
+// core) and redis_cmd_pct (the server's time in commands other than the
+// other client's GETs, INFO commandstats, % of the run).
 func BenchmarkSample(b *testing.B) {
 	srv := redistest.Start(b)
 	load(b, srv.Client(b))
-	for _, count := range benchConfigs() {
-		b.Run(fmt.Sprintf("lock_scan_count=%d", count), func(b *testing.B) {
+	for _, c := range benchConfigs() {
+		b.Run(fmt.Sprintf("lock_scan_count=%d/share=%g/min_sleep=%v", c.count, c.share, c.minSleep), func(b *testing.B) {
 			for b.Loop() {
-				benchCover(b, srv.Addr, count)
+				benchCover(b, srv.Addr, c)
 			}
 		})
 	}
 }
 
-// benchConfigs are the lock-pass SCAN COUNTs measured: CACHEWATCH_BENCH as a
-// comma list, or the default.
-func benchConfigs() []int {
-	var out []int
+// benchConfig is one measured variant of the lock pass.
+type benchConfig struct {
+	count int     // SCAN … MATCH COUNT
+	share float64 // fraction of the interval the pass is spread over
+	// minSleep is how far ahead of schedule a paced pass gets before it
+	// sleeps.
+	minSleep time.Duration
+}
+
+// benchConfigs are the variants measured: CACHEWATCH_BENCH as a comma list
+// of COUNT[/SHARE[/MINSLEEP]], or the defaults.
+func benchConfigs() []benchConfig {
+	var out []benchConfig
 	for _, f := range strings.Split(os.Getenv("CACHEWATCH_BENCH"), ",") {
-		if n, err := strconv.Atoi(f); err == nil && n > 0 {
-			out = append(out, n)
+		count, share, _ := strings.Cut(f, "/")
+		share, minSleep, _ := strings.Cut(share, "/")
+		c := benchConfig{share: exporter.LockPassShare, minSleep: exporter.MinPaceSleep}
+		var err error
+		if minSleep != "" {
+			if c.minSleep, err = time.ParseDuration(minSleep); err != nil || c.minSleep < 0 {
+				continue
+			}
 		}
+		if c.count, err = strconv.Atoi(count); err != nil || c.count <= 0 {
+			continue
+		}
+		if share != "" {
+			if c.share, err = strconv.ParseFloat(share, 64); err != nil || c.share <= 0 || c.share > 1 {
+				continue
+			}
+		}
+		out = append(out, c)
 	}
 	if len(out) == 0 {
-		out = []int{exporter.DefaultLockScanCount}
+		out = []benchConfig{{exporter.DefaultLockScanCount, exporter.LockPassShare, exporter.MinPaceSleep}}
 	}
 	return out
 }
@@ -107,20 +140,28 @@ func load(b *testing.B, rdb *redis.Client) {
 	}
 }
 
-func benchCover(b *testing.B, addr string, lockScanCount int) {
+func benchCover(b *testing.B, addr string, c benchConfig) {
 	const idle = 15 * time.Second
-	e, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{addr}}, LockScanCount: lockScanCount})
+	e, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{addr}}, LockScanCount: c.count})
 	if err != nil {
 		b.Fatal(err)
 	}
+	exporter.SetLockPassShare(e, c.share)
+	exporter.SetMinPaceSleep(e, c.minSleep)
 	other := startGetLoop(b, addr)
 	time.Sleep(idle) // the other client alone
 	ctx, cancel := context.WithCancel(context.Background())
+	stats := redis.NewClient(&redis.Options{Addr: addr})
+	defer stats.Close()
+	usecBefore := commandUsec(b, stats)
+	cpuBefore := cpuTime()
 	start := time.Now()
 	ran := make(chan error, 1)
 	go func() { ran <- e.Run(ctx) }()
 	var locksAt, coverAt time.Duration
-	var lockPass time.Duration
+	var lockPass, lockPassMax time.Duration
+	var lockPasses int
+	var lastLocks time.Time
 	for coverAt == 0 {
 		time.Sleep(100 * time.Millisecond)
 		s := e.Snapshots()[0]
@@ -131,6 +172,11 @@ func benchCover(b *testing.B, addr string, lockScanCount int) {
 			}
 			lockPass = s.Pass.LocksComplete.Sub(s.Pass.LocksStarted)
 		}
+		if s.Pass != nil && !s.Pass.LocksComplete.IsZero() && !s.Pass.LocksComplete.Equal(lastLocks) {
+			lastLocks = s.Pass.LocksComplete
+			lockPasses++
+			lockPassMax = max(lockPassMax, s.Pass.LocksComplete.Sub(s.Pass.LocksStarted))
+		}
 		if s.ScanCycles >= 1 {
 			coverAt = time.Since(start)
 		}
@@ -139,6 +185,8 @@ func benchCover(b *testing.B, addr string, lockScanCount int) {
 		}
 	}
 	stop := time.Now()
+	cpu := cpuTime() - cpuBefore
+	usec := commandUsec(b, stats) - usecBefore
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -152,13 +200,48 @@ func benchCover(b *testing.B, addr string, lockScanCount int) {
 	}
 	b.ReportMetric(locksAt.Seconds(), "locks_s")
 	b.ReportMetric(lockPass.Seconds(), "lock_pass_s")
+	b.ReportMetric(lockPassMax.Seconds(), "lock_pass_max_s")
+	b.ReportMetric(float64(lockPasses), "lock_passes")
 	b.ReportMetric(coverAt.Seconds(), "cover_s")
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap_MB")
+	b.ReportMetric(100*cpu.Seconds()/stop.Sub(start).Seconds(), "exporter_cpu_pct")
+	b.ReportMetric(100*float64(usec)/1e6/stop.Sub(start).Seconds(), "redis_cmd_pct")
 	b.ReportMetric(pct(idleLat, 50), "idle_p50_ms")
 	b.ReportMetric(pct(idleLat, 99), "idle_p99_ms")
 	b.ReportMetric(pct(busy, 50), "running_p50_ms")
 	b.ReportMetric(pct(busy, 99), "running_p99_ms")
 	b.ReportMetric(pct(busy, 99)/pct(idleLat, 99), "p99_ratio")
+}
+
+// cpuTime is the user and system CPU time of this process (the exporter;
+// the other client is another process).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// commandUsec is the server's time in commands other than GET (the other
+// client's) and INFO, from INFO commandstats, in microseconds.
+func commandUsec(b *testing.B, c *redis.Client) int64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_get" || name == "cmdstat_info" {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				total += n
+			}
+		}
+	}
+	return total
 }
 
 // getLoopEnv makes the test binary run the other client's GET loop

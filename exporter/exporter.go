@@ -57,14 +57,14 @@ const (
 	DefaultScanCount   = 25
 	DefaultBatch       = 25
 	DefaultLongHeld    = time.Minute
-	// DefaultKeysPerSecond paces the whole-keyspace pass per node: at this
-	// rate a 2-core server's other clients kept their GET p99 within 1.25×
-	// of idle in BenchmarkSample (docs/benchmarks.md).
+	// DefaultKeysPerSecond paces the whole-keyspace pass per node: a
+	// 1,000,000-key node is covered in under two minutes (BenchmarkSample,
+	// with other clients' GET latency meanwhile: docs/benchmarks.md).
 	DefaultKeysPerSecond = 10000
 	// DefaultLockScanCount is the COUNT of the lock pass's SCAN … MATCH:
 	// small, so that each call holds the server for a short time (COUNT
-	// 100 quadrupled other clients' GET p99 in BenchmarkSample, 25 kept it
-	// within 1.25× of idle; docs/benchmarks.md).
+	// 100 raised other clients' GET p99 more than 25 in BenchmarkSample;
+	// docs/benchmarks.md).
 	DefaultLockScanCount = 25
 	// DefaultLockPattern is the lock pattern used when Options.LockPatterns is empty.
 	DefaultLockPattern = "lock:*"
@@ -76,6 +76,9 @@ const (
 	// MaxStreamGroups bounds the consumer groups exported per stream; the
 	// rest are counted in cachewatch_exporter_stream_groups_dropped.
 	MaxStreamGroups = 50
+	// minPaceSleep is the least a paced pass gets ahead of schedule before
+	// it sleeps: a few SCAN calls of the lock pass between sleeps.
+	minPaceSleep = 2 * time.Millisecond
 	// maxTrackedLocks bounds the owner-token memory per node.
 	maxTrackedLocks = 100000
 )
@@ -113,7 +116,7 @@ type Options struct {
 	// KeysPerSecond paces the whole-keyspace pass of each node, so the
 	// sampler takes a bounded share of a single-threaded server. 0 means
 	// DefaultKeysPerSecond; a negative value turns pacing off (the lock
-	// pass too, which is otherwise spread over half the interval).
+	// pass too, which is otherwise spread over 80 % of the interval).
 	KeysPerSecond float64
 	// LongHeld is how long an owner token must be seen unchanged for its
 	// lock to count as long-held; default 1m.
@@ -146,10 +149,19 @@ var ErrNotSampled = errors.New("exporter: not sampled yet")
 // Exporter samples Redis nodes and serves their last sample as metrics.
 // It is safe for concurrent use.
 type Exporter struct {
-	opts   Options
-	clock  clockwork.Clock
-	groups *keygroup.Classifier
-	seed   maphash.Seed
+	opts  Options
+	clock clockwork.Clock
+	// pacer is the clock of pacing and of the per-sample time budget: the
+	// real clock (they bound the load on Redis); tests inject a fake one.
+	pacer clockwork.Clock
+	// lockShare is the fraction of Interval the lock pass is spread over
+	// (lockPassShare; benchmarks compare others).
+	lockShare float64
+	// minSleep is the least a pass gets ahead of its pace before it sleeps
+	// (minPaceSleep; benchmarks compare others).
+	minSleep time.Duration
+	groups   *keygroup.Classifier
+	seed     maphash.Seed
 	// sampleM makes samples (and Close) one at a time; it guards nodes,
 	// mode and closed.
 	sampleM sync.Mutex
@@ -209,7 +221,8 @@ func New(opts Options) (*Exporter, error) {
 		}
 	}
 	e := &Exporter{
-		opts: opts, clock: clock, groups: groups, seed: maphash.MakeSeed(), mode: opts.Target.Mode,
+		opts: opts, clock: clock, pacer: clockwork.NewRealClock(), lockShare: lockPassShare, minSleep: minPaceSleep,
+		groups: groups, seed: maphash.MakeSeed(), mode: opts.Target.Mode,
 		nodes: map[string]*node{}, snaps: map[string]*NodeSnapshot{},
 	}
 	for _, a := range opts.Target.Addrs {

@@ -175,16 +175,20 @@ func TestKilledMidSample(t *testing.T) {
 	}
 	// The kill may fail two stages of the sample in flight (the backoff
 	// then doubles), so step the clock a second at a time: the node must be
-	// dialled again and come up once its backoff has passed.
+	// dialled again and come up once its backoff has passed. Two failed
+	// dials (both passes reconnecting after the kill) also make go-redis's
+	// pool refuse to dial for about a second of real time, which the fake
+	// clock does not move: each step also lets some real time pass.
 	for step := 1; ; step++ {
 		clk.Advance(time.Second)
 		s2 := e.Sample(ctx)[0]
 		if s2.Up {
 			break
 		}
-		if step == 10 {
-			t.Fatalf("after restart, still down 10s of backoff later: %v", s2.Err)
+		if step == 20 {
+			t.Fatalf("after restart, still down 20s of backoff later: %v", s2.Err)
 		}
+		time.Sleep(150 * time.Millisecond)
 	}
 	_, got = scrape(t, reg)
 	if v, ok := got[fmt.Sprintf(`cachewatch_exporter_keys_sampled{key_group="item:*",node=%q}`, srv.Addr)]; ok {
@@ -227,6 +231,21 @@ func TestParseURL(t *testing.T) {
 	}
 	if _, err := exporter.ParseURL("redis://u:hunter2@host:1"); !errors.Is(err, exporter.ErrPasswordInURL) || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("password in URL: %v", err)
+	}
+	// A password in a query parameter is refused too, naming the parameter
+	// and never repeating its value (the command refuses it the same way).
+	for _, q := range []string{"password=hunter2", "requirepass=hunter2", "PASS=hunter2", "auth=hunter2", "p%61ssword=hunter2",
+		"dial_timeout=2s&password=hunter2", "password=hunter2%zz"} {
+		_, err := exporter.ParseURL("redis://host:1/0?" + q)
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("ParseURL(…?%s) = %v, want a refusal that does not repeat the password", q, err)
+		}
+	}
+	if _, err := exporter.ParseURL("redis://host:1/0?password=hunter2"); !errors.Is(err, exporter.ErrPasswordInURL) || !strings.Contains(err.Error(), `parameter "password"`) {
+		t.Errorf("password parameter: %v", err)
+	}
+	if tg, err := exporter.ParseURL("redis://host:1/0?dial_timeout=2s"); err != nil || tg.Password != "" {
+		t.Errorf("a parameter without a password: %+v %v", tg, err)
 	}
 	for _, bad := range []string{"http://host:1", "redis://host:1/x", "redis://", "redis://u:hunter2@host:%zz"} {
 		_, err := exporter.ParseURL(bad)

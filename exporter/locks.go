@@ -9,9 +9,36 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// minLockScanRate is the slowest the lock pass walks the keyspace (keys per
-// second): a small keyspace is covered at once.
-const minLockScanRate = 100_000
+// Pacing of the lock pass. It is spread over lockPassShare of the interval
+// (within 90 % of MaxDuration, the sample's time budget), at a rate derived
+// from the node's key count (INFO keyspace): on 1,000,000 keys at the
+// default 15 s interval that is about 85,000 keys/s, 3,400 SCAN calls of
+// COUNT 25 per second, ending about 12 s into the interval. That lowers
+// the peak rate (5,400 calls/s over half the interval), not the work per
+// interval: in BenchmarkSample on a loaded 2-core machine other clients'
+// GET p99 was 1.4–1.9× idle either way (docs/benchmarks.md).
+const (
+	lockPassShare = 0.8
+	// minLockScanRate (keys/s) covers a small keyspace at once: below
+	// about 230,000 keys the pass takes less than the spread.
+	minLockScanRate = 20_000
+	// unknownLockScanRate (keys/s) is the pace when the key count is
+	// unknown (INFO refused).
+	unknownLockScanRate = 100_000
+)
+
+// lockScanRate is the lock pass's pace in keys per second (SCAN calls × COUNT);
+// negative when pacing is off.
+func (e *Exporter) lockScanRate(n *node) float64 {
+	if e.opts.KeysPerSecond < 0 {
+		return -1
+	}
+	if !n.dbKnown {
+		return unknownLockScanRate
+	}
+	spread := min(e.opts.Interval.Seconds()*e.lockShare, e.opts.MaxDuration.Seconds()*0.9)
+	return max(float64(n.dbKeys)/spread, minLockScanRate)
+}
 
 // errTokens marks a lock pass error of the owner-token reads (GETRANGE):
 // the locks are still counted, without long-held tracking.
@@ -36,11 +63,10 @@ type lockResult struct {
 
 // lockPass continues the lock pass: SCAN … MATCH for each lock pattern, and
 // for each lock key its TTL and the first MaxTokenBytes of its value
-// (GETRANGE: never an unbounded read). It is paced to cover the keyspace in
-// about half the interval or 80 % of MaxDuration, whichever is shorter (at
-// least minLockScanRate keys per second), so
-// that lock figures are exact and refreshed every interval. A pass cut by
-// the deadline resumes on the next sample.
+// (GETRANGE: never an unbounded read). It is paced by lockScanRate to end
+// within the interval, so that lock figures are exact and refreshed every
+// interval while each SCAN holds the server briefly and rarely. A pass cut
+// by the deadline resumes on the next sample.
 func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, readTokens bool, own lookups) []*StageError {
 	ls := &n.locks
 	if ls.res == nil {
@@ -54,17 +80,12 @@ func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, re
 	if !readTokens {
 		ls.res.tokensRead = false
 	}
-	rate := -1.0
-	if e.opts.KeysPerSecond > 0 {
-		// Half the interval, and well within the sample's time budget.
-		spread := min(e.opts.Interval.Seconds()/2, e.opts.MaxDuration.Seconds()*0.8)
-		rate = max(float64(n.dbKeys)/spread, minLockScanRate)
-	}
-	began, visited := time.Now(), 0
+	rate := e.lockScanRate(n)
+	began, visited := e.pacer.Now(), 0
 	var errs []*StageError
 	var batch []string
 	for ls.pattern < len(n.patterns) {
-		if time.Now().After(deadline) {
+		if e.pacer.Now().After(deadline) {
 			return append(errs, e.readLocks(ctx, n, batch, own)...)
 		}
 		keys, cursor, err := n.rdb.Scan(ctx, ls.cursor, n.patterns[ls.pattern], int64(e.opts.LockScanCount)).Result()
@@ -98,7 +119,7 @@ func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, re
 			batch = batch[:0]
 		}
 		visited += e.opts.LockScanCount
-		if err := pace(ctx, began, visited, rate); err != nil {
+		if err := e.pace(ctx, began, visited, rate); err != nil {
 			ls.res = nil
 			return append(errs, stageErr(StageLocks, err))
 		}

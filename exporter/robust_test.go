@@ -54,6 +54,59 @@ func TestTLSToPlaintextPort(t *testing.T) {
 	}
 }
 
+// Against a real TLS-only redis-server (throwaway CA): redis:// (plaintext)
+// at its port fails naming the TLS mismatch and exports up 0; rediss://
+// trusting the CA samples (up 1, exact lock figures); and rediss:// at a
+// plaintext port says the port does not speak TLS.
+func TestTLSMismatchRealServer(t *testing.T) {
+	srv := redistest.StartTLS(t)
+	ctx := context.Background()
+	must(t, srv.Client(t).Set(ctx, "lock:tls:1", "tok", time.Minute).Err())
+
+	plain, err := exporter.ParseURL("redis://" + srv.Addr)
+	must(t, err)
+	e, reg := newExporter(t, exporter.Options{Target: plain})
+	s := e.Sample(ctx)[0]
+	if s.Up || !errors.Is(s.Err, exporter.ErrTLSMismatch) || !strings.Contains(s.Err.Error(), "TLS mismatch") ||
+		!strings.Contains(s.Err.Error(), "rediss://") {
+		t.Fatalf("redis:// to a TLS port: up=%v err=%v", s.Up, s.Err)
+	}
+	var se *exporter.StageError
+	if !errors.As(s.Err, &se) || se.Stage != exporter.StageConnect || se.Class != exporter.ClassConnection {
+		t.Fatalf("stage error: %+v", se)
+	}
+	up := metrictest.Sum(t, reg, "cachewatch_exporter_up", "node", srv.Addr)
+	errs := metrictest.Sum(t, reg, "cachewatch_exporter_sample_errors_total", "stage", "connect", "class", "connection")
+	if up != 0 || errs != 1 {
+		t.Fatalf("redis:// to a TLS port: up %v, connect errors %v", up, errs)
+	}
+
+	secure, err := exporter.ParseURL("rediss://" + srv.Addr)
+	must(t, err)
+	secure.TLS = srv.ClientTLS()
+	e, reg = newExporter(t, exporter.Options{Target: secure})
+	if s := e.Sample(ctx)[0]; !s.Up || len(s.Errors) > 0 {
+		t.Fatalf("rediss:// with the CA: up=%v err=%v errors=%v", s.Up, s.Err, s.Errors)
+	}
+	if up, locks := metrictest.Sum(t, reg, "cachewatch_exporter_up", "node", srv.Addr),
+		metrictest.Sum(t, reg, "cachewatch_exporter_locks_held"); up != 1 || locks != 1 {
+		t.Fatalf("rediss:// with the CA: up %v, locks_held %v", up, locks)
+	}
+
+	plainSrv := redistest.Start(t)
+	wrong, err := exporter.ParseURL("rediss://" + plainSrv.Addr)
+	must(t, err)
+	wrong.TLS = srv.ClientTLS()
+	e, reg = newExporter(t, exporter.Options{Target: wrong})
+	s = e.Sample(ctx)[0]
+	if s.Up || !errors.Is(s.Err, exporter.ErrTLSMismatch) || !strings.Contains(s.Err.Error(), "does not speak TLS") {
+		t.Fatalf("rediss:// to a plaintext port: up=%v err=%v", s.Up, s.Err)
+	}
+	if up := metrictest.Sum(t, reg, "cachewatch_exporter_up", "node", plainSrv.Addr); up != 0 {
+		t.Fatalf("rediss:// to a plaintext port: up %v", up)
+	}
+}
+
 // A consumer group name that is not valid UTF-8 (any client can create one)
 // and a key whose group is not valid UTF-8 never fail a scrape: the label
 // values are sanitised and every series, up included, is served.
@@ -352,8 +405,9 @@ func TestFailedNodeIsRateBounded(t *testing.T) {
 		clk.Advance(100 * time.Millisecond)
 	}
 	// 10 virtual seconds: samples at 0, 1, 3 and 7 s, topology reads at the
-	// same times; one connection each.
-	if got := accepted.Load(); got > 8 {
+	// same times; one connection each, and one TLS probe per failed sample
+	// (does the port speak TLS?).
+	if got := accepted.Load(); got > 12 {
 		t.Errorf("%d connections over %d samples", got, samples)
 	}
 	_, got := scrape(t, reg)

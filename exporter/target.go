@@ -37,7 +37,8 @@ const (
 )
 
 // ErrTLSMismatch marks a connection whose TLS setting does not match the
-// server's: rediss:// (TLS) to a plaintext port, the error says which.
+// server's: rediss:// (TLS) to a plaintext port, or redis:// (plaintext) to
+// a port that speaks TLS; the error says which.
 var ErrTLSMismatch = errors.New("exporter: TLS mismatch")
 
 // Target says how to reach the Redis to sample.
@@ -68,8 +69,12 @@ func (t Target) String() string {
 }
 
 // ParseURL parses redis://[user@]host:port[/db] or rediss://… (TLS) into a
-// Target. A URL with a password is refused with ErrPasswordInURL, and errors
-// never repeat the URL's user information.
+// Target. A URL with a password — in its user information, or in a query
+// parameter whose name contains "pass" or is "auth" (?password=…,
+// ?requirepass=…) — is refused with an error wrapping ErrPasswordInURL; a
+// query that cannot be parsed (it could hide one) is refused too. Errors never
+// repeat the URL's user information or a parameter's value. Other query
+// parameters are ignored.
 func ParseURL(raw string) (Target, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -81,6 +86,9 @@ func ParseURL(raw string) (Target, error) {
 	}
 	if _, has := u.User.Password(); has {
 		return Target{}, ErrPasswordInURL
+	}
+	if err := checkQuery(u.RawQuery); err != nil {
+		return Target{}, err
 	}
 	var t Target
 	switch u.Scheme {
@@ -109,6 +117,21 @@ func ParseURL(raw string) (Target, error) {
 	return t, nil
 }
 
+// checkQuery refuses a password among the query parameters, naming the
+// parameter but never its value.
+func checkQuery(raw string) error {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return errors.New("exporter: bad Redis URL: the query cannot be parsed") // quoting it could leak a password
+	}
+	for name := range q {
+		if strings.Contains(strings.ToLower(name), "pass") || strings.EqualFold(name, "auth") {
+			return fmt.Errorf("%w (parameter %q)", ErrPasswordInURL, name)
+		}
+	}
+	return nil
+}
+
 // redactRaw hides everything between the scheme and the last "@" of a URL:
 // whatever the URL's shape, user information never reaches an error.
 func redactRaw(raw string) string {
@@ -134,10 +157,7 @@ func stripURL(err error) string {
 // clientOptions are the go-redis options for one node. Retries are off so a
 // failed sample shows as failed instead of being hidden behind retries.
 func (t Target) clientOptions(addr string) *redis.Options {
-	dial, read := t.DialTimeout, t.ReadTimeout
-	if dial == 0 {
-		dial = 2 * time.Second
-	}
+	dial, read := t.dialTimeout(), t.ReadTimeout
 	if read == 0 {
 		read = 3 * time.Second
 	}
@@ -172,32 +192,94 @@ func (t Target) dialer(timeout time.Duration) func(ctx context.Context, network,
 		defer cancel()
 		if err := tc.HandshakeContext(hctx); err != nil {
 			_ = conn.Close()
-			return nil, tlsError(addr, err)
+			return nil, tlsError(ctx, addr, timeout, err)
 		}
 		return tc, nil
 	}
 }
 
 // tlsError explains a failed handshake. A reply that is not a TLS record, or
-// no reply at all, is what a plaintext Redis gives a TLS client.
-func tlsError(addr string, err error) error {
+// no reply at all, is what a plaintext Redis gives a TLS client; without a
+// reply, a plaintext PING on a new connection tells (Redis waits for a line
+// it never gets in a ClientHello).
+func tlsError(ctx context.Context, addr string, timeout time.Duration, err error) error {
 	var rec tls.RecordHeaderError
 	switch {
 	case errors.As(err, &rec):
 		return fmt.Errorf("%w: %s answered the TLS handshake in plaintext: the port does not speak TLS (use redis://, not rediss://): %v",
 			ErrTLSMismatch, addr, err)
 	case isTimeout(err), errors.Is(err, context.DeadlineExceeded):
+		if answersPlaintext(ctx, addr, timeout) {
+			return fmt.Errorf("%w: %s does not speak TLS: it did not answer the TLS handshake in time and answers PING in plaintext (use redis://, not rediss://): %v",
+				ErrTLSMismatch, addr, err)
+		}
 		return fmt.Errorf("%w: %s did not answer the TLS handshake in time: is the port plaintext? (use redis://, not rediss://): %v",
 			ErrTLSMismatch, addr, err)
 	}
 	return fmt.Errorf("exporter: TLS handshake with %s: %w", addr, err)
 }
 
-// plaintextHint adds to a connection closed by the server right after a
-// plaintext connect the likeliest cause: a TLS port.
-func (t Target) plaintextHint(err error) error {
+// answersPlaintext reports whether addr answers a plaintext PING with a
+// Redis reply (+PONG, or an error such as -NOAUTH). Nothing but PING is sent.
+func answersPlaintext(ctx context.Context, addr string, timeout time.Duration) bool {
+	// The dial's context has just run out with the handshake: the probe gets
+	// a time of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	var b [1]byte
+	_, err = io.ReadFull(conn, b[:])
+	return err == nil && (b[0] == '+' || b[0] == '-')
+}
+
+// plaintextHint explains a plaintext connection that the server closed at
+// once. It probes the port with a TLS handshake (certificate not checked,
+// nothing sent over it, within the dial timeout): a port that answers in TLS
+// is a TLS mismatch, and the error says so (ErrTLSMismatch); otherwise it
+// adds the likeliest cause. Failed connects are rate-bounded by the node's
+// backoff, and so are the probes.
+func (t Target) plaintextHint(ctx context.Context, addr string, err error) error {
 	if t.TLS != nil || !(errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
 		return err
 	}
+	if speaksTLS(ctx, addr, t.dialTimeout()) {
+		return fmt.Errorf("%w: %s speaks TLS and closed the plaintext connection: use rediss:// (or --redis.tls), not redis://: %w",
+			ErrTLSMismatch, addr, err)
+	}
 	return fmt.Errorf("%w (the server closed the connection: if it expects TLS, use rediss://)", err)
+}
+
+// speaksTLS reports whether addr answers a TLS handshake: it completes, or
+// the server answers with a TLS alert (it wants a client certificate).
+func speaksTLS(ctx context.Context, addr string, timeout time.Duration) bool {
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	// Only the handshake runs: no credentials or commands are sent, so the
+	// certificate need not be checked.
+	tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // a probe
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err = tc.HandshakeContext(hctx)
+	var alert tls.AlertError
+	return err == nil || errors.As(err, &alert)
+}
+
+func (t Target) dialTimeout() time.Duration {
+	if t.DialTimeout == 0 {
+		return 2 * time.Second
+	}
+	return t.DialTimeout
 }

@@ -1,5 +1,5 @@
 // Package ctxsleep waits for a duration or until a context ends, whichever
-// comes first: the backoff of the lock clients and the exporter's pacing.
+// comes first: the backoff of the lock clients and doctor's waits.
 package ctxsleep
 
 import (

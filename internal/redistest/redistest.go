@@ -10,6 +10,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -65,6 +66,10 @@ type Server struct {
 	argv []string // full command line of the last start, reused by Restart
 	cmd  *exec.Cmd
 	done chan struct{}
+	// A TLS-only server (StartTLS): the CA clients trust, and the server's
+	// certificate, key and CA files.
+	tlsCA    *x509.CertPool
+	tlsFiles [3]string
 }
 
 // Start runs a new redis-server on a free loopback port, with persistence
@@ -101,12 +106,16 @@ func (s *Server) start() error {
 // baseArgs are the options every server gets: loopback only, no persistence,
 // a log file in the test's directory.
 func (s *Server) baseArgs() []string {
-	return []string{
-		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+	port := []string{"--port", strconv.Itoa(s.Port)}
+	if s.tlsCA != nil {
+		port = s.tlsArgs()
+	}
+	return append(port,
+		"--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.Port)),
 		"--enable-debug-command", "local",
-	}
+	)
 }
 
 func (s *Server) startWith(argv []string) error {
@@ -118,7 +127,7 @@ func (s *Server) startWith(argv []string) error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	s.cmd, s.done = cmd, done
-	if err := waitPing(s.Addr, done, 10*time.Second); err != nil {
+	if err := waitPing(s.pingOptions(), done, 10*time.Second); err != nil {
 		_ = cmd.Process.Kill()
 		<-done
 		log, _ := os.ReadFile(filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.Port)))
@@ -179,7 +188,7 @@ func (s *Server) Restart() {
 
 // Client returns a go-redis client for the server, closed when the test ends.
 func (s *Server) Client(t testing.TB) *redis.Client {
-	return NewClient(t, &redis.Options{Addr: s.Addr})
+	return NewClient(t, &redis.Options{Addr: s.Addr, TLSConfig: s.ClientTLS()})
 }
 
 // NewClient returns a client for opts, closed when the test ends.
@@ -195,7 +204,7 @@ func NewClient(t testing.TB, opts *redis.Options) *redis.Client {
 func Shared(t testing.TB) string {
 	t.Helper()
 	if addr := os.Getenv(AddrEnv); addr != "" {
-		if err := waitPing(addr, nil, 2*time.Second); err != nil {
+		if err := waitPing(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond}, nil, 2*time.Second); err != nil {
 			unavailable(t, fmt.Sprintf("REDIS_ADDR=%s does not answer: %v", addr, err))
 		}
 		return addr
@@ -203,10 +212,11 @@ func Shared(t testing.TB) string {
 	return Start(t).Addr
 }
 
-// waitPing waits until addr answers PING, the process ends (done closed), or
-// the timeout passes.
-func waitPing(addr string, done <-chan struct{}, timeout time.Duration) error {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+// waitPing waits until the server of opts answers PING, the process ends
+// (done closed), or the timeout passes.
+func waitPing(opts *redis.Options, done <-chan struct{}, timeout time.Duration) error {
+	addr := opts.Addr
+	c := redis.NewClient(opts)
 	defer c.Close()
 	deadline := time.Now().Add(timeout)
 	var err error

@@ -1,0 +1,185 @@
+package exporter
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/signals"
+)
+
+// scanLog records when (on the pacing clock, since start) each lock-pass
+// SCAN … MATCH was sent.
+type scanLog struct {
+	clock clockwork.Clock
+	start time.Time
+	mu    sync.Mutex
+	at    []time.Duration
+}
+
+func (l *scanLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *scanLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (l *scanLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); cmd.Name() == "scan" && len(args) > 2 && args[2] == "match" {
+			l.mu.Lock()
+			l.at = append(l.at, l.clock.Since(l.start))
+			l.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (l *scanLog) calls() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.at...)
+}
+
+// driveSample runs e.Sample and advances the fake pacing clock 1 ms at a
+// time, only while every pass in progress waits on it: the lock pass and the
+// whole-keyspace pass until the lock pass has published its figures, then
+// the whole-keyspace pass. Their own work then takes no time on the pacing
+// clock, which shows the pacing alone; wall time only polls.
+func driveSample(t *testing.T, e *Exporter, fc *clockwork.FakeClock) *NodeSnapshot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan *NodeSnapshot, 1)
+	go func() { done <- e.Sample(ctx)[0] }()
+	for {
+		select {
+		case s := <-done:
+			return s
+		default:
+		}
+		passes := 2
+		if p := e.Snapshots()[0].Pass; p != nil && !p.LocksComplete.IsZero() {
+			passes = 1
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		if fc.BlockUntilContext(wctx, passes) == nil {
+			fc.Advance(time.Millisecond)
+		}
+		wcancel()
+		if ctx.Err() != nil {
+			t.Fatal("the sample did not end")
+		}
+	}
+}
+
+// The lock pass is paced by the pacing clock, not wall time: its SCAN … MATCH
+// calls never run ahead (by more than minPaceSleep) of the rate derived from
+// the key count (INFO keyspace) and the interval, the pass is spread over most of the interval
+// (not rushed into half of it), it still ends within the interval, and the
+// lock figures it publishes are exact.
+func TestLockPassPacedOverInterval(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	const keys, locks = 20_000, 400
+	pipe := rdb.Pipeline()
+	for i := range keys {
+		switch {
+		case i < locks/2:
+			pipe.Set(ctx, "lock:job:"+strconv.Itoa(i), "tok", time.Hour)
+		case i < locks:
+			pipe.Set(ctx, "lock:job:"+strconv.Itoa(i), "tok", 0)
+		default:
+			pipe.Set(ctx, "cache:"+strconv.Itoa(i), "v", time.Hour)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	fc := clockwork.NewFakeClock()
+	const interval = time.Second
+	e, err := New(Options{Target: Target{Addrs: []string{srv.Addr}, Mode: ModeStandalone}, Interval: interval,
+		Clock: fc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pacer = fc
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e)
+	nodes := e.refreshNodes(ctx)
+	log := &scanLog{clock: fc, start: fc.Now()}
+	nodes[0].rdb.AddHook(log)
+
+	s := driveSample(t, e, fc)
+	if !s.Up || s.Pass == nil || s.Pass.LocksComplete.IsZero() {
+		t.Fatalf("no complete lock pass: up=%v err=%v errors=%v", s.Up, s.Err, s.Errors)
+	}
+	g := s.Pass.Groups["lock:job:*"]
+	if g == nil || g.Locks != locks || g.LocksNoTTL != locks/2 {
+		t.Fatalf("lock figures not exact: %+v", g)
+	}
+	if got := metrictest.Sum(t, reg, string(signals.LocksHeld)); got != locks {
+		t.Errorf("%s = %v, want %d", signals.LocksHeld, got, locks)
+	}
+	if got := metrictest.Sum(t, reg, string(signals.LocksWithoutTTL)); got != locks/2 {
+		t.Errorf("%s = %v, want %d", signals.LocksWithoutTTL, got, locks/2)
+	}
+
+	// 20,000 keys spread over 80 % of a 1 s interval: 25,000 keys/s.
+	rate := e.lockScanRate(nodes[0])
+	if want := float64(keys) / (interval.Seconds() * 0.8); rate != want {
+		t.Fatalf("lock scan rate %v keys/s, want %v", rate, want)
+	}
+	calls := log.calls()
+	if len(calls) < keys/DefaultLockScanCount/2 {
+		t.Fatalf("only %d SCAN … MATCH calls", len(calls))
+	}
+	for i, at := range calls {
+		due := time.Duration(float64(i*DefaultLockScanCount) / rate * float64(time.Second))
+		if at < due-minPaceSleep-time.Microsecond { // it sleeps once minPaceSleep ahead
+			t.Fatalf("SCAN %d of %d sent %v after the start, before its pace allows (%v)", i, len(calls), at, due)
+		}
+	}
+	took := s.Pass.LocksComplete.Sub(s.Pass.LocksStarted)
+	t.Logf("lock pass: %d SCAN … MATCH calls over %v of the pacing clock, at most %.0f keys/s", len(calls), took, rate)
+	if took < interval*6/10 || took > interval {
+		t.Fatalf("lock pass took %v of the pacing clock for %d SCAN calls, want it spread over most of the %v interval and within it",
+			took, len(calls), interval)
+	}
+}
+
+// The lock pass's pace follows the key count and the options.
+func TestLockScanRate(t *testing.T) {
+	e, err := New(Options{Target: Target{Addrs: []string{"127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{dbKeys: 1_000_000, dbKnown: true}
+	// 1,000,000 keys over min(80 % of 15 s, 90 % of 13 s) = 11.7 s.
+	if got, want := e.lockScanRate(n), 1e6/11.7; got < want*0.999 || got > want*1.001 {
+		t.Errorf("1M keys: %v keys/s, want %v", got, want)
+	}
+	n.dbKeys = 1000
+	if got := e.lockScanRate(n); got != minLockScanRate {
+		t.Errorf("small keyspace: %v keys/s, want the minimum %v", got, float64(minLockScanRate))
+	}
+	n.dbKnown = false
+	if got := e.lockScanRate(n); got != unknownLockScanRate {
+		t.Errorf("unknown key count: %v keys/s", got)
+	}
+	e.opts.KeysPerSecond = -1
+	if got := e.lockScanRate(n); got > 0 {
+		t.Errorf("pacing off: %v keys/s", got)
+	}
+}
