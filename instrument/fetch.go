@@ -165,6 +165,7 @@ type Cache[T any] struct {
 	c       *Client
 	o       CacheOptions
 	flights flights[T]
+	batch   batcher // gathers concurrent flights' script calls into pipelines
 	deg     *degraded
 	bursts  *burst.Detector
 	fails   failureRuns
@@ -608,17 +609,15 @@ func (ca *Cache[T]) read(ctx context.Context, k keys, token string) (stored, err
 	if ca.o.Beta > 0 {
 		xf = ca.o.Beta * -math.Log(1-rand.Float64()) // 1-U is in (0, 1]
 	}
-	now := ca.c.now().UnixMilli()
-	res, err := ca.deg.call(ctx, "fetch read", func(rctx context.Context) ([]any, error) {
-		return luascript.FetchRead.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
-			now, xf, ca.o.LeaseTTL.Milliseconds(), token).Slice()
-	})
+	v, err := ca.run(ctx, &scriptCall{op: "fetch read", s: luascript.FetchRead, keys: []string{k.value, k.lease},
+		args: []any{ca.c.now().UnixMilli(), xf, ca.o.LeaseTTL.Milliseconds(), token}})
 	if err != nil {
-		if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) {
+		if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) && !errors.Is(err, errNotSent) {
 			ca.releaseOrphan(k, token)
 		}
 		return stored{}, err
 	}
+	res, _ := v.([]any)
 	return parseStored(res)
 }
 
@@ -783,18 +782,15 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	// Keep the key a little past its hard TTL, so a lookup can tell "too
 	// old" (counted, refused) from "never cached".
 	expire := hard + max(hard/10, time.Second)
-	res, err := ca.deg.call(ctx, "fetch write", func(rctx context.Context) ([]any, error) {
-		n, err := luascript.FetchWrite.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
-			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), took.Milliseconds(), neg,
-			expire.Milliseconds(), k.channel).Int64()
-		return []any{n}, err
-	})
+	res, err := ca.run(ctx, &scriptCall{op: "fetch write", s: luascript.FetchWrite, keys: []string{k.value, k.lease},
+		args: []any{token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), took.Milliseconds(), neg,
+			expire.Milliseconds(), k.channel}})
 	if err != nil {
 		span.RecordError(err)
 		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
 		return
 	}
-	if res[0] != int64(1) {
+	if res != int64(1) {
 		// The key was invalidated, or the lease ran out and may have passed
 		// to another loader, while this load ran: what it read may be older
 		// than what came after, so it is not stored (the callers of this
