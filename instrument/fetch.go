@@ -538,8 +538,7 @@ func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(con
 	if ca.deg.open() {
 		return ca.unavailable(ctx, key, group, load, errors.New("circuit breaker open"))
 	}
-	token := leaseToken()
-	s, err := ca.read(ctx, k, token)
+	s, token, err := ca.read(ctx, k)
 	if err != nil {
 		return ca.unavailable(ctx, key, group, load, err)
 	}
@@ -603,8 +602,43 @@ func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load fun
 }
 
 // read runs the read script: one round trip for the value, its state and,
-// when due, the refresh lease.
-func (ca *Cache[T]) read(ctx context.Context, k keys, token string) (stored, error) {
+// when due, the refresh lease, offered under the returned token.
+//
+// A read that timed out while the breaker stays closed is tried once more
+// (under a new token: the first may yet grant its own, released as an
+// orphan) when the caller's deadline leaves time for it and the fallback:
+// one slow round trip on a busy host is not Redis being down, and a flight
+// sent to the source for it would load once per process instead of once for
+// the fleet — with batched reads, every flight of the batch would.
+func (ca *Cache[T]) read(ctx context.Context, k keys) (stored, string, error) {
+	token := leaseToken()
+	s, err := ca.readOnce(ctx, k, token)
+	if err != nil && ca.retryable(ctx, err) {
+		trace.SpanFromContext(ctx).AddEvent("read timed out, reading again")
+		token = leaseToken()
+		s, err = ca.readOnce(ctx, k, token)
+	}
+	return s, token, err
+}
+
+// retryable reports whether a failed read is tried again: it timed out
+// (on the wire or in this Cache's queue), the breaker is still closed, and
+// the caller, if it has a deadline, has more than 4 RedisTimeouts left.
+func (ca *Cache[T]) retryable(ctx context.Context, err error) bool {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errQueued) {
+		return false
+	}
+	if errors.Is(err, errCallerGone) || ca.deg.breaker.State() != gobreaker.StateClosed {
+		return false
+	}
+	if dl, ok := ctx.Value(callerDeadlineKey{}).(time.Time); ok && !dl.IsZero() && time.Until(dl) <= 4*ca.o.RedisTimeout {
+		return false
+	}
+	return ctx.Err() == nil
+}
+
+// readOnce runs the read script once, under token.
+func (ca *Cache[T]) readOnce(ctx context.Context, k keys, token string) (stored, error) {
 	xf := 0.0
 	if ca.o.Beta > 0 {
 		xf = ca.o.Beta * -math.Log(1-rand.Float64()) // 1-U is in (0, 1]
@@ -839,8 +873,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 	defer ticker.Stop()
 	for {
 		woken := sub.wait()
-		token := leaseToken()
-		s, err := ca.read(ctx, k, token)
+		s, token, err := ca.read(ctx, k)
 		if err != nil {
 			return ca.fallback(ctx, key, group, load, err)
 		}
