@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -77,16 +76,19 @@ func (ca *Cache[T]) run(ctx context.Context, c *scriptCall) (any, error) {
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 
-	timer := time.NewTimer(ca.deg.queuedBound(ctx))
-	defer timer.Stop()
+	// A bound on a Redis call, so a context deadline (on the real clock,
+	// like RedisTimeout's), not a timer of the Cache's clock.
+	wctx, cancel := context.WithTimeout(ctx, ca.deg.queuedBound(ctx))
+	defer cancel()
 	var cause error
 	select {
 	case <-c.done:
 		return c.res, c.err
-	case <-ctx.Done():
-		cause = fmt.Errorf("%w: %w", errCallerGone, ctx.Err())
-	case <-timer.C:
+	case <-wctx.Done():
 		cause = errQueued
+		if ctx.Err() != nil {
+			cause = fmt.Errorf("%w: %w", errCallerGone, ctx.Err())
+		}
 	}
 	b.mu.Lock()
 	c.gone = true
