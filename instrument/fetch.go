@@ -69,11 +69,18 @@ type CacheOptions struct {
 	// Codec encodes values (default JSONCodec).
 	Codec Codec
 
-	// RedisTimeout bounds every Redis round trip (default 250ms).
+	// RedisTimeout bounds every Redis round trip (default 250ms). The
+	// script calls of a Cache's concurrent lookups share round trips: one
+	// is in flight at a time and those asked for meanwhile go together as
+	// one pipeline, bounded by one RedisTimeout; a call waits in that queue
+	// at most twice RedisTimeout. A read that times out while the breaker
+	// is closed is tried once more before Fetch goes to the loader, when
+	// the caller's deadline leaves more than 4 RedisTimeouts.
 	RedisTimeout time.Duration
-	// BreakerFailures is the number of consecutive Redis failures that
-	// open the circuit breaker (default 5). While it is open, Fetch goes
-	// straight to the loader.
+	// BreakerFailures is the number of consecutive Redis failures (failed
+	// round trips: a failed pipeline counts once; a call that gave up
+	// waiting for its turn does not count) that open the circuit breaker
+	// (default 5). While it is open, Fetch goes straight to the loader.
 	BreakerFailures uint32
 	// BreakerOpenFor is how long the breaker stays open before it lets one
 	// trial call through (default 5s).
