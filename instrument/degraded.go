@@ -103,6 +103,19 @@ func (d *degraded) timeoutFor(ctx context.Context) time.Duration {
 	return t
 }
 
+// queuedBound is how long a read queued behind another batch may wait for
+// its own: the caller's share of its deadline when that is the tighter
+// bound (so the fallback still has time), else two Redis timeouts — one
+// for the batch ahead of it, one for its own. Waiting in this process's
+// own queue is not Redis failing, so only the round trips are bounded by
+// (and counted against) RedisTimeout.
+func (d *degraded) queuedBound(ctx context.Context) time.Duration {
+	if t := d.timeoutFor(ctx); t < d.timeout {
+		return t
+	}
+	return 2 * d.timeout
+}
+
 // open reports whether the breaker currently refuses Redis calls.
 func (d *degraded) open() bool { return d.breaker.State() == gobreaker.StateOpen }
 

@@ -69,11 +69,18 @@ type CacheOptions struct {
 	// Codec encodes values (default JSONCodec).
 	Codec Codec
 
-	// RedisTimeout bounds every Redis round trip (default 250ms).
+	// RedisTimeout bounds every Redis round trip (default 250ms). The
+	// script calls of a Cache's concurrent lookups share round trips: one
+	// is in flight at a time and those asked for meanwhile go together as
+	// one pipeline, bounded by one RedisTimeout; a call waits in that queue
+	// at most twice RedisTimeout. A read that times out while the breaker
+	// is closed is tried once more before Fetch goes to the loader, when
+	// the caller's deadline leaves more than 4 RedisTimeouts.
 	RedisTimeout time.Duration
-	// BreakerFailures is the number of consecutive Redis failures that
-	// open the circuit breaker (default 5). While it is open, Fetch goes
-	// straight to the loader.
+	// BreakerFailures is the number of consecutive Redis failures (failed
+	// round trips: a failed pipeline counts once; a call that gave up
+	// waiting for its turn does not count) that open the circuit breaker
+	// (default 5). While it is open, Fetch goes straight to the loader.
 	BreakerFailures uint32
 	// BreakerOpenFor is how long the breaker stays open before it lets one
 	// trial call through (default 5s).
@@ -165,6 +172,7 @@ type Cache[T any] struct {
 	c       *Client
 	o       CacheOptions
 	flights flights[T]
+	batch   batcher // gathers concurrent flights' script calls into pipelines
 	deg     *degraded
 	bursts  *burst.Detector
 	fails   failureRuns
@@ -537,8 +545,7 @@ func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(con
 	if ca.deg.open() {
 		return ca.unavailable(ctx, key, group, load, errors.New("circuit breaker open"))
 	}
-	token := leaseToken()
-	s, err := ca.read(ctx, k, token)
+	s, token, err := ca.read(ctx, k)
 	if err != nil {
 		return ca.unavailable(ctx, key, group, load, err)
 	}
@@ -602,23 +609,56 @@ func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load fun
 }
 
 // read runs the read script: one round trip for the value, its state and,
-// when due, the refresh lease.
-func (ca *Cache[T]) read(ctx context.Context, k keys, token string) (stored, error) {
+// when due, the refresh lease, offered under the returned token.
+//
+// A read that timed out while the breaker stays closed is tried once more
+// (under a new token: the first may yet grant its own, released as an
+// orphan) when the caller's deadline leaves time for it and the fallback:
+// one slow round trip on a busy host is not Redis being down, and a flight
+// sent to the source for it would load once per process instead of once for
+// the fleet — with batched reads, every flight of the batch would.
+func (ca *Cache[T]) read(ctx context.Context, k keys) (stored, string, error) {
+	token := leaseToken()
+	s, err := ca.readOnce(ctx, k, token)
+	if err != nil && ca.retryable(ctx, err) {
+		trace.SpanFromContext(ctx).AddEvent("read timed out, reading again")
+		token = leaseToken()
+		s, err = ca.readOnce(ctx, k, token)
+	}
+	return s, token, err
+}
+
+// retryable reports whether a failed read is tried again: it timed out
+// (on the wire or in this Cache's queue), the breaker is still closed, and
+// the caller, if it has a deadline, has more than 4 RedisTimeouts left.
+func (ca *Cache[T]) retryable(ctx context.Context, err error) bool {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errQueued) {
+		return false
+	}
+	if errors.Is(err, errCallerGone) || ca.deg.breaker.State() != gobreaker.StateClosed {
+		return false
+	}
+	if dl, ok := ctx.Value(callerDeadlineKey{}).(time.Time); ok && !dl.IsZero() && time.Until(dl) <= 4*ca.o.RedisTimeout {
+		return false
+	}
+	return ctx.Err() == nil
+}
+
+// readOnce runs the read script once, under token.
+func (ca *Cache[T]) readOnce(ctx context.Context, k keys, token string) (stored, error) {
 	xf := 0.0
 	if ca.o.Beta > 0 {
 		xf = ca.o.Beta * -math.Log(1-rand.Float64()) // 1-U is in (0, 1]
 	}
-	now := ca.c.now().UnixMilli()
-	res, err := ca.deg.call(ctx, "fetch read", func(rctx context.Context) ([]any, error) {
-		return luascript.FetchRead.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
-			now, xf, ca.o.LeaseTTL.Milliseconds(), token).Slice()
-	})
+	v, err := ca.run(ctx, &scriptCall{op: "fetch read", s: luascript.FetchRead, keys: []string{k.value, k.lease},
+		args: []any{ca.c.now().UnixMilli(), xf, ca.o.LeaseTTL.Milliseconds(), token}})
 	if err != nil {
-		if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) {
+		if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) && !errors.Is(err, errNotSent) {
 			ca.releaseOrphan(k, token)
 		}
 		return stored{}, err
 	}
+	res, _ := v.([]any)
 	return parseStored(res)
 }
 
@@ -783,18 +823,15 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	// Keep the key a little past its hard TTL, so a lookup can tell "too
 	// old" (counted, refused) from "never cached".
 	expire := hard + max(hard/10, time.Second)
-	res, err := ca.deg.call(ctx, "fetch write", func(rctx context.Context) ([]any, error) {
-		n, err := luascript.FetchWrite.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
-			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), took.Milliseconds(), neg,
-			expire.Milliseconds(), k.channel).Int64()
-		return []any{n}, err
-	})
+	res, err := ca.run(ctx, &scriptCall{op: "fetch write", s: luascript.FetchWrite, keys: []string{k.value, k.lease},
+		args: []any{token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), took.Milliseconds(), neg,
+			expire.Milliseconds(), k.channel}})
 	if err != nil {
 		span.RecordError(err)
 		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
 		return
 	}
-	if res[0] != int64(1) {
+	if res != int64(1) {
 		// The key was invalidated, or the lease ran out and may have passed
 		// to another loader, while this load ran: what it read may be older
 		// than what came after, so it is not stored (the callers of this
@@ -843,8 +880,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 	defer ticker.Stop()
 	for {
 		woken := sub.wait()
-		token := leaseToken()
-		s, err := ca.read(ctx, k, token)
+		s, token, err := ca.read(ctx, k)
 		if err != nil {
 			return ca.fallback(ctx, key, group, load, err)
 		}

@@ -1,0 +1,211 @@
+package instrument
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/internal/luascript"
+)
+
+// batcher gathers the script calls (reads and writes) of a Cache's
+// concurrent flights, of different keys, into pipelines. One call or
+// pipeline is in flight at a time: a flight that finds none sends its own
+// call at once, on its goroutine, as a single script call; the calls asked
+// for meanwhile wait and go together, as one pipeline, when it returns,
+// while the next ones gather.
+//
+// Why: when a crowd arrives on many keys at once (a page of 100 products
+// expiring together), one call per key, each on its own pooled connection
+// and goroutine, costs 100 round trips per process and, on a few busy
+// cores, could take longer than RedisTimeout — which opened the circuit
+// breaker and sent every flight to the source, once per process instead of
+// once for the fleet. Batched, the same calls cost a few round trips. A
+// lone key's call is sent as before, with no hand-over and no pipeline.
+type batcher struct {
+	mu    sync.Mutex
+	busy  bool          // a call or pipeline is in flight
+	queue []*scriptCall // calls waiting for the next pipeline
+}
+
+// maxBatch caps the calls of one pipeline; the rest wait for the next.
+const maxBatch = 256
+
+// scriptCall is one flight's script call, and its reply once done is closed.
+type scriptCall struct {
+	op   string // names the call in errors ("fetch read")
+	s    *luascript.Script
+	keys []string
+	args []any
+	done chan struct{}
+	res  any
+	err  error
+	// gone is set when the caller stopped waiting (a call not yet sent is
+	// then never sent), sent when the call joined a pipeline; both under
+	// batcher.mu.
+	gone, sent bool
+}
+
+// errNotSent marks a call abandoned before it was sent: it cannot have
+// granted a lease or written anything.
+var errNotSent = errors.New("call abandoned before it was sent")
+
+// errQueued: a call gave up waiting for its pipeline (the calls ahead of it
+// took the time). The breaker counts the round trips themselves, not this:
+// a queue in this process is not Redis failing.
+var errQueued = errors.New("pipeline did not return in time")
+
+// run sends c and returns its reply: at once when no call of this Cache is
+// in flight, else with the next pipeline. ctx bounds the wait as it bounds
+// a single call.
+func (ca *Cache[T]) run(ctx context.Context, c *scriptCall) (any, error) {
+	b := &ca.batch
+	b.mu.Lock()
+	if !b.busy {
+		b.busy = true
+		b.mu.Unlock()
+		c.res, c.err = ca.runOne(ctx, c)
+		ca.nextBatch()
+		return c.res, c.err
+	}
+	c.done = make(chan struct{})
+	b.queue = append(b.queue, c)
+	b.mu.Unlock()
+
+	// A bound on a Redis call, so a context deadline (on the real clock,
+	// like RedisTimeout's), not a timer of the Cache's clock.
+	wctx, cancel := context.WithTimeout(ctx, ca.deg.queuedBound(ctx))
+	defer cancel()
+	var cause error
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-wctx.Done():
+		cause = errQueued
+		if ctx.Err() != nil {
+			cause = fmt.Errorf("%w: %w", errCallerGone, ctx.Err())
+		}
+	}
+	b.mu.Lock()
+	c.gone = true
+	sent := c.sent
+	b.mu.Unlock()
+	if !sent {
+		cause = fmt.Errorf("%w: %w", errNotSent, cause)
+	}
+	return nil, redisErr(c.op, cause)
+}
+
+// nextBatch hands the calls gathered while one was in flight to a new
+// goroutine as one pipeline, or marks the batcher idle.
+func (ca *Cache[T]) nextBatch() {
+	b := &ca.batch
+	b.mu.Lock()
+	batch := b.take()
+	if len(batch) == 0 {
+		b.busy = false
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	send := func() {
+		ca.sendBatch(batch)
+		ca.nextBatch()
+	}
+	if !ca.bg.start(send) {
+		send() // closed: no goroutine may outlive Close, so this one sends it
+	}
+}
+
+// take removes up to maxBatch calls still awaited from the queue. b.mu is
+// held.
+func (b *batcher) take() []*scriptCall {
+	var batch []*scriptCall
+	i := 0
+	for ; i < len(b.queue) && len(batch) < maxBatch; i++ {
+		if c := b.queue[i]; !c.gone {
+			c.sent = true
+			batch = append(batch, c)
+		} else {
+			close(c.done) // nobody waits for it; never sent
+		}
+	}
+	b.queue = append(b.queue[:0:0], b.queue[i:]...)
+	return batch
+}
+
+// runOne sends one script call, bounded as every Redis call.
+func (ca *Cache[T]) runOne(ctx context.Context, c *scriptCall) (any, error) {
+	// The reply travels in the result, not in a captured variable: an
+	// abandoned call's goroutine may finish after this returns.
+	res, err := ca.deg.call(ctx, c.op, func(rctx context.Context) ([]any, error) {
+		v, err := c.s.Run(ca.c.ctx(rctx), ca.c.rdb, c.keys, c.args...).Result()
+		return []any{v}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// sendBatch sends a batch as one pipeline (one breaker call, bounded by one
+// RedisTimeout) and hands each call its reply.
+func (ca *Cache[T]) sendBatch(batch []*scriptCall) {
+	defer func() {
+		for _, c := range batch {
+			close(c.done)
+		}
+	}()
+	if len(batch) == 1 {
+		batch[0].res, batch[0].err = ca.runOne(context.Background(), batch[0])
+		return
+	}
+	pipe := func(rctx context.Context) ([]*redis.Cmd, error) {
+		cmds := make([]*redis.Cmd, len(batch))
+		_, err := ca.c.rdb.Pipelined(ca.c.ctx(rctx), func(p redis.Pipeliner) error {
+			for i, c := range batch {
+				cmds[i] = c.s.EvalSha(ca.c.ctx(rctx), p, c.keys, c.args...)
+			}
+			return nil
+		})
+		return cmds, err
+	}
+	res, err := ca.deg.call(context.Background(), "fetch pipeline", func(rctx context.Context) ([]any, error) {
+		cmds, err := pipe(rctx)
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			if err = loadScripts(rctx, ca, batch); err == nil {
+				cmds, err = pipe(rctx)
+			}
+		}
+		return []any{cmds}, err
+	})
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+			continue
+		}
+		cmd := res[0].([]*redis.Cmd)[i]
+		if c.res, c.err = cmd.Result(); c.err != nil {
+			c.err = redisErr(c.op, c.err)
+		}
+	}
+}
+
+// loadScripts loads the batch's scripts (a server restarted or flushed).
+func loadScripts[T any](ctx context.Context, ca *Cache[T], batch []*scriptCall) error {
+	seen := map[*luascript.Script]bool{}
+	for _, c := range batch {
+		if seen[c.s] {
+			continue
+		}
+		seen[c.s] = true
+		if err := c.s.Load(ca.c.ctx(ctx), ca.c.rdb).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,290 @@
+package instrument
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/cachewatch/cachewatch/internal/luascript"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// pipelineReads records, per pipeline a client sends, how many read
+// scripts it carried.
+type pipelineReads struct {
+	mu    sync.Mutex
+	reads []int
+}
+
+func (p *pipelineReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (p *pipelineReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+func (p *pipelineReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, c := range cmds {
+			if isFetchRead(c) {
+				n++
+			}
+		}
+		if n > 0 {
+			p.mu.Lock()
+			p.reads = append(p.reads, n)
+			p.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (p *pipelineReads) get() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]int(nil), p.reads...)
+}
+
+func queued[T any](ca *Cache[T]) int {
+	ca.batch.mu.Lock()
+	defer ca.batch.mu.Unlock()
+	return len(ca.batch.queue)
+}
+
+// Flights of different keys that start while a read is in flight send
+// their reads together, as one pipeline, when it returns — not one round
+// trip (and one pooled connection) each. Every key is still loaded once
+// under its lease and every caller gets its own key's value.
+func TestFlightsOfManyKeysShareOnePipeline(t *testing.T) {
+	ca, rdb, gate, reg := gatedCache(t, newFetchClock(), CacheOptions{})
+	pipes := &pipelineReads{}
+	rdb.AddHook(pipes)
+	var calls atomic.Int64
+	load := func(key string) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) { calls.Add(1); return "v-" + key, nil }
+	}
+	const n = 20
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, errs := make([]string, n), make([]error, n)
+	var wg sync.WaitGroup
+	fetch := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprint("item:", i)
+			got[i], errs[i] = ca.Fetch(ctx, key, load(key))
+		}()
+	}
+
+	gate.hold()
+	fetch(0)
+	<-gate.entered // item:0's read is in flight (held before Redis)
+	for i := 1; i < n; i++ {
+		fetch(i)
+	}
+	waitFor(t, "the other keys' reads to queue behind the one in flight", func() bool { return queued(ca) == n-1 })
+	gate.open()
+	wg.Wait()
+
+	for i := range n {
+		if want := fmt.Sprint("v-item:", i); errs[i] != nil || got[i] != want {
+			t.Fatalf("item:%d: %q, %v; want %q", i, got[i], errs[i], want)
+		}
+	}
+	if p := pipes.get(); len(p) == 0 || p[0] != n-1 {
+		t.Fatalf("read scripts per pipeline = %v; want the %d queued reads in the first", p, n-1)
+	}
+	if gate.calls.Load() > 2 { // EVALSHA, and EVAL after NOSCRIPT on the fresh server
+		t.Fatalf("read scripts sent alone = %d, want only the first key's", gate.calls.Load())
+	}
+	g := ca.c.group("item:0")
+	if calls.Load() != n || lookups(ca, g, resultMiss) != n || sourceCalls(ca, g, "success") != n {
+		t.Fatalf("loader calls %d, miss lookups %v, source_calls %v; want %d each",
+			calls.Load(), lookups(ca, g, resultMiss), sourceCalls(ca, g, "success"), n)
+	}
+	if lookups(ca, g, resultFallback) != 0 {
+		t.Fatalf("fallback lookups = %v, want 0", lookups(ca, g, resultFallback))
+	}
+	// The values were written (in a batch too): read back from Redis.
+	for i := range n {
+		if v, found, err := ca.Get(ctx, fmt.Sprint("item:", i)); err != nil || !found || v != fmt.Sprint("v-item:", i) {
+			t.Fatalf("Get item:%d = %q, %v, %v after the batched writes", i, v, found, err)
+		}
+	}
+	lintRegistry(t, reg)
+}
+
+// A read that waited in the Cache's own queue past its caller's share of
+// the deadline goes to the fallback, is never sent, and is not counted as a
+// Redis failure: with BreakerFailures 1 a counted failure would open the
+// breaker.
+func TestQueuedReadGivingUpDoesNotOpenTheBreaker(t *testing.T) {
+	ca, rdb, gate, _ := gatedCache(t, newFetchClock(), CacheOptions{BreakerFailures: 1, Name: "queued-test"})
+	if err := luascript.FetchRead.Load(context.Background(), rdb).Err(); err != nil { // one EVALSHA, no EVAL after NOSCRIPT
+		t.Fatal(err)
+	}
+	state := func() float64 { return testutil.ToFloat64(ca.c.m.breakerState.WithLabelValues("queued-test")) }
+	load := func(v string) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) { return v, nil }
+	}
+	gate.hold()
+	first := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := ca.Fetch(ctx, "item:a", load("a"))
+		first <- err
+	}()
+	<-gate.entered
+
+	// item:b's read queues behind item:a's; its caller gives Redis half of
+	// its second, then the fallback serves it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	v, err := ca.Fetch(ctx, "item:b", load("b"))
+	cancel()
+	if err != nil || v != "b" {
+		t.Fatalf("item:b = %q, %v; want the source's value from the fallback", v, err)
+	}
+	gb := ca.c.group("item:b")
+	if lookups(ca, gb, resultFallback) != 1 {
+		t.Fatalf("item:b fallback lookups = %v, want 1", lookups(ca, gb, resultFallback))
+	}
+	if got := state(); got != float64(gobreaker.StateClosed) {
+		t.Fatalf("breaker state gauge = %v after a read gave up in the queue, want 0 (closed)", got)
+	}
+
+	gate.open()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := lookups(ca, ca.c.group("item:a"), resultMiss); got != 1 {
+		t.Fatalf("item:a miss lookups = %v, want 1", got)
+	}
+	if gate.calls.Load() != 1 {
+		t.Fatalf("read scripts sent = %d, want 1: item:b's abandoned read must not be sent", gate.calls.Load())
+	}
+	if got := state(); got != float64(gobreaker.StateClosed) {
+		t.Fatalf("breaker state gauge = %v at the end, want 0", got)
+	}
+}
+
+// readEntries signals each read script call the client makes.
+type readEntries struct{ ch chan struct{} }
+
+func (r *readEntries) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *readEntries) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (r *readEntries) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isFetchRead(cmd) {
+			r.ch <- struct{}{}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A read that times out against a stalled Redis while the breaker stays
+// closed is tried once more before the flight goes to the source: when
+// Redis answers the second, the key is loaded under its lease (one load for
+// the fleet), not by the fallback. The breaker still opens on an outage
+// (TestFetchDegradedRedisPausedKilledRestarted, TestBatchedReadsOpenTheBreakerWhenRedisIsDown).
+func TestTimedOutReadIsTriedAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	entries := &readEntries{ch: make(chan struct{}, 16)}
+	rdb.AddHook(entries)
+	reg := prometheus.NewRegistry()
+	ca := newFetchCache(t, rdb, reg, newFetchClock(), CacheOptions{RedisTimeout: time.Second, Name: "retry-test"})
+	var calls atomic.Int64
+	load := func(context.Context) (string, error) { calls.Add(1); return "v", nil }
+	if err := rdb.Ping(context.Background()).Err(); err != nil { // dialled before the pause
+		t.Fatal(err)
+	}
+
+	srv.Pause()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		v, err := ca.Fetch(ctx, "item:1", load)
+		if err == nil && v != "v" {
+			err = fmt.Errorf("value %q", v)
+		}
+		done <- err
+	}()
+	<-entries.ch // the first read, stalled
+	select {
+	case <-entries.ch: // the second, after the first timed out
+	case err := <-done:
+		srv.Resume()
+		t.Fatalf("fetch returned (%v) without reading again; fallback lookups %v", err,
+			lookups(ca, ca.c.group("item:1"), resultFallback))
+	}
+	srv.Resume()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	g := ca.c.group("item:1")
+	if lookups(ca, g, resultFallback) != 0 || lookups(ca, g, resultMiss) != 1 || calls.Load() != 1 {
+		t.Fatalf("fallback %v, miss %v, loader calls %d; want 0, 1, 1",
+			lookups(ca, g, resultFallback), lookups(ca, g, resultMiss), calls.Load())
+	}
+	if got := testutil.ToFloat64(ca.c.m.breakerState.WithLabelValues("retry-test")); got != float64(gobreaker.StateClosed) {
+		t.Fatalf("breaker state gauge = %v, want 0 (one timeout is not an outage)", got)
+	}
+}
+
+// With Redis stopped, batched reads of many keys still count as failures:
+// the breaker opens and every caller is served by the fallback.
+func TestBatchedReadsOpenTheBreakerWhenRedisIsDown(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	reg := prometheus.NewRegistry()
+	ca := newFetchCache(t, rdb, reg, newFetchClock(), CacheOptions{
+		RedisTimeout: 200 * time.Millisecond, BreakerFailures: 2, BreakerOpenFor: time.Hour, Name: "down-test"})
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	const n = 30
+	var calls atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			key := fmt.Sprint("item:", i)
+			v, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { calls.Add(1); return key, nil })
+			if err == nil && v != key {
+				err = fmt.Errorf("%s: value %q", key, v)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := testutil.ToFloat64(ca.c.m.breakerState.WithLabelValues("down-test")); got != float64(gobreaker.StateOpen) {
+		t.Fatalf("breaker state gauge = %v with Redis stopped, want 2 (open)", got)
+	}
+	g := ca.c.group("item:0")
+	if lookups(ca, g, resultFallback) != n || calls.Load() != n || sourceCalls(ca, g, "success") != n {
+		t.Fatalf("fallback lookups %v, loader calls %d, source_calls %v; want %d each",
+			lookups(ca, g, resultFallback), calls.Load(), sourceCalls(ca, g, "success"), n)
+	}
+}
