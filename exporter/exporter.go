@@ -116,7 +116,7 @@ type Options struct {
 	// KeysPerSecond paces the whole-keyspace pass of each node, so the
 	// sampler takes a bounded share of a single-threaded server. 0 means
 	// DefaultKeysPerSecond; a negative value turns pacing off (the lock
-	// pass too, which is otherwise spread over 80 % of the interval).
+	// pass too, which is otherwise spread over half the interval).
 	KeysPerSecond float64
 	// LongHeld is how long an owner token must be seen unchanged for its
 	// lock to count as long-held; default 1m.

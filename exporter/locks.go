@@ -12,13 +12,15 @@ import (
 // Pacing of the lock pass. It is spread over lockPassShare of the interval
 // (within 90 % of MaxDuration, the sample's time budget), at a rate derived
 // from the node's key count (INFO keyspace): on 1,000,000 keys at the
-// default 15 s interval that is about 85,000 keys/s, 3,400 SCAN calls of
-// COUNT 25 per second, ending about 12 s into the interval. That lowers
-// the peak rate (5,400 calls/s over half the interval), not the work per
-// interval: in BenchmarkSample on a loaded 2-core machine other clients'
-// GET p99 was 1.4–1.9× idle either way (docs/benchmarks.md).
+// default 15 s interval that is about 133,000 keys/s, 5,300 SCAN calls of
+// COUNT 25 per second, ending about 7.5 s into the interval. On a quiet
+// 2-core machine BenchmarkSample measured other clients' GET p99 at 1.11–1.51×
+// idle (median 1.22) with half the interval and 1.23–1.63× (median 1.28)
+// with 80 % of it, in interleaved runs: spreading the same work thinner
+// bought nothing, and half the interval publishes exact locks 4 s sooner
+// (docs/benchmarks.md).
 const (
-	lockPassShare = 0.8
+	lockPassShare = 0.5
 	// minLockScanRate (keys/s) covers a small keyspace at once: below
 	// about 230,000 keys the pass takes less than the spread.
 	minLockScanRate = 20_000
