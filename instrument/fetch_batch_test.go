@@ -175,22 +175,6 @@ func TestQueuedReadGivingUpDoesNotOpenTheBreaker(t *testing.T) {
 	}
 }
 
-// readEntries signals each read script call the client makes.
-type readEntries struct{ ch chan struct{} }
-
-func (r *readEntries) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (r *readEntries) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (r *readEntries) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if isFetchRead(cmd) {
-			r.ch <- struct{}{}
-		}
-		return next(ctx, cmd)
-	}
-}
-
 // A read that times out against a stalled Redis while the breaker stays
 // closed is tried once more before the flight goes to the source: when
 // Redis answers the second, the key is loaded under its lease (one load for
@@ -199,8 +183,8 @@ func (r *readEntries) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func TestTimedOutReadIsTriedAgain(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	entries := &readEntries{ch: make(chan struct{}, 16)}
-	rdb.AddHook(entries)
+	entries := make(chan struct{}, 16) // one per read script sent
+	rdb.AddHook(&readHook{onRead: func() { entries <- struct{}{} }})
 	reg := prometheus.NewRegistry()
 	ca := newFetchCache(t, rdb, reg, newFetchClock(), CacheOptions{RedisTimeout: time.Second, Name: "retry-test"})
 	var calls atomic.Int64
@@ -220,9 +204,9 @@ func TestTimedOutReadIsTriedAgain(t *testing.T) {
 		}
 		done <- err
 	}()
-	<-entries.ch // the first read, stalled
+	<-entries // the first read, stalled
 	select {
-	case <-entries.ch: // the second, after the first timed out
+	case <-entries: // the second, after the first timed out
 	case err := <-done:
 		srv.Resume()
 		t.Fatalf("fetch returned (%v) without reading again; fallback lookups %v", err,

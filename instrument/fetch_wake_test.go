@@ -13,20 +13,33 @@ import (
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
-// readCounter counts the read scripts a client sends.
-type readCounter struct{ n atomic.Int64 }
+// readHook calls onRead for each read script a client sends on its own (a
+// pipeline goes through ProcessPipelineHook, which it passes by).
+type readHook struct{ onRead func() }
 
-func (c *readCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *readCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *readHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *readHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
-func (c *readCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *readHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if isFetchRead(cmd) {
-			c.n.Add(1)
+			h.onRead()
 		}
 		return next(ctx, cmd)
 	}
+}
+
+// readCounter counts the read scripts a client sends.
+type readCounter struct {
+	readHook
+	n atomic.Int64
+}
+
+func newReadCounter() *readCounter {
+	c := &readCounter{}
+	c.onRead = func() { c.n.Add(1) }
+	return c
 }
 
 // A process woken by another process's write takes the value from the
@@ -65,7 +78,7 @@ func TestWokenWaiterTakesTheValueFromTheWakeUp(t *testing.T) {
 				return ca, reg
 			}
 			loader, _ := newProcess(nil)
-			reads := &readCounter{}
+			reads := newReadCounter()
 			waiter, _ := newProcess(reads)
 			const key = "item:7"
 			waiting := make(chan struct{}, 1)

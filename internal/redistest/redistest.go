@@ -77,6 +77,14 @@ type Server struct {
 // It is stopped when the test ends.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return launch(t, "", func(s *Server) { s.args = args })
+}
+
+// launch starts a server on a free loopback port, trying another port when
+// the one picked was taken meanwhile; setup fills in the Server's options.
+// kind names it in the error ("", "with TLS").
+func launch(t testing.TB, kind string, setup func(s *Server)) *Server {
+	t.Helper()
 	bin := Binary(t)
 	dir := t.TempDir()
 	var lastErr error
@@ -86,13 +94,14 @@ func Start(t testing.TB, args ...string) *Server {
 			lastErr = err
 			continue
 		}
-		s := &Server{t: t, bin: bin, dir: dir, args: args, Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+		s := &Server{t: t, bin: bin, dir: dir, Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+		setup(s)
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.stop)
 			return s
 		}
 	}
-	t.Fatalf("redistest: could not start redis-server: %v", lastErr)
+	t.Fatalf("redistest: could not start redis-server%s: %v", kind, lastErr)
 	return nil
 }
 

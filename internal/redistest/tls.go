@@ -27,25 +27,10 @@ import (
 // built with TLS (Debian's is).
 func StartTLS(t testing.TB, args ...string) *Server {
 	t.Helper()
-	bin := Binary(t)
-	dir := t.TempDir()
-	ca, files := writeTLSFiles(t, dir)
-	var lastErr error
-	for try := 0; try < 5; try++ {
-		port, err := freePort(false)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		s := &Server{t: t, bin: bin, dir: dir, args: args, Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-			tlsCA: ca, tlsFiles: files}
-		if lastErr = s.start(); lastErr == nil {
-			t.Cleanup(s.stop)
-			return s
-		}
-	}
-	t.Fatalf("redistest: could not start redis-server with TLS: %v", lastErr)
-	return nil
+	return launch(t, " with TLS", func(s *Server) {
+		s.args = args
+		s.tlsCA, s.tlsFiles = writeTLSFiles(t, s.dir)
+	})
 }
 
 // ClientTLS returns a TLS configuration that trusts the server's throwaway
