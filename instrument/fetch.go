@@ -829,6 +829,11 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	if err != nil {
 		span.RecordError(err)
 		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
+		// Nothing was stored, so give the lease back rather than make every
+		// other process wait LeaseTTL for a value that will not come (their
+		// next poll takes the lease and loads). If the write did land late,
+		// it released the lease itself and the release is a no-op.
+		ca.releaseOrphan(k, token)
 		return
 	}
 	if res != int64(1) {

@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +134,31 @@ func TestFetchSlowLoaderCannotOverwriteNextLeaseHolder(t *testing.T) {
 	if n := staleWritesRefused(a, g); n != 1 {
 		t.Fatalf("stale_writes_refused_total = %v, want 1", n)
 	}
+}
+
+// A write that fails (here: a value larger than the server's
+// proto-max-bulk-len, refused by Redis) stores nothing, so its lease is given
+// back: other processes need not wait LeaseTTL (a minute here) for a value
+// that will not come. The caller is still served what it loaded.
+func TestFailedWriteGivesTheLeaseBack(t *testing.T) {
+	srv := redistest.Start(t, "--proto-max-bulk-len", "1mb")
+	reg := prometheus.NewRegistry()
+	ca := newFetchCache(t, srv.Client(t), reg, newFetchClock(), CacheOptions{LeaseTTL: time.Minute, RedisTimeout: 2 * time.Second})
+	big := strings.Repeat("x", 2<<20)
+	ctx := context.Background()
+	key := "report:{big}"
+	v, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { return big, nil })
+	if err != nil || v != big {
+		t.Fatalf("Fetch: %d bytes, %v; want the loaded value", len(v), err)
+	}
+	admin := srv.Client(t)
+	k := keysFor(key)
+	if n := admin.Exists(ctx, k.value).Val(); n != 0 {
+		t.Fatalf("the oversized value was stored (%d)", n)
+	}
+	g := ca.c.group(key)
+	if got := sourceCalls(ca, g, "success"); got != 1 {
+		t.Fatalf("source_calls_total{success} = %v, want 1", got)
+	}
+	waitFor(t, "the failed write's lease to be given back", func() bool { return admin.Exists(ctx, k.lease).Val() == 0 })
 }
