@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/cachewatch/cachewatch/internal/redistest"
@@ -18,12 +19,7 @@ import (
 // background refreshes and revalidations, and called twice. Once it has
 // returned, no goroutine the Cache started is left.
 func TestCacheCloseConcurrentWithFetch(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	before := goleak.IgnoreCurrent()
+	_, rdb, before := startForLeakCheck(t)
 	load := func(context.Context) (string, error) { return "v", nil }
 	for round := 0; round < 20; round++ {
 		clk := newFetchClock()
@@ -73,12 +69,7 @@ func TestCacheCloseConcurrentWithFetch(t *testing.T) {
 // the lease its read was granted is given back at once for another process
 // to refresh.
 func TestCacheAfterCloseNoBackgroundRefresh(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	before := goleak.IgnoreCurrent()
+	_, rdb, before := startForLeakCheck(t)
 	clk := newFetchClock()
 	ca := newFetchCache(t, rdb, prometheus.NewRegistry(), clk, CacheOptions{FreshTTL: time.Minute, LocalCopies: -1})
 	ctx := context.Background()
@@ -114,12 +105,7 @@ func TestCacheAfterCloseNoBackgroundRefresh(t *testing.T) {
 // stalled) is released at Close, and the goroutine releasing it ends with
 // Close instead of sleeping past it.
 func TestCacheCloseEndsOrphanLeaseRelease(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	before := goleak.IgnoreCurrent()
+	srv, rdb, before := startForLeakCheck(t)
 	clk := newFetchClock()
 	ca := newFetchCache(t, rdb, prometheus.NewRegistry(), clk, CacheOptions{
 		RedisTimeout: 100 * time.Millisecond, LocalCopies: -1, LeaseTTL: time.Hour})
@@ -157,3 +143,16 @@ func mustCache[T any](t testing.TB, c *Client, o CacheOptions) *Cache[T] {
 // wait waits for the Cache's background work to end, for tests that know
 // none is being started meanwhile (Close is for everything else).
 func (b *background) wait() { b.wg.Wait() }
+
+// startForLeakCheck starts a server and a client already connected (its
+// pool's goroutines running), then notes the goroutines that exist, so a
+// goroutine-leak check sees only what the Cache under test starts.
+func startForLeakCheck(t *testing.T) (*redistest.Server, *redis.Client, goleak.Option) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return srv, rdb, goleak.IgnoreCurrent()
+}

@@ -329,16 +329,7 @@ func TestFetchWaitersWokenByWrite(t *testing.T) {
 	b := newFetchCache(t, srv.Client(t), reg, clk, opts)
 	key := "feed:{77}"
 
-	waiting := make(chan struct{}, 1)
-	testHookWaiting = func(k string) {
-		if k == key {
-			select {
-			case waiting <- struct{}{}:
-			default:
-			}
-		}
-	}
-	t.Cleanup(func() { testHookWaiting = nil })
+	waiting := waitingOn(t, key)
 
 	started, release := make(chan struct{}), make(chan struct{})
 	aDone := make(chan error, 1)
@@ -470,4 +461,20 @@ func TestKeysForSameSlot(t *testing.T) {
 			t.Fatalf("keysFor(%q) = %+v", key, k)
 		}
 	}
+}
+
+// waitingOn signals (once, without blocking) each time a caller starts
+// waiting for another process's load of key.
+func waitingOn(t *testing.T, key string) <-chan struct{} {
+	waiting := make(chan struct{}, 1)
+	testHookWaiting = func(k string) {
+		if k == key {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}
+	}
+	t.Cleanup(func() { testHookWaiting = nil })
+	return waiting
 }

@@ -81,16 +81,7 @@ func TestWokenWaiterTakesTheValueFromTheWakeUp(t *testing.T) {
 			reads := newReadCounter()
 			waiter, _ := newProcess(reads)
 			const key = "item:7"
-			waiting := make(chan struct{}, 1)
-			testHookWaiting = func(k string) {
-				if k == key {
-					select {
-					case waiting <- struct{}{}:
-					default:
-					}
-				}
-			}
-			t.Cleanup(func() { testHookWaiting = nil })
+			waiting := waitingOn(t, key)
 
 			release := make(chan struct{})
 			loaded := make(chan error, 1)
