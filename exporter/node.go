@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 )
 
 // ErrorKey identifies a counter of sample_errors_total.
@@ -511,14 +513,7 @@ func (e *Exporter) pace(ctx context.Context, began time.Time, n int, perSecond f
 	if wait <= 0 || wait < e.minSleep {
 		return nil
 	}
-	t := e.pacer.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.Chan():
-		return nil
-	}
+	return ctxsleep.On(ctx, e.pacer, wait)
 }
 
 func (e *Exporter) completePass(n *node) {

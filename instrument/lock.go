@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 	"github.com/cachewatch/cachewatch/internal/luascript"
 )
 
@@ -277,14 +278,7 @@ func (c *Client) backoffWait(ctx context.Context, group string, d time.Duration)
 		}
 		return fmt.Errorf("backoff of %v would pass the deadline: %w", d, context.DeadlineExceeded)
 	}
-	t := c.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.Chan():
-		return nil
-	}
+	return ctxsleep.On(ctx, c.clock, d)
 }
 
 func (c *Client) lockFailed(ctx context.Context, span trace.Span, group, key, token string, start time.Time, outcome string, err error) error {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/backoff"
+	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 	"github.com/cachewatch/cachewatch/internal/origin"
 	"github.com/cachewatch/cachewatch/keygroup"
 	"github.com/cachewatch/cachewatch/signals"
@@ -263,14 +264,7 @@ func classify(err error) string {
 
 func (m *Mutex) wait(ctx context.Context, d time.Duration) error {
 	m.r.delays.WithLabelValues(m.group).Observe(d.Seconds())
-	t := m.r.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.Chan():
-		return nil
-	}
+	return ctxsleep.On(ctx, m.r.clock, d)
 }
 
 func (m *Mutex) failed(ctx context.Context, span trace.Span, start time.Time, outcome string, err error) error {
