@@ -181,6 +181,13 @@ func (ca *Cache[T]) sendBatch(batch []*scriptCall) {
 				cmds, err = pipe(rctx)
 			}
 		}
+		// Pipelined reports the first command's error reply as the whole
+		// pipeline's. Redis answered every call then: each gets its own
+		// reply below, and the breaker is not told Redis failed.
+		var reply redis.Error
+		if errors.As(err, &reply) {
+			err = nil
+		}
 		return []any{cmds}, err
 	})
 	for i, c := range batch {

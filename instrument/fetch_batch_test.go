@@ -272,3 +272,45 @@ func TestBatchedReadsOpenTheBreakerWhenRedisIsDown(t *testing.T) {
 			lookups(ca, g, resultFallback), calls.Load(), sourceCalls(ca, g, "success"), n)
 	}
 }
+
+// One call of a pipeline answered with an error (a key of the wrong type)
+// fails that call alone: the other calls of the pipeline get their own
+// replies, load under their leases, and are not sent to the fallback.
+func TestOneFailedCallDoesNotFailItsPipeline(t *testing.T) {
+	ca, rdb, gate, _ := gatedCache(t, newFetchClock(), CacheOptions{})
+	const n, bad = 20, 7
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := rdb.LPush(ctx, keysFor(fmt.Sprint("item:", bad)).value, "not a cache entry").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, errs := make([]string, n), make([]error, n)
+	var wg sync.WaitGroup
+	fetch := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprint("item:", i)
+			got[i], errs[i] = ca.Fetch(ctx, key, func(context.Context) (string, error) { return "v-" + key, nil })
+		}()
+	}
+	gate.hold()
+	fetch(0)
+	<-gate.entered
+	for i := 1; i < n; i++ {
+		fetch(i)
+	}
+	waitFor(t, "the other keys' reads to queue behind the one in flight", func() bool { return queued(ca) == n-1 })
+	gate.open()
+	wg.Wait()
+
+	for i := range n {
+		if want := fmt.Sprint("v-item:", i); i != bad && (errs[i] != nil || got[i] != want) {
+			t.Fatalf("item:%d: %q, %v; want %q", i, got[i], errs[i], want)
+		}
+	}
+	g := ca.c.group("item:0")
+	if miss, fb := lookups(ca, g, resultMiss), lookups(ca, g, resultFallback); miss != n-1 || fb > 1 {
+		t.Fatalf("lookups miss=%v fallback=%v; want %d misses and at most the bad key's fallback", miss, fb, n-1)
+	}
+}
