@@ -177,7 +177,7 @@ func (ca *Cache[T]) sendBatch(batch []*scriptCall) {
 	res, err := ca.deg.call(context.Background(), "fetch pipeline", func(rctx context.Context) ([]any, error) {
 		cmds, err := pipe(rctx)
 		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			if err = loadScripts(rctx, ca, batch); err == nil {
+			if err = ca.loadScripts(rctx, batch); err == nil {
 				cmds, err = pipe(rctx)
 			}
 		}
@@ -203,7 +203,7 @@ func (ca *Cache[T]) sendBatch(batch []*scriptCall) {
 }
 
 // loadScripts loads the batch's scripts (a server restarted or flushed).
-func loadScripts[T any](ctx context.Context, ca *Cache[T], batch []*scriptCall) error {
+func (ca *Cache[T]) loadScripts(ctx context.Context, batch []*scriptCall) error {
 	seen := map[*luascript.Script]bool{}
 	for _, c := range batch {
 		if seen[c.s] {
