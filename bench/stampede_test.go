@@ -52,6 +52,9 @@ import (
 //
 // CACHEWATCH_STAMPEDE_PROFILE=dir makes every worker write a CPU and a
 // block profile of its run to dir (<shape>.<variant>.<worker>.cpu/.block).
+// CACHEWATCH_STAMPEDE_TIMELINE=1 prints each crowd's timeline to stderr:
+// per process, when its callers started and ended and when its loads ran
+// (wall clock, shared by the processes of one machine), and its CPU time.
 func BenchmarkStampede(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, sh := range stampedeShapes {
@@ -185,6 +188,7 @@ func runCallers(fetch fetcher, key string, nkeys, perKey int, spread time.Durati
 		d := time.Since(t0)
 		mu.Lock()
 		lat = append(lat, d)
+		tl.caller(t0, t0.Add(d))
 		mu.Unlock()
 		return err
 	})
@@ -199,7 +203,9 @@ var errStaleFail = errors.New("bench: source down")
 func stampedeLoader(calls *atomic.Int64, took time.Duration, fail *atomic.Bool) loader {
 	return func(ctx context.Context) (string, error) {
 		calls.Add(1)
+		t0 := time.Now()
 		time.Sleep(took)
+		tl.load(t0, time.Now())
 		if fail != nil && fail.Load() {
 			return "", errStaleFail
 		}
@@ -255,12 +261,13 @@ func TestStampedeWorker(t *testing.T) {
 			nkeys, _ := strconv.Atoi(f[2])
 			perKey, _ := strconv.Atoi(f[3])
 			spread, _ := strconv.Atoi(f[4])
+			tl.reset()
 			lat, failed := runCallers(fetch, f[1], nkeys, perKey, time.Duration(spread)*time.Microsecond)
 			us := make([]int64, len(lat))
 			for i, d := range lat {
 				us[i] = d.Microseconds()
 			}
-			reply = map[string]any{"lat_us": us, "failed": failed}
+			reply = map[string]any{"lat_us": us, "failed": failed, "tl": tl.snapshot()}
 		case len(f) == 1 && f[0] == "counts":
 			reply = map[string]any{"calls": calls.Load(), "cmds": cmds.n.Load()}
 		case len(f) == 2 && f[0] == "fail":
@@ -365,14 +372,18 @@ func (ws stampedeWorkers) run(b *testing.B, key string, sh stampedeShape) ([]tim
 	b.Helper()
 	var lat []time.Duration
 	var failed int
+	var tls []timeline
+	defer func() { printTimelines(key, tls) }()
 	ws.send(b, fmt.Sprintf("run %s %d %d %d", key, sh.Keys, sh.PerKey, sh.Spread.Microseconds()), func(i int, line []byte) {
 		var r struct {
-			LatUS  []int64 `json:"lat_us"`
-			Failed int     `json:"failed"`
+			LatUS  []int64  `json:"lat_us"`
+			Failed int      `json:"failed"`
+			TL     timeline `json:"tl"`
 		}
 		if err := json.Unmarshal(line, &r); err != nil {
 			b.Fatal(err)
 		}
+		tls = append(tls, r.TL)
 		failed += r.Failed
 		for _, us := range r.LatUS {
 			lat = append(lat, time.Duration(us)*time.Microsecond)

@@ -1,6 +1,9 @@
 package instrument
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // background tracks the goroutines a Cache starts (flights, refreshes,
 // revalidations, orphan-lease releases), so that Close can refuse new ones
@@ -8,7 +11,7 @@ import "sync"
 // any call: a WaitGroup alone cannot be added to while it is waited on.
 type background struct {
 	mu     sync.Mutex
-	closed bool
+	closed atomic.Bool // set under mu; read without it by isClosed
 	wg     sync.WaitGroup
 	stop   chan struct{} // closed by close: waits in background work end early
 }
@@ -20,7 +23,7 @@ func newBackground() *background { return &background{stop: make(chan struct{})}
 func (b *background) start(fn func()) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.closed.Load() {
 		return false
 	}
 	b.wg.Add(1)
@@ -35,17 +38,16 @@ func (b *background) start(fn func()) bool {
 // ones. Concurrent and repeated calls all wait.
 func (b *background) close() {
 	b.mu.Lock()
-	if !b.closed {
-		b.closed = true
+	if !b.closed.Load() {
+		b.closed.Store(true)
 		close(b.stop)
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
 }
 
-// isClosed reports whether close has begun.
-func (b *background) isClosed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.closed
-}
+// isClosed reports whether close has begun. It takes no lock: every flight
+// asks, and in a stampede a flight that found the lock taken would park
+// behind the whole crowd of runnable callers (which take it to start
+// revalidations).
+func (b *background) isClosed() bool { return b.closed.Load() }

@@ -26,9 +26,8 @@ func (ca *Cache[T]) Set(ctx context.Context, key string, v T) error {
 	expire := hard + max(hard/10, time.Second)
 	now := ca.c.now()
 	_, err = ca.deg.call(ctx, "set", func(rctx context.Context) ([]any, error) {
-		return nil, luascript.FetchSet.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
-			raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), expire.Milliseconds(),
-			ca.c.hub.fetchChannel(k.value)).Err()
+		return nil, luascript.FetchSet.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease, k.waiters},
+			raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), expire.Milliseconds()).Err()
 	})
 	if err != nil {
 		return fmt.Errorf("cachewatch: set %q: %w", key, err)

@@ -160,14 +160,16 @@ func (o CacheOptions) withDefaults(clientName string) CacheOptions {
 
 // Cache is a stale-while-revalidate cache of values of type T in Redis,
 // safe for concurrent use. Create one per kind of value and keep it for
-// the life of the process: it holds the in-process coalescing, the wake-up
-// subscription and the circuit breaker.
+// the life of the process: it holds the in-process coalescing and the
+// circuit breaker.
 //
 // Each key is stored as a hash with its fresh and hard deadlines, next to a
 // refresh lease in the same Redis Cluster hash slot: a key with a hash tag
 // ("user:{42}") is used as is; in any other key what follows the first
 // colon becomes the tag ("user:42" is stored as "user:{42}", its lease as
-// "user:{42}:lease"; a key without a colon is wrapped whole).
+// "user:{42}:lease"; a key without a colon is wrapped whole). While a load
+// is in flight, the processes waiting for it are listed in a set beside
+// them ("user:{42}:waiters"), which expires with the lease.
 type Cache[T any] struct {
 	c       *Client
 	o       CacheOptions
@@ -484,9 +486,11 @@ func (ca *Cache[T]) newGroupMetrics(group string) *groupMetrics {
 	return gm
 }
 
-// keys are the Redis names of one cached key.
+// keys are the Redis names of one cached key, and the wake channel its
+// reads register when this process waits for another's load ("" for none).
 type keys struct {
-	value, lease, channel string
+	value, lease, waiters string
+	wake                  string
 }
 
 func keysFor(key string) keys {
@@ -503,11 +507,16 @@ func keysFor(key string) keys {
 			v = "{" + key + "}"
 		}
 	}
-	return keys{value: v, lease: v + leaseSuffix}
+	return keys{value: v, lease: v + leaseSuffix, waiters: v + waitersSuffix}
 }
 
-// leaseSuffix follows a cached value's name in its refresh lease's name.
-const leaseSuffix = ":lease"
+// leaseSuffix follows a cached value's name in its refresh lease's name,
+// waitersSuffix in the name of the set of processes waiting for the lease
+// holder's value (it lives no longer than a lease).
+const (
+	leaseSuffix   = ":lease"
+	waitersSuffix = ":waiters"
+)
 
 // hashTagged reports whether Redis Cluster would hash only part of key.
 func hashTagged(key string) bool {
@@ -539,12 +548,14 @@ const (
 // lookup is one flight: read, then serve, refresh, load or wait.
 func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error)) (outcome[T], error) {
 	k := keysFor(key)
-	k.channel = ca.c.hub.fetchChannel(k.value)
 	span := trace.SpanFromContext(ctx)
 	ca.fails.expire(ca.c.m.refreshConsecutive, ca.c.now().UnixMilli())
 	if ca.deg.open() {
 		return ca.unavailable(ctx, key, group, load, errors.New("circuit breaker open"))
 	}
+	sub, woken, wake := ca.watch(k.value)
+	defer sub.close()
+	k.wake = wake
 	s, token, err := ca.read(ctx, k)
 	if err != nil {
 		return ca.unavailable(ctx, key, group, load, err)
@@ -583,7 +594,7 @@ func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(con
 		o.val, o.result, err = ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
 		return o, err
 	}
-	o.val, o.result, err = ca.waitForValue(ctx, key, group, k, load)
+	o.val, o.result, err = ca.waitForValue(ctx, key, group, k, load, sub, woken)
 	return o, err
 }
 
@@ -650,8 +661,8 @@ func (ca *Cache[T]) readOnce(ctx context.Context, k keys, token string) (stored,
 	if ca.o.Beta > 0 {
 		xf = ca.o.Beta * -math.Log(1-rand.Float64()) // 1-U is in (0, 1]
 	}
-	v, err := ca.run(ctx, &scriptCall{op: "fetch read", s: luascript.FetchRead, keys: []string{k.value, k.lease},
-		args: []any{ca.c.now().UnixMilli(), xf, ca.o.LeaseTTL.Milliseconds(), token}})
+	v, err := ca.run(ctx, &scriptCall{op: "fetch read", s: luascript.FetchRead, keys: []string{k.value, k.lease, k.waiters},
+		args: []any{ca.c.now().UnixMilli(), xf, ca.o.LeaseTTL.Milliseconds(), token, k.wake}})
 	if err != nil {
 		if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) && !errors.Is(err, errNotSent) {
 			ca.releaseOrphan(k, token)
@@ -823,9 +834,9 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	// Keep the key a little past its hard TTL, so a lookup can tell "too
 	// old" (counted, refused) from "never cached".
 	expire := hard + max(hard/10, time.Second)
-	res, err := ca.run(ctx, &scriptCall{op: "fetch write", s: luascript.FetchWrite, keys: []string{k.value, k.lease},
+	res, err := ca.run(ctx, &scriptCall{op: "fetch write", s: luascript.FetchWrite, keys: []string{k.value, k.lease, k.waiters},
 		args: []any{token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), took.Milliseconds(), neg,
-			expire.Milliseconds(), k.channel}})
+			expire.Milliseconds()}})
 	if err != nil {
 		span.RecordError(err)
 		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
@@ -874,30 +885,27 @@ func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token
 }
 
 // waitForValue waits for another process's load to land, woken by its
-// write's notification (or, if that is lost, by polling), bounded by ctx.
-// If the loader's lease lapses without a value, the next read grants the
-// lease here and this caller loads.
-func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error)) (T, string, error) {
+// write (the read that found the load registered this process's wake
+// channel, k.wake) or, if that is lost, by polling, bounded by ctx. sub
+// and woken were taken before that read. If the loader's lease lapses
+// without a value, the next read grants the lease here and this caller
+// loads.
+func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
+	sub *subscription, woken *wakeup) (T, string, error) {
 	var zero T
-	sub := ca.subscribe(ctx, k.channel)
-	defer sub.close()
 	ticker := ca.c.clock.NewTicker(ca.o.PollInterval)
 	defer ticker.Stop()
+	if k.wake == "" && ca.wakeChannelReady(ctx) {
+		// The read could not register (the wake channel's subscription
+		// was not confirmed yet): read again, registered.
+		k.wake = ca.c.hub.wake
+		if v, result, err, done := ca.readAgain(ctx, key, group, k, load, sub, &woken); done {
+			return v, result, err
+		}
+	} else if testHookWaiting != nil {
+		testHookWaiting(key)
+	}
 	for {
-		woken := sub.wait()
-		s, token, err := ca.read(ctx, k)
-		if err != nil {
-			return ca.fallback(ctx, key, group, load, err)
-		}
-		switch {
-		case s.state == stateFresh || s.state == stateStale:
-			return ca.served(ctx, key, group, k, token, load, s)
-		case s.granted:
-			return ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
-		}
-		if testHookWaiting != nil {
-			testHookWaiting(key)
-		}
 		select {
 		case <-woken.done:
 			if s, ok := ca.carried(woken.payload); ok {
@@ -907,7 +915,35 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 		case <-ctx.Done():
 			return zero, resultError, fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", key, ctx.Err())
 		}
+		if v, result, err, done := ca.readAgain(ctx, key, group, k, load, sub, &woken); done {
+			return v, result, err
+		}
 	}
+}
+
+// readAgain reads for a waiter (taking the next wake-up first, so that a
+// write landing between the read and the wait is not missed) and answers
+// it if the value is there or the lease is now its own; done is false
+// when it must wait on.
+func (ca *Cache[T]) readAgain(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
+	sub *subscription, woken **wakeup) (v T, result string, err error, done bool) {
+	*woken = sub.wait()
+	s, token, err := ca.read(ctx, k)
+	switch {
+	case err != nil:
+		v, result, err = ca.fallback(ctx, key, group, load, err)
+		return v, result, err, true
+	case s.state == stateFresh || s.state == stateStale:
+		v, result, err = ca.served(ctx, key, group, k, token, load, s)
+		return v, result, err, true
+	case s.granted:
+		v, result, err = ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
+		return v, result, err, true
+	}
+	if testHookWaiting != nil {
+		testHookWaiting(key)
+	}
+	return v, "", nil, false
 }
 
 // served answers a waiter with the value another process stored, read
@@ -953,13 +989,22 @@ func (ca *Cache[T]) carried(payload string) (s stored, ok bool) {
 	return s, true
 }
 
-// subscribe registers a waiter for the wake-up on channel; after Close the
-// Cache no longer uses the Client's connection, and its waiters poll.
-func (ca *Cache[T]) subscribe(ctx context.Context, channel string) *subscription {
+// watch registers a flight's interest in the wake-ups of the stored key
+// (see hub.watch); after Close the Cache no longer uses the Client's
+// connection, and its waiters poll.
+func (ca *Cache[T]) watch(stored string) (*subscription, *wakeup, string) {
 	if ca.bg.isClosed() {
-		return &subscription{h: ca.c.hub, channel: channel, t: &topic{ready: make(chan struct{}), wake: newWakeup()}}
+		t := &topic{wake: newWakeup()}
+		return &subscription{h: ca.c.hub, stored: stored, t: t}, t.wake, ""
 	}
-	return ca.c.hub.subscribe(ctx, channel, ca.o.RedisTimeout)
+	return ca.c.hub.watch(stored)
+}
+
+// wakeChannelReady waits, bounded by RedisTimeout, for the wake channel's
+// subscription to be confirmed (a Cache just created); false after Close or
+// if it is not: the waiter polls.
+func (ca *Cache[T]) wakeChannelReady(ctx context.Context) bool {
+	return !ca.bg.isClosed() && ca.c.hub.ready(ctx, ca.o.RedisTimeout)
 }
 
 // testHookWaiting, when set by a test, is called each time a waiter blocks.

@@ -53,7 +53,7 @@ func (ca *Cache[T]) FetchMany(ctx context.Context, keys []string, load func(ctx 
 				ca.metricsFor(group).staleAge.Observe(ca.staleFor(s.freshUntil).Seconds())
 			}
 			if s.granted {
-				ca.refreshInBackground(ctx, key, group, ca.names(key), tokens[i], one)
+				ca.refreshInBackground(ctx, key, group, keysFor(key), tokens[i], one)
 			}
 			v, result, err := ca.decode(key, s, result)
 			ca.metricsFor(group).lookups[result].Inc()
@@ -75,13 +75,6 @@ func (ca *Cache[T]) FetchMany(ctx context.Context, keys []string, load func(ctx 
 		keep(ca.loadMany(ctx, keys, tokens, toLoad, states, load, out))
 	}
 	return out, firstErr
-}
-
-// names returns key's Redis names, its wake-up channel included.
-func (ca *Cache[T]) names(key string) keys {
-	k := keysFor(key)
-	k.channel = ca.c.hub.fetchChannel(k.value)
-	return k
 }
 
 // readMany runs the read script for every key in one pipeline.
@@ -144,7 +137,7 @@ func (ca *Cache[T]) loadMany(ctx context.Context, keyList, tokens []string, idx 
 	took := ca.c.now().Sub(start)
 	for j, i := range idx {
 		key, group := batch[j], ca.c.group(batch[j])
-		k := ca.names(key)
+		k := keysFor(key)
 		ca.metricsFor(group).lookups[resultMiss].Inc()
 		result := "success"
 		if err != nil {

@@ -2,6 +2,8 @@ package instrument
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -43,17 +45,17 @@ func newReadCounter() *readCounter {
 }
 
 // A process woken by another process's write takes the value from the
-// wake-up: its waiting caller sends two reads (the miss, and the check
-// after subscribing), not a third after the wake-up. A value too large to
-// travel in the message is read again.
+// wake-up: its waiting caller sends one read (the miss, which registers
+// the process as a waiter), not a second after the wake-up. A value too
+// large to travel in the message is read again.
 func TestWokenWaiterTakesTheValueFromTheWakeUp(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		value     string
 		wantReads int64
 	}{
-		{"small value carried", "v1:with:colons", 2},
-		{"large value read again", strings.Repeat("x", 70_000), 3},
+		{"small value carried", "v1:with:colons", 1},
+		{"large value read again", strings.Repeat("x", 70_000), 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -122,5 +124,89 @@ func TestWokenWaiterTakesTheValueFromTheWakeUp(t *testing.T) {
 				t.Fatalf("%v loader calls across both processes, want 1", n)
 			}
 		})
+	}
+}
+
+// A write publishes only to the processes that wait for it, each on its
+// own wake channel (registered by the read that found the load): a write
+// nobody waited for publishes nothing, and a process that does not wait
+// for the key gets nothing.
+func TestWakeUpsGoOnlyToWaitingProcesses(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	newProcess := func() *Cache[string] {
+		c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustCache[string](t, c, CacheOptions{PollInterval: time.Hour, RedisTimeout: 30 * time.Second})
+	}
+	loader, waiter, bystander := newProcess(), newProcess(), newProcess()
+	waitFor(t, "every process's wake channel", func() bool {
+		n := admin.PubSubNumSub(ctx, loader.c.hub.wake, waiter.c.hub.wake, bystander.c.hub.wake).Val()
+		return n[loader.c.hub.wake] == 1 && n[waiter.c.hub.wake] == 1 && n[bystander.c.hub.wake] == 1
+	})
+	observer := srv.Client(t).PSubscribe(ctx, DefaultNamespace+":*")
+	defer observer.Close()
+	if _, err := observer.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := observer.Channel()
+
+	if _, err := loader.Fetch(ctx, "item:quiet", func(context.Context) (string, error) { return "q", nil }); err != nil {
+		t.Fatal(err)
+	}
+	const key = "item:7"
+	stored := keysFor(key)
+	waiting := waitingOn(t, key)
+	release := make(chan struct{})
+	loaded := make(chan error, 1)
+	go func() {
+		_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { <-release; return "v", nil })
+		loaded <- err
+	}()
+	waitFor(t, "the loader to hold the lease", func() bool { return admin.Exists(ctx, stored.lease).Val() == 1 })
+	got := make(chan string, 1)
+	go func() {
+		v, err := waiter.Fetch(ctx, key, func(context.Context) (string, error) { return "", errors.New("waiter loaded") })
+		if err != nil {
+			t.Error(err)
+		}
+		got <- v
+	}()
+	<-waiting
+	if w := admin.SMembers(ctx, stored.waiters).Val(); len(w) != 1 || w[0] != waiter.c.hub.wake {
+		t.Fatalf("waiters of %s = %q, want only the waiting process's channel %s", key, w, waiter.c.hub.wake)
+	}
+	close(release)
+	if err := <-loaded; err != nil {
+		t.Fatal(err)
+	}
+	if v := <-got; v != "v" {
+		t.Fatalf("waiter got %q, want v", v)
+	}
+	// One connection delivers in publish order: the first message must be
+	// the waiter's wake-up (the quiet write published nothing), and the
+	// next the marker published after it (nobody else was woken).
+	want := fmt.Sprintf("%d:%s=", len(stored.value), stored.value)
+	for _, w := range []struct{ channel, prefix string }{{waiter.c.hub.wake, want}, {DefaultNamespace + ":marker", "end"}} {
+		if w.prefix == "end" {
+			if err := admin.Publish(ctx, w.channel, "end").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case m := <-msgs:
+			if m.Channel != w.channel || !strings.HasPrefix(m.Payload, w.prefix) {
+				t.Fatalf("message on %s: %.40q…, want one on %s starting %q", m.Channel, m.Payload, w.channel, w.prefix)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no message on %s", w.channel)
+		}
+	}
+	if admin.Exists(ctx, stored.waiters).Val() != 0 {
+		t.Fatal("the write left its waiters registered")
 	}
 }

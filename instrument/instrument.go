@@ -74,10 +74,10 @@ type Options struct {
 	Name string
 	// Namespace prefixes the pub/sub channels the client's Caches use
 	// (default "cachewatch"): <Namespace>:invalidate carries invalidation
-	// notices to every process's copies, <Namespace>:fetch:<key> wakes the
-	// callers waiting for another process's load. Services that share a
-	// Redis but not their keys take one namespace each, so that one's
-	// invalidations never drop the other's copies. With Redis ACLs, grant
+	// notices to every process's copies, <Namespace>:wake:<random id> (one
+	// per Client) wakes its callers waiting for another process's load.
+	// Services that share a Redis but not their keys take one namespace
+	// each, so that one's invalidations never drop the other's copies. With Redis ACLs, grant
 	// the client's user the channels of its namespace, e.g.
 	// "ACL SETUSER orders ... resetchannels &orders:*" for Namespace
 	// "orders"; without them, waiters fall back to polling

@@ -2,7 +2,13 @@ package instrument
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"hash/maphash"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -16,9 +22,15 @@ import (
 //
 //   - <ns>:invalidate: what Invalidate and InvalidateMatch removed, handed
 //     to the Caches that keep process copies (listeners);
-//   - <ns>:fetch:<stored key>: published by the write script, waking the
-//     callers waiting for another process's load (topics, subscribed while
-//     someone in this process waits, reference-counted).
+//   - <ns>:wake:<process id>: this process's wake-ups, one channel for all
+//     its keys. A read that finds a key being loaded elsewhere registers
+//     the channel with the key (luascript.FetchRead), and the write that
+//     ends the load publishes the value, led by the key's name, to every
+//     registered channel. A waiter so costs no command of its own beyond
+//     its read: no SUBSCRIBE and UNSUBSCRIBE per key, and no second read
+//     to cover a write that lands before a subscription is confirmed.
+//     Waiters register locally (topics) before that read, so a wake-up
+//     that overtakes its reply is not missed.
 //
 // The connection opens on first use and closes when the last Cache closes;
 // its goroutines end before that Close returns. A lost message (a
@@ -30,20 +42,38 @@ type hub struct {
 	ns         string
 	clock      clockwork.Clock
 	invalidate string // <ns>:invalidate
+	wake       string // <ns>:wake:<process id>
 
 	mu        sync.Mutex
 	caches    int // Caches open (NewCache until Close): the connection lives while one is
 	ps        *redis.PubSub
 	wg        *sync.WaitGroup // the connection's goroutines; one per connection
+	wakeReady chan struct{}   // closed when Redis confirms the wake channel's subscription
 	listeners map[*int]func(notice string)
-	topics    map[string]*topic
+
+	subscribed atomic.Bool // wakeReady is closed: reads may register the wake channel
+	seed       maphash.Seed
+	topics     [topicShards]topicShard // by stored key
+}
+
+// topicShards spreads the waiters' registry over locks of their own: every
+// flight registers before its read and drops out after it, and in a
+// stampede on many keys a flight that found one shared lock taken would
+// park behind the crowd of runnable callers, its read and load delayed.
+const topicShards = 64
+
+type topicShard struct {
+	mu sync.Mutex
+	m  map[string]*topic
+}
+
+func (h *hub) shard(stored string) *topicShard {
+	return &h.topics[maphash.String(h.seed, stored)%topicShards]
 }
 
 type topic struct {
-	refs  int
-	ready chan struct{} // closed when Redis confirms the subscription
-	once  sync.Once
-	wake  *wakeup // closed and replaced on every message
+	refs int
+	wake *wakeup // closed and replaced on every message
 }
 
 // wakeup is one message's delivery to the waiters of a topic: done closes
@@ -56,17 +86,19 @@ type wakeup struct {
 func newWakeup() *wakeup { return &wakeup{done: make(chan struct{})} }
 
 func newHub(rdb redis.UniversalClient, mark func(context.Context) context.Context, ns string, clock clockwork.Clock) *hub {
+	var id [8]byte
+	_, _ = crand.Read(id[:])
 	return &hub{rdb: rdb, mark: mark, ns: ns, clock: clock, invalidate: ns + ":invalidate",
-		listeners: map[*int]func(string){}, topics: map[string]*topic{}}
+		wake: ns + ":wake:" + hex.EncodeToString(id[:]), wakeReady: make(chan struct{}),
+		listeners: map[*int]func(string){}, seed: maphash.MakeSeed()}
 }
 
-// fetchChannel is the wake-up channel of a stored key.
-func (h *hub) fetchChannel(stored string) string { return h.ns + ":fetch:" + stored }
-
-// open registers a Cache; close must follow.
+// open registers a Cache; close must follow. The first one opens the
+// connection, so the wake channel is subscribed before a crowd arrives.
 func (h *hub) open() {
 	h.mu.Lock()
 	h.caches++
+	h.connLocked()
 	h.mu.Unlock()
 }
 
@@ -80,7 +112,14 @@ func (h *hub) close() error {
 	if h.caches == 0 && h.ps != nil {
 		err = h.ps.Close()
 		h.ps, wg = nil, h.wg
-		h.topics = map[string]*topic{} // their waiters poll on
+		h.wakeReady = make(chan struct{})
+		h.subscribed.Store(false)
+		for i := range h.topics { // their waiters poll on
+			sh := &h.topics[i]
+			sh.mu.Lock()
+			sh.m = nil
+			sh.mu.Unlock()
+		}
 	}
 	h.mu.Unlock()
 	if wg != nil {
@@ -89,14 +128,16 @@ func (h *hub) close() error {
 	return err
 }
 
-// connLocked returns the connection, opening it (and starting its dispatch)
-// on first use, or nil when no Cache is open. h.mu is held.
+// connLocked returns the connection, opening it (subscribed to the wake
+// channel, and starting its dispatch) on first use, or nil when no Cache is
+// open. h.mu is held.
 func (h *hub) connLocked() *redis.PubSub {
 	if h.ps == nil && h.caches > 0 {
 		h.ps = h.rdb.Subscribe(h.mark(context.Background()))
 		h.wg = new(sync.WaitGroup)
 		ps := h.ps
 		h.goLocked(func() { h.dispatch(ps) })
+		h.goLocked(func() { _ = ps.Subscribe(h.mark(context.Background()), h.wake) })
 	}
 	return h.ps
 }
@@ -141,68 +182,79 @@ func (h *hub) unlisten(id *int) {
 	}
 }
 
-// subscription is one waiter's interest in a channel.
+// subscription is one waiter's interest in a stored key's wake-ups.
 type subscription struct {
-	h       *hub
-	channel string
-	t       *topic
+	h      *hub
+	stored string
+	t      *topic
 }
 
-// subscribe registers interest in channel and waits, at most until ctx ends
-// or bound passes, for Redis to confirm the subscription. Without the
-// confirmation (or without an open Cache) the waiter still works, by
-// polling.
-func (h *hub) subscribe(ctx context.Context, channel string, bound time.Duration) *subscription {
-	h.mu.Lock()
-	ps := h.connLocked()
-	if ps == nil {
-		h.mu.Unlock()
-		return &subscription{h: h, channel: channel, t: &topic{ready: make(chan struct{}), wake: newWakeup()}}
+// watch registers interest in stored's wake-ups, locally: no command goes
+// to Redis. Call it before the read that may register this process as a
+// waiter: next is the delivery that read's waiter waits for, and channel
+// the wake channel for the read to register, "" while Redis has not
+// confirmed its subscription (or no Cache is open) — the waiter then
+// waits for ready and reads again, or polls.
+func (h *hub) watch(stored string) (s *subscription, next *wakeup, channel string) {
+	if h.subscribed.Load() {
+		channel = h.wake
 	}
-	t, ok := h.topics[channel]
+	sh := h.shard(stored)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t, ok := sh.m[stored]
 	if !ok {
-		t = &topic{ready: make(chan struct{}), wake: newWakeup()}
-		h.topics[channel] = t
-		// Subscribe may wait on the connection's lock while it
-		// reconnects: never on the caller's time.
-		h.goLocked(func() { _ = ps.Subscribe(h.mark(context.Background()), channel) })
+		if sh.m == nil {
+			sh.m = map[string]*topic{}
+		}
+		t = &topic{wake: newWakeup()}
+		sh.m[stored] = t
 	}
 	t.refs++
-	h.mu.Unlock()
+	return &subscription{h: h, stored: stored, t: t}, t.wake, channel
+}
 
+// ready waits, at most until ctx ends or bound passes, for Redis to
+// confirm the wake channel's subscription, and reports whether it did.
+func (h *hub) ready(ctx context.Context, bound time.Duration) bool {
+	h.mu.Lock()
+	if h.connLocked() == nil {
+		h.mu.Unlock()
+		return false
+	}
+	ready := h.wakeReady
+	h.mu.Unlock()
 	timer := h.clock.NewTimer(bound)
 	defer timer.Stop()
 	select {
-	case <-t.ready:
+	case <-ready:
+		return true
 	case <-timer.Chan():
 	case <-ctx.Done():
 	}
-	return &subscription{h: h, channel: channel, t: t}
+	return false
 }
 
-// wait returns the delivery of the next message on the subscription's
-// channel. Take it before re-reading the value, so that a write landing
-// between the read and the wait is not missed.
+// wait returns the delivery of the next wake-up of the subscription's key.
+// Take it before the read, so that a write landing between the read and
+// the wait is not missed.
 func (s *subscription) wait() *wakeup {
-	s.h.mu.Lock()
-	defer s.h.mu.Unlock()
+	sh := s.h.shard(s.stored)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	return s.t.wake
 }
 
-// close drops the waiter's interest; the last one unsubscribes.
+// close drops the waiter's interest.
 func (s *subscription) close() {
-	h := s.h
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.topics[s.channel] != s.t {
+	sh := s.h.shard(s.stored)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m[s.stored] != s.t {
 		return
 	}
-	if s.t.refs--; s.t.refs > 0 {
-		return
-	}
-	delete(h.topics, s.channel)
-	if ps := h.ps; ps != nil {
-		h.goLocked(func() { _ = ps.Unsubscribe(h.mark(context.Background()), s.channel) })
+	if s.t.refs--; s.t.refs == 0 {
+		delete(sh.m, s.stored)
 	}
 }
 
@@ -211,26 +263,41 @@ func (h *hub) dispatch(ps *redis.PubSub) {
 	for m := range ps.ChannelWithSubscriptions() {
 		switch m := m.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
+			if m.Kind == "subscribe" && m.Channel == h.wake {
 				h.mu.Lock()
-				if t := h.topics[m.Channel]; t != nil {
-					t.once.Do(func() { close(t.ready) })
+				if h.ps == ps && !h.subscribed.Load() {
+					close(h.wakeReady)
+					h.subscribed.Store(true)
 				}
 				h.mu.Unlock()
 			}
 		case *redis.Message:
-			if m.Channel == h.invalidate {
+			switch m.Channel {
+			case h.invalidate:
 				h.notice(m.Payload)
-				continue
+			case h.wake:
+				h.deliver(m.Payload)
 			}
-			h.mu.Lock()
-			if t := h.topics[m.Channel]; t != nil {
-				t.wake.payload = m.Payload
-				close(t.wake.done)
-				t.wake = newWakeup()
-			}
-			h.mu.Unlock()
 		}
+	}
+}
+
+// deliver wakes the waiters of the key a wake-up names ("<len>:<stored
+// key><payload>", luascript's wakeWaiters) with its payload.
+func (h *hub) deliver(msg string) {
+	n, rest, ok := strings.Cut(msg, ":")
+	size, err := strconv.Atoi(n)
+	if !ok || err != nil || size < 0 || size > len(rest) {
+		return
+	}
+	stored, payload := rest[:size], rest[size:]
+	sh := h.shard(stored)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if t := sh.m[stored]; t != nil {
+		t.wake.payload = payload
+		close(t.wake.done)
+		t.wake = newWakeup()
 	}
 }
 

@@ -65,23 +65,33 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 		}()
 	}
 	waitFor(t, "a caller waiting in each Cache", func() bool { mu.Lock(); defer mu.Unlock(); return len(waiting) == 3 })
-	waitFor(t, "the wake-up subscriptions", func() bool {
-		n := admin.PubSubNumSub(ctx, "shop:fetch:item:{a}", "shop:fetch:item:{b}", "shop:fetch:item:{c}").Val()
-		return n["shop:fetch:item:{a}"] == 1 && n["shop:fetch:item:{b}"] == 1 && n["shop:fetch:item:{c}"] == 1
-	})
-	waitFor(t, "the invalidation subscription", func() bool {
-		return admin.PubSubNumSub(ctx, "shop:invalidate").Val()["shop:invalidate"] == 1
+	// Each waiting read registered the process's one wake channel with its key.
+	wake := c.hub.wake
+	if !strings.HasPrefix(wake, "shop:wake:") {
+		t.Fatalf("wake channel %q is not under the namespace", wake)
+	}
+	for i := range caches {
+		stored := keysFor("item:" + string(rune('a'+i)))
+		if w := admin.SMembers(ctx, stored.waiters).Val(); len(w) != 1 || w[0] != wake {
+			t.Fatalf("waiters of %s = %q, want [%s]", stored.value, w, wake)
+		}
+	}
+	waitFor(t, "the wake and invalidation subscriptions", func() bool {
+		n := admin.PubSubNumSub(ctx, wake, "shop:invalidate").Val()
+		return n[wake] == 1 && n["shop:invalidate"] == 1
 	})
 	if n := pubsubConnections(t, admin); n != 1 {
 		t.Fatalf("%d pub/sub connections for one Client with 3 Caches (waiters and copies), want 1", n)
 	}
-	// The other process's loads land: every waiter is woken and served.
+	// The other process's loads fail and give their leases back, waking
+	// the waiters bare: every waiter reads again, loads and is served.
 	for i := range caches {
-		key := "item:" + string(rune('a'+i))
-		if err := admin.Del(ctx, keysFor(key).lease).Err(); err != nil {
+		stored := keysFor("item:" + string(rune('a'+i)))
+		if err := admin.Del(ctx, stored.lease).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := admin.Publish(ctx, "shop:fetch:"+keysFor(key).value, "1").Err(); err != nil {
+		msg := fmt.Sprintf("%d:%s1", len(stored.value), stored.value)
+		if err := admin.Publish(ctx, wake, msg).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,8 +6,13 @@ package luascript
 //	d  last load time (ms)  n  1 for a cached "not found"  e  consecutive refresh failures
 //
 // KEYS[2] is the refresh lease (a plain SET NX PX key holding the owner's
-// token). Callers keep both keys in one hash slot ({tag}) so the scripts run
-// on Redis Cluster. Time comes from the caller (ARGV) rather than Redis TIME,
+// token). KEYS[3], when given, is the set of wake-up channels of the
+// processes waiting for the lease holder's value: one channel per process
+// (subscribed once, for all its keys), registered by the read that finds the
+// key being loaded and published to by the write that ends the load — so a
+// process waits without a subscription of its own per key, and a write that
+// nobody waits for publishes nothing. Callers keep the keys in one hash slot
+// ({tag}) so the scripts run on Redis Cluster. Time comes from the caller (ARGV) rather than Redis TIME,
 // so the caller's clock decides fresh/stale/expired and tests can inject it;
 // the key's own PEXPIRE (set a little past the hard TTL) only collects garbage.
 
@@ -18,10 +23,13 @@ package luascript
 // miss a value written in between).
 //
 // ARGV: now_ms, xfetch factor (β·−ln(rand); 0 disables early refresh),
-// lease_ttl_ms, token. Reply: {state, granted, v, f, n, e, h} where state
-// is 0 missing, 1 fresh, 2 stale, 3 past its hard TTL; v, f, n, e and h
-// only for states 1 and 2. A fresh value is refreshed early (XFetch, Vattani et al.)
-// when now + d·factor reaches f; then the lease is offered too.
+// lease_ttl_ms, token, and optionally the caller's wake-up channel. Reply:
+// {state, granted, v, f, n, e, h} where state is 0 missing, 1 fresh, 2
+// stale, 3 past its hard TTL; v, f, n, e and h only for states 1 and 2. A
+// fresh value is refreshed early (XFetch, Vattani et al.) when now + d·factor
+// reaches f; then the lease is offered too. A caller that finds nothing
+// servable and the lease taken must wait: its channel joins KEYS[3], which
+// lives as long as a lease.
 var FetchRead = define("cachewatch_fetch_read", `
 local now = tonumber(ARGV[1])
 local h = redis.call('HMGET', KEYS[1], 'v', 'f', 'h', 'd', 'n', 'e')
@@ -45,25 +53,44 @@ if redis.call('SET', KEYS[2], ARGV[4], 'NX', 'PX', ARGV[3]) then
   granted = 1
 end
 if state == 0 or state == 3 then
+  if granted == 0 and KEYS[3] and ARGV[5] and ARGV[5] ~= '' then
+    redis.call('SADD', KEYS[3], ARGV[5])
+    redis.call('PEXPIRE', KEYS[3], ARGV[3])
+  end
   return {state, granted}
 end
 return {state, granted, h[1], h[2], h[5], h[6], h[3]}
 `)
+
+// wakeWaiters is the Lua that publishes message m to every waiting
+// process's channel (KEYS[3]) and forgets them. The message leads with the
+// value's name (length-prefixed: a key may hold any byte), so one channel
+// per process serves all its keys.
+const wakeWaiters = `
+local function wake(m)
+  if not KEYS[3] then return end
+  local ws = redis.call('SMEMBERS', KEYS[3])
+  if #ws == 0 then return end
+  redis.call('DEL', KEYS[3])
+  m = #KEYS[1] .. ':' .. KEYS[1] .. m
+  for _, ch in ipairs(ws) do redis.call('PUBLISH', ch, m) end
+end
+`
 
 // FetchWrite stores a freshly loaded value only if the caller still holds
 // the refresh lease (memcache's "lease invalidated by delete"): an
 // invalidation deletes the lease, and a lease that ran out may have passed
 // to another loader, so a load that started before either must not be
 // stored as fresh over what came after it. Stored or refused, it publishes
-// on the key's channel so that waiters in every process wake at once
+// to the waiting processes' channels so that they wake at once
 // (after a refusal they read again and one of them takes the lease).
 // A stored value of up to 64 KiB travels in the message — "=f:h:n:v" —
 // so a woken waiter needs no second round trip to read it; a refusal or a
 // larger value publishes "1" and the waiters read again.
 //
-// ARGV: token, v, f, h, d, n, pexpire_ms, channel. Reply: 1 stored, 0
-// refused (the lease was no longer the caller's).
-var FetchWrite = define("cachewatch_fetch_write", `
+// ARGV: token, v, f, h, d, n, pexpire_ms. Reply: 1 stored, 0 refused (the
+// lease was no longer the caller's).
+var FetchWrite = define("cachewatch_fetch_write", wakeWaiters+`
 local held = redis.call('GET', KEYS[2]) == ARGV[1]
 if held then
   redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', ARGV[3], 'h', ARGV[4], 'd', ARGV[5], 'n', ARGV[6], 'e', 0)
@@ -71,9 +98,9 @@ if held then
   redis.call('DEL', KEYS[2])
 end
 if held and #ARGV[2] <= 65536 then
-  redis.call('PUBLISH', ARGV[8], '=' .. ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[6] .. ':' .. ARGV[2])
+  wake('=' .. ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[6] .. ':' .. ARGV[2])
 else
-  redis.call('PUBLISH', ARGV[8], '1')
+  wake('1')
 end
 if held then return 1 end
 return 0
@@ -119,11 +146,11 @@ return 0
 // source before this write, is not stored over it (FetchWrite requires the
 // lease); then it wakes the waiters.
 //
-// ARGV: v, f, h, pexpire_ms, channel. Reply: 1.
-var FetchSet = define("cachewatch_fetch_set", `
+// ARGV: v, f, h, pexpire_ms. Reply: 1.
+var FetchSet = define("cachewatch_fetch_set", wakeWaiters+`
 redis.call('HSET', KEYS[1], 'v', ARGV[1], 'f', ARGV[2], 'h', ARGV[3], 'd', 0, 'n', '0', 'e', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('DEL', KEYS[2])
-redis.call('PUBLISH', ARGV[5], '1')
+wake('1')
 return 1
 `)
