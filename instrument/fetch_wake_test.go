@@ -82,6 +82,10 @@ func TestWokenWaiterTakesTheValueFromTheWakeUp(t *testing.T) {
 			loader, _ := newProcess(nil)
 			reads := newReadCounter()
 			waiter, _ := newProcess(reads)
+			// A read registers the process's wake channel once Redis has
+			// confirmed its subscription (before that, a waiter reads
+			// again once it is).
+			waitFor(t, "the waiting process's wake channel", waiter.c.hub.subscribed.Load)
 			const key = "item:7"
 			waiting := waitingOn(t, key)
 
@@ -145,8 +149,7 @@ func TestWakeUpsGoOnlyToWaitingProcesses(t *testing.T) {
 	}
 	loader, waiter, bystander := newProcess(), newProcess(), newProcess()
 	waitFor(t, "every process's wake channel", func() bool {
-		n := admin.PubSubNumSub(ctx, loader.c.hub.wake, waiter.c.hub.wake, bystander.c.hub.wake).Val()
-		return n[loader.c.hub.wake] == 1 && n[waiter.c.hub.wake] == 1 && n[bystander.c.hub.wake] == 1
+		return loader.c.hub.subscribed.Load() && waiter.c.hub.subscribed.Load() && bystander.c.hub.subscribed.Load()
 	})
 	observer := srv.Client(t).PSubscribe(ctx, DefaultNamespace+":*")
 	defer observer.Close()
@@ -208,5 +211,66 @@ func TestWakeUpsGoOnlyToWaitingProcesses(t *testing.T) {
 	}
 	if admin.Exists(ctx, stored.waiters).Val() != 0 {
 		t.Fatal("the write left its waiters registered")
+	}
+}
+
+// A read made before Redis confirmed the process's wake channel (a Cache
+// just created) cannot register it: the waiter waits for the confirmation
+// and reads again, registered, and is woken by the write like any other.
+func TestWaiterReadsAgainOnceItsWakeChannelIsConfirmed(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	newProcess := func(reads *readCounter) *Cache[string] {
+		rdb := srv.Client(t)
+		if reads != nil {
+			rdb.AddHook(reads)
+		}
+		c, err := New(rdb, Options{Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustCache[string](t, c, CacheOptions{PollInterval: time.Hour, RedisTimeout: 30 * time.Second})
+	}
+	reads := newReadCounter()
+	loader, waiter := newProcess(nil), newProcess(reads)
+	waitFor(t, "the waiting process's wake channel", waiter.c.hub.subscribed.Load)
+	waiter.c.hub.subscribed.Store(false) // as if the confirmation were still on its way
+
+	const key = "item:8"
+	stored := keysFor(key)
+	waiting := waitingOn(t, key)
+	release := make(chan struct{})
+	loaded := make(chan error, 1)
+	go func() {
+		_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { <-release; return "v", nil })
+		loaded <- err
+	}()
+	waitFor(t, "the loader to hold the lease", func() bool { return admin.Exists(ctx, stored.lease).Val() == 1 })
+	got := make(chan string, 1)
+	go func() {
+		v, err := waiter.Fetch(ctx, key, func(context.Context) (string, error) { return "", errors.New("waiter loaded") })
+		if err != nil {
+			t.Error(err)
+		}
+		got <- v
+	}()
+	<-waiting
+	if n := reads.n.Load(); n != 2 {
+		t.Fatalf("waiting process sent %d reads before waiting, want 2 (unregistered, then registered)", n)
+	}
+	if w := admin.SMembers(ctx, stored.waiters).Val(); len(w) != 1 || w[0] != waiter.c.hub.wake {
+		t.Fatalf("waiters of %s = %q, want [%s]", key, w, waiter.c.hub.wake)
+	}
+	close(release)
+	if err := <-loaded; err != nil {
+		t.Fatal(err)
+	}
+	if v := <-got; v != "v" {
+		t.Fatalf("waiter got %q, want v", v)
+	}
+	if n := lookups(waiter, waiter.c.group(key), resultCoalesced); n != 1 {
+		t.Fatalf("coalesced lookups = %v in the waiting process, want 1", n)
 	}
 }
