@@ -23,7 +23,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cachewatch/cachewatch/internal/crowd"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -175,24 +174,38 @@ func runCallers(fetch fetcher, key string, nkeys, perKey int, spread time.Durati
 		}
 	}
 	n := nkeys * perKey
-	var next atomic.Int64
-	lat := make([]time.Duration, 0, n)
-	var mu sync.Mutex
-	_, failed := crowd.Run(n, func() error {
-		i := int(next.Add(1) - 1)
-		if spread > 0 {
-			time.Sleep(time.Duration(rand.Int64N(int64(spread))))
-		}
-		t0 := time.Now()
-		_, err := fetch(ctx, names[i%nkeys])
-		d := time.Since(t0)
-		mu.Lock()
-		lat = append(lat, d)
-		tl.caller(t0, t0.Add(d))
-		mu.Unlock()
-		return err
-	})
-	return lat, failed
+	lat := make([]time.Duration, n)
+	starts := make([]time.Time, n)
+	var failed atomic.Int64
+	// The callers are started here rather than by crowd.Run, and each
+	// writes only its own slots: a lock taken by every caller as it ends,
+	// or a deeper stack (one more frame) around the call, moved the stale
+	// p99 of a path that takes no lock from 0.001 to 0.003–0.006 ms (same
+	// code, 2026-11-30).
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range lat {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if spread > 0 {
+				time.Sleep(time.Duration(rand.Int64N(int64(spread))))
+			}
+			t0 := time.Now()
+			if _, err := fetch(ctx, names[i%nkeys]); err != nil {
+				failed.Add(1)
+			}
+			lat[i] = time.Since(t0)
+			starts[i] = t0
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, t0 := range starts {
+		tl.caller(t0, t0.Add(lat[i]))
+	}
+	return lat, int(failed.Load())
 }
 
 // errStaleFail is the loader's error while a shape fails it on purpose.

@@ -184,9 +184,12 @@ type Cache[T any] struct {
 	closeHub sync.Once
 	// releaseName frees the Cache's name on its registry (Close).
 	releaseName func()
-	// groupM caches per-group metric handles; bounded like the groups.
-	groupsMu sync.RWMutex
-	groupM   map[string]*groupMetrics
+	// groupM caches per-group metric handles (group → *groupMetrics),
+	// bounded like the groups. Every caller reads it, so reads take no
+	// lock (an RWMutex's reader count is one cache line written by every
+	// core); groupsMu serialises adding to it.
+	groupsMu sync.Mutex
+	groupM   sync.Map
 	bg       *background // every goroutine the Cache starts, ended by Close
 }
 
@@ -204,7 +207,6 @@ func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 	ca.bursts = burst.New(burst.Options{Window: o.MissBurstWindow, Threshold: o.MissBurstThreshold, Now: c.clock.Now,
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]failureRun{}
-	ca.groupM = map[string]*groupMetrics{}
 	if o.LocalCopies > 0 {
 		ca.local = &localCopies[T]{max: o.LocalCopies}
 		ca.unlisten = c.hub.listen(ca.dropNoticed)
@@ -462,11 +464,8 @@ type groupMetrics struct {
 }
 
 func (ca *Cache[T]) metricsFor(group string) *groupMetrics {
-	ca.groupsMu.RLock()
-	gm := ca.groupM[group]
-	ca.groupsMu.RUnlock()
-	if gm != nil {
-		return gm
+	if gm, ok := ca.groupM.Load(group); ok {
+		return gm.(*groupMetrics)
 	}
 	return ca.newGroupMetrics(group)
 }
@@ -475,14 +474,14 @@ func (ca *Cache[T]) metricsFor(group string) *groupMetrics {
 func (ca *Cache[T]) newGroupMetrics(group string) *groupMetrics {
 	ca.groupsMu.Lock()
 	defer ca.groupsMu.Unlock()
-	if gm := ca.groupM[group]; gm != nil {
-		return gm
+	if gm, ok := ca.groupM.Load(group); ok {
+		return gm.(*groupMetrics)
 	}
 	gm := &groupMetrics{lookups: map[string]prometheus.Counter{}, staleAge: ca.c.m.staleAge.WithLabelValues(group)}
 	for _, r := range []string{resultHit, resultStale, resultMiss, resultCoalesced, resultFallback, resultError} {
 		gm.lookups[r] = ca.c.m.lookups.WithLabelValues(group, r)
 	}
-	ca.groupM[group] = gm
+	ca.groupM.Store(group, gm)
 	return gm
 }
 

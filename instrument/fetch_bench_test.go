@@ -77,3 +77,49 @@ func BenchmarkFetchStaleCrowd(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFetchStaleCopy: the path of a crowd's callers on a stale key
+// with process copies, alone: every caller is answered from the process's
+// copy while a revalidation is (marked) in flight. "parallel" runs it on
+// every P at once, where a lock or a write that every caller makes to a
+// shared cache line shows as contention.
+//
+//	go test -run '^$' -bench BenchmarkFetchStaleCopy -benchmem ./instrument/
+func BenchmarkFetchStaleCopy(b *testing.B) {
+	srv := redistest.Start(b)
+	clock := newFetchClock()
+	c, err := New(srv.Client(b), Options{Registerer: prometheus.NewRegistry(), Clock: clock})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ca := mustCache[string](b, c, CacheOptions{FreshTTL: time.Minute, HardTTL: 1000 * time.Hour})
+	ctx := context.Background()
+	load := func(context.Context) (string, error) { return "value", nil }
+	if _, err := ca.Fetch(ctx, "copy:1", load); err != nil {
+		b.Fatal(err)
+	}
+	clock.add(2 * time.Minute)
+	ca.local.get("copy:1").revalidating.Store(true) // one revalidation in flight, as in a crowd
+	fetch := func() {
+		if _, err := ca.Fetch(ctx, "copy:1", load); err != nil {
+			b.Error(err)
+		}
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			fetch()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				fetch()
+			}
+		})
+	})
+	if n := lookups(ca, ca.c.group("copy:1"), resultStale); n < 2 {
+		b.Fatalf("stale lookups = %v: the callers were not served from the copy", n)
+	}
+}

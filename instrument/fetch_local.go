@@ -113,7 +113,9 @@ func (l *localCopies[T]) stale(key string, now int64) (c *localCopy[T], revalida
 	if p == nil || now < p.freshUntil || now >= p.hardUntil {
 		return nil, false, false
 	}
-	return p, p.revalidating.CompareAndSwap(false, true), true
+	// Load first: in a crowd every caller asks, one of them starts the
+	// revalidation, and a compare-and-swap writes the line every core reads.
+	return p, !p.revalidating.Load() && p.revalidating.CompareAndSwap(false, true), true
 }
 
 // usable returns key's copy if it is within its hard TTL at now.
