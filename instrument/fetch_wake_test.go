@@ -163,33 +163,11 @@ func TestWakeUpsGoOnlyToWaitingProcesses(t *testing.T) {
 	}
 	const key = "item:7"
 	stored := keysFor(key)
-	waiting := waitingOn(t, key)
-	release := make(chan struct{})
-	loaded := make(chan error, 1)
-	go func() {
-		_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { <-release; return "v", nil })
-		loaded <- err
-	}()
-	waitFor(t, "the loader to hold the lease", func() bool { return admin.Exists(ctx, stored.lease).Val() == 1 })
-	got := make(chan string, 1)
-	go func() {
-		v, err := waiter.Fetch(ctx, key, func(context.Context) (string, error) { return "", errors.New("waiter loaded") })
-		if err != nil {
-			t.Error(err)
-		}
-		got <- v
-	}()
-	<-waiting
+	finish := waitBehindLoad(ctx, t, admin, loader, waiter, key)
 	if w := admin.SMembers(ctx, stored.waiters).Val(); len(w) != 1 || w[0] != waiter.c.hub.wake {
 		t.Fatalf("waiters of %s = %q, want only the waiting process's channel %s", key, w, waiter.c.hub.wake)
 	}
-	close(release)
-	if err := <-loaded; err != nil {
-		t.Fatal(err)
-	}
-	if v := <-got; v != "v" {
-		t.Fatalf("waiter got %q, want v", v)
-	}
+	finish()
 	// One connection delivers in publish order: the first message must be
 	// the waiter's wake-up (the quiet write published nothing), and the
 	// next the marker published after it (nobody else was woken).
@@ -240,6 +218,25 @@ func TestWaiterReadsAgainOnceItsWakeChannelIsConfirmed(t *testing.T) {
 
 	const key = "item:8"
 	stored := keysFor(key)
+	finish := waitBehindLoad(ctx, t, admin, loader, waiter, key)
+	if n := reads.n.Load(); n != 2 {
+		t.Fatalf("waiting process sent %d reads before waiting, want 2 (unregistered, then registered)", n)
+	}
+	if w := admin.SMembers(ctx, stored.waiters).Val(); len(w) != 1 || w[0] != waiter.c.hub.wake {
+		t.Fatalf("waiters of %s = %q, want [%s]", key, w, waiter.c.hub.wake)
+	}
+	finish()
+	if n := lookups(waiter, waiter.c.group(key), resultCoalesced); n != 1 {
+		t.Fatalf("coalesced lookups = %v in the waiting process, want 1", n)
+	}
+}
+
+// waitBehindLoad has loader start loading key (held) and, once it holds the
+// lease, waiter fetch key (its own loader must not run); it returns when the
+// waiter waits. finish releases the load and checks that both callers got
+// its value, "v".
+func waitBehindLoad(ctx context.Context, t *testing.T, admin *redis.Client, loader, waiter *Cache[string], key string) (finish func()) {
+	t.Helper()
 	waiting := waitingOn(t, key)
 	release := make(chan struct{})
 	loaded := make(chan error, 1)
@@ -247,7 +244,7 @@ func TestWaiterReadsAgainOnceItsWakeChannelIsConfirmed(t *testing.T) {
 		_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { <-release; return "v", nil })
 		loaded <- err
 	}()
-	waitFor(t, "the loader to hold the lease", func() bool { return admin.Exists(ctx, stored.lease).Val() == 1 })
+	waitFor(t, "the loader to hold the lease", func() bool { return admin.Exists(ctx, keysFor(key).lease).Val() == 1 })
 	got := make(chan string, 1)
 	go func() {
 		v, err := waiter.Fetch(ctx, key, func(context.Context) (string, error) { return "", errors.New("waiter loaded") })
@@ -257,20 +254,14 @@ func TestWaiterReadsAgainOnceItsWakeChannelIsConfirmed(t *testing.T) {
 		got <- v
 	}()
 	<-waiting
-	if n := reads.n.Load(); n != 2 {
-		t.Fatalf("waiting process sent %d reads before waiting, want 2 (unregistered, then registered)", n)
-	}
-	if w := admin.SMembers(ctx, stored.waiters).Val(); len(w) != 1 || w[0] != waiter.c.hub.wake {
-		t.Fatalf("waiters of %s = %q, want [%s]", key, w, waiter.c.hub.wake)
-	}
-	close(release)
-	if err := <-loaded; err != nil {
-		t.Fatal(err)
-	}
-	if v := <-got; v != "v" {
-		t.Fatalf("waiter got %q, want v", v)
-	}
-	if n := lookups(waiter, waiter.c.group(key), resultCoalesced); n != 1 {
-		t.Fatalf("coalesced lookups = %v in the waiting process, want 1", n)
+	return func() {
+		t.Helper()
+		close(release)
+		if err := <-loaded; err != nil {
+			t.Fatal(err)
+		}
+		if v := <-got; v != "v" {
+			t.Fatalf("waiter got %q, want v", v)
+		}
 	}
 }
