@@ -265,3 +265,44 @@ func waitBehindLoad(ctx context.Context, t *testing.T, admin *redis.Client, load
 		}
 	}
 }
+
+// A service whose Redis user may use no pub/sub channel (ACL
+// "resetchannels") still coalesces across processes: its wake channel is
+// never confirmed, so reads register nothing, the loader's write publishes
+// nothing (a PUBLISH would be refused and fail the write) and the waiter is
+// served by polling.
+func TestWaitersPollWithoutChannelPermission(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "nochannels", "on", ">nochannels-pw", "~*", "+@all", "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	newProcess := func() *Cache[string] {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "nochannels", Password: "nochannels-pw"})
+		t.Cleanup(func() { _ = rdb.Close() })
+		c, err := New(rdb, Options{Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustCache[string](t, c, CacheOptions{PollInterval: 20 * time.Millisecond, RedisTimeout: 100 * time.Millisecond})
+	}
+	loader, waiter := newProcess(), newProcess()
+	const key = "item:9"
+	finish := waitBehindLoad(ctx, t, admin, loader, waiter, key)
+	if waiter.c.hub.subscribed.Load() {
+		t.Fatal("the wake channel was confirmed for a user without channel permissions")
+	}
+	if n := admin.Exists(ctx, keysFor(key).waiters).Val(); n != 0 {
+		t.Fatal("a read registered a wake channel its process could not subscribe to")
+	}
+	finish()
+	group := waiter.c.group(key)
+	if n := sourceCalls(waiter, group, "success") + sourceCalls(loader, group, "success"); n != 1 {
+		t.Fatalf("%v loader calls across both processes, want 1", n)
+	}
+	if n := lookups(waiter, group, resultCoalesced); n != 1 {
+		t.Fatalf("coalesced lookups = %v in the waiting process, want 1", n)
+	}
+}
