@@ -140,13 +140,7 @@ func TestWakeUpsGoOnlyToWaitingProcesses(t *testing.T) {
 	admin := srv.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	newProcess := func() *Cache[string] {
-		c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mustCache[string](t, c, CacheOptions{PollInterval: time.Hour, RedisTimeout: 30 * time.Second})
-	}
+	newProcess := func() *Cache[string] { return newWakeProcess(t, srv.Client(t), time.Hour, 30*time.Second) }
 	loader, waiter, bystander := newProcess(), newProcess(), newProcess()
 	waitFor(t, "every process's wake channel", func() bool {
 		return loader.c.hub.subscribed.Load() && waiter.c.hub.subscribed.Load() && bystander.c.hub.subscribed.Load()
@@ -200,19 +194,11 @@ func TestWaiterReadsAgainOnceItsWakeChannelIsConfirmed(t *testing.T) {
 	admin := srv.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	newProcess := func(reads *readCounter) *Cache[string] {
-		rdb := srv.Client(t)
-		if reads != nil {
-			rdb.AddHook(reads)
-		}
-		c, err := New(rdb, Options{Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mustCache[string](t, c, CacheOptions{PollInterval: time.Hour, RedisTimeout: 30 * time.Second})
-	}
 	reads := newReadCounter()
-	loader, waiter := newProcess(nil), newProcess(reads)
+	counted := srv.Client(t)
+	counted.AddHook(reads)
+	loader := newWakeProcess(t, srv.Client(t), time.Hour, 30*time.Second)
+	waiter := newWakeProcess(t, counted, time.Hour, 30*time.Second)
 	waitFor(t, "the waiting process's wake channel", waiter.c.hub.subscribed.Load)
 	waiter.c.hub.subscribed.Store(false) // as if the confirmation were still on its way
 
@@ -282,11 +268,7 @@ func TestWaitersPollWithoutChannelPermission(t *testing.T) {
 	newProcess := func() *Cache[string] {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "nochannels", Password: "nochannels-pw"})
 		t.Cleanup(func() { _ = rdb.Close() })
-		c, err := New(rdb, Options{Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mustCache[string](t, c, CacheOptions{PollInterval: 20 * time.Millisecond, RedisTimeout: 100 * time.Millisecond})
+		return newWakeProcess(t, rdb, 20*time.Millisecond, 100*time.Millisecond)
 	}
 	loader, waiter := newProcess(), newProcess()
 	const key = "item:9"
@@ -305,4 +287,15 @@ func TestWaitersPollWithoutChannelPermission(t *testing.T) {
 	if n := lookups(waiter, group, resultCoalesced); n != 1 {
 		t.Fatalf("coalesced lookups = %v in the waiting process, want 1", n)
 	}
+}
+
+// newWakeProcess is one simulated process: its own Client over rdb and a
+// Cache whose waiters poll every poll.
+func newWakeProcess(t *testing.T, rdb *redis.Client, poll, redisTimeout time.Duration) *Cache[string] {
+	t.Helper()
+	c, err := New(rdb, Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mustCache[string](t, c, CacheOptions{PollInterval: poll, RedisTimeout: redisTimeout})
 }
