@@ -70,28 +70,7 @@ func TestFlightsOfManyKeysShareOnePipeline(t *testing.T) {
 		return func(context.Context) (string, error) { calls.Add(1); return "v-" + key, nil }
 	}
 	const n = 20
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	got, errs := make([]string, n), make([]error, n)
-	var wg sync.WaitGroup
-	fetch := func(i int) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := fmt.Sprint("item:", i)
-			got[i], errs[i] = ca.Fetch(ctx, key, load(key))
-		}()
-	}
-
-	gate.hold()
-	fetch(0)
-	<-gate.entered // item:0's read is in flight (held before Redis)
-	for i := 1; i < n; i++ {
-		fetch(i)
-	}
-	waitFor(t, "the other keys' reads to queue behind the one in flight", func() bool { return queued(ca) == n-1 })
-	gate.open()
-	wg.Wait()
+	got, errs := fetchBehindHeldRead(t, ca, gate, n, load)
 
 	for i := range n {
 		if want := fmt.Sprint("v-item:", i); errs[i] != nil || got[i] != want {
@@ -114,7 +93,7 @@ func TestFlightsOfManyKeysShareOnePipeline(t *testing.T) {
 	}
 	// The values were written (in a batch too): read back from Redis.
 	for i := range n {
-		if v, found, err := ca.Get(ctx, fmt.Sprint("item:", i)); err != nil || !found || v != fmt.Sprint("v-item:", i) {
+		if v, found, err := ca.Get(context.Background(), fmt.Sprint("item:", i)); err != nil || !found || v != fmt.Sprint("v-item:", i) {
 			t.Fatalf("Get item:%d = %q, %v, %v after the batched writes", i, v, found, err)
 		}
 	}
@@ -279,30 +258,12 @@ func TestBatchedReadsOpenTheBreakerWhenRedisIsDown(t *testing.T) {
 func TestOneFailedCallDoesNotFailItsPipeline(t *testing.T) {
 	ca, rdb, gate, _ := gatedCache(t, newFetchClock(), CacheOptions{})
 	const n, bad = 20, 7
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := rdb.LPush(ctx, keysFor(fmt.Sprint("item:", bad)).value, "not a cache entry").Err(); err != nil {
+	if err := rdb.LPush(context.Background(), keysFor(fmt.Sprint("item:", bad)).value, "not a cache entry").Err(); err != nil {
 		t.Fatal(err)
 	}
-	got, errs := make([]string, n), make([]error, n)
-	var wg sync.WaitGroup
-	fetch := func(i int) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := fmt.Sprint("item:", i)
-			got[i], errs[i] = ca.Fetch(ctx, key, func(context.Context) (string, error) { return "v-" + key, nil })
-		}()
-	}
-	gate.hold()
-	fetch(0)
-	<-gate.entered
-	for i := 1; i < n; i++ {
-		fetch(i)
-	}
-	waitFor(t, "the other keys' reads to queue behind the one in flight", func() bool { return queued(ca) == n-1 })
-	gate.open()
-	wg.Wait()
+	got, errs := fetchBehindHeldRead(t, ca, gate, n, func(key string) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) { return "v-" + key, nil }
+	})
 
 	for i := range n {
 		if want := fmt.Sprint("v-item:", i); i != bad && (errs[i] != nil || got[i] != want) {
@@ -313,4 +274,34 @@ func TestOneFailedCallDoesNotFailItsPipeline(t *testing.T) {
 	if miss, fb := lookups(ca, g, resultMiss), lookups(ca, g, resultFallback); miss != n-1 || fb > 1 {
 		t.Fatalf("lookups miss=%v fallback=%v; want %d misses and at most the bad key's fallback", miss, fb, n-1)
 	}
+}
+
+// fetchBehindHeldRead fetches item:0 … item:n-1, each with load(key), so
+// that item:0's read is held in flight while the other n-1 queue behind it;
+// then it lets the read go and returns every caller's value and error.
+func fetchBehindHeldRead(t *testing.T, ca *Cache[string], gate *readGate, n int,
+	load func(key string) func(context.Context) (string, error)) ([]string, []error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, errs := make([]string, n), make([]error, n)
+	var wg sync.WaitGroup
+	fetch := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprint("item:", i)
+			got[i], errs[i] = ca.Fetch(ctx, key, load(key))
+		}()
+	}
+	gate.hold()
+	fetch(0)
+	<-gate.entered // item:0's read is in flight (held before Redis)
+	for i := 1; i < n; i++ {
+		fetch(i)
+	}
+	waitFor(t, "the other keys' reads to queue behind the one in flight", func() bool { return queued(ca) == n-1 })
+	gate.open()
+	wg.Wait()
+	return got, errs
 }

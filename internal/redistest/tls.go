@@ -62,38 +62,18 @@ func (s *Server) pingOptions() *redis.Options {
 // the CA as a pool and the three paths.
 func writeTLSFiles(t testing.TB, dir string) (*x509.CertPool, [3]string) {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatalf("redistest: CA key: %v", err)
-	}
 	now := time.Now()
-	caTmpl := &x509.Certificate{
+	ca, caDER, caKey := newCert(t, &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redistest CA"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatalf("redistest: CA certificate: %v", err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatalf("redistest: CA certificate: %v", err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatalf("redistest: server key: %v", err)
-	}
-	tmpl := &x509.Certificate{
+	}, nil, nil)
+	_, der, key := newCert(t, &x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatalf("redistest: server certificate: %v", err)
-	}
+	}, ca, caKey)
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatalf("redistest: server key: %v", err)
@@ -105,6 +85,28 @@ func writeTLSFiles(t testing.TB, dir string) (*x509.CertPool, [3]string) {
 		}
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(caCert)
+	pool.AddCert(ca)
 	return pool, files
+}
+
+// newCert generates a key and a certificate from tmpl, signed by parent's
+// key (self-signed when parent is nil).
+func newCert(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, []byte, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("redistest: %s key: %v", tmpl.Subject.CommonName, err)
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatalf("redistest: %s certificate: %v", tmpl.Subject.CommonName, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("redistest: %s certificate: %v", tmpl.Subject.CommonName, err)
+	}
+	return cert, der, key
 }
