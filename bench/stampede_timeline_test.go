@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +19,8 @@ type timeline struct {
 	FirstStart, LastStart, FirstEnd, LastEnd int64
 	Loads                                    [][2]int64
 	CPU                                      int64 // user+system ns during the run
+	GCs                                      int64 // garbage collections during the run
+	Alloc                                    int64 // bytes allocated during the run
 }
 
 // tl records the worker's current run (reset by each "run" command).
@@ -29,13 +33,32 @@ type timelineRec struct {
 }
 
 // reset starts a new run.
-func (r *timelineRec) reset() { r.mu.Lock(); r.t = timeline{CPU: -cpuNanos()}; r.mu.Unlock() }
+func (r *timelineRec) reset() {
+	r.mu.Lock()
+	r.t = timeline{CPU: -cpuNanos(), GCs: -numGC(), Alloc: -allocBytes()}
+	r.mu.Unlock()
+}
 
 // cpuNanos is the process's user and system CPU time so far.
 func cpuNanos() int64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// numGC is the number of garbage collections so far: one during a crowd
+// scans the stacks of its thousand goroutines.
+func numGC() int64 {
+	var st debug.GCStats
+	debug.ReadGCStats(&st)
+	return st.NumGC
+}
+
+// allocBytes is the number of heap bytes allocated so far.
+func allocBytes() int64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.TotalAlloc)
 }
 
 // caller records one caller's start and end.
@@ -66,11 +89,15 @@ func (r *timelineRec) snapshot() timeline {
 	defer r.mu.Unlock()
 	t := r.t
 	t.CPU += cpuNanos()
+	t.GCs += numGC()
+	t.Alloc += allocBytes()
 	return t
 }
 
 // printTimelines writes, in ms from the earliest caller's start, each
-// process's callers' starts, its loads and its callers' ends; then how long
+// process's garbage collections and bytes allocated during the run, its
+// callers' starts, its loads (the first two and the last when there are
+// more) and its callers' ends; then how long
 // after the load it waited for each process's last caller ended (its own
 // load's end, or the fleet's last load's end for a process that did not
 // load: the wake-up's delivery), and each process's CPU time.
@@ -95,7 +122,10 @@ func printTimelines(key string, tls []timeline) {
 		for _, l := range t.Loads {
 			loads = append(loads, ms(l[0])+"-"+ms(l[1]))
 		}
-		fmt.Fprintf(&b, "  p%02d start %s..%s loads [%s] ends %s..%s\n", i, ms(t.FirstStart), ms(t.LastStart), strings.Join(loads, " "), ms(t.FirstEnd), ms(t.LastEnd))
+		if len(loads) > 3 {
+			loads = append(loads[:2], fmt.Sprintf("…%d… %s", len(loads), loads[len(loads)-1]))
+		}
+		fmt.Fprintf(&b, "  p%02d gc %d alloc %dKB start %s..%s loads [%s] ends %s..%s\n", i, t.GCs, t.Alloc>>10, ms(t.FirstStart), ms(t.LastStart), strings.Join(loads, " "), ms(t.FirstEnd), ms(t.LastEnd))
 		ref := lastLoadEnd // a process that did not load waits for the fleet's load
 		if len(t.Loads) > 0 {
 			ref = 0

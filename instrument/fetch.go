@@ -70,9 +70,10 @@ type CacheOptions struct {
 	Codec Codec
 
 	// RedisTimeout bounds every Redis round trip (default 250ms). The
-	// script calls of a Cache's concurrent lookups share round trips: one
-	// is in flight at a time and those asked for meanwhile go together as
-	// one pipeline, bounded by one RedisTimeout; a call waits in that queue
+	// script calls of a Cache's concurrent lookups share round trips: those
+	// asked for while one is in flight go together as one pipeline, bounded
+	// by one RedisTimeout, when it returns or after 200µs, whichever comes
+	// first (at most 4 round trips in flight); a call waits in that queue
 	// at most twice RedisTimeout. A read that times out while the breaker
 	// is closed is tried once more before Fetch goes to the loader, when
 	// the caller's deadline leaves more than 4 RedisTimeouts.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -13,11 +14,12 @@ import (
 )
 
 // batcher gathers the script calls (reads and writes) of a Cache's
-// concurrent flights, of different keys, into pipelines. One call or
-// pipeline is in flight at a time: a flight that finds none sends its own
-// call at once, on its goroutine, as a single script call; the calls asked
-// for meanwhile wait and go together, as one pipeline, when it returns,
-// while the next ones gather.
+// concurrent flights, of different keys, into pipelines. A flight that
+// finds no call in flight sends its own at once, on its goroutine, as a
+// single script call; the calls asked for meanwhile wait and go together,
+// as one pipeline, when it returns — or, if it has not returned within
+// flushQueuedAfter, on another pooled connection (at most maxInFlight round
+// trips at once) — while the next ones gather.
 //
 // Why: when a crowd arrives on many keys at once (a page of 100 products
 // expiring together), one call per key, each on its own pooled connection
@@ -27,13 +29,28 @@ import (
 // once for the fleet. Batched, the same calls cost a few round trips. A
 // lone key's call is sent as before, with no hand-over and no pipeline.
 type batcher struct {
-	mu    sync.Mutex
-	busy  bool          // a call or pipeline is in flight
-	queue []*scriptCall // calls waiting for the next pipeline
+	mu       sync.Mutex
+	inFlight int           // calls or pipelines in flight
+	queue    []*scriptCall // calls waiting for the next pipeline
+	armed    bool          // a flush of the queue is timed
+	// flushAfter is how long the queue waits for the round trip in flight
+	// before it goes as a pipeline of its own (0: flushQueuedAfter).
+	flushAfter time.Duration
 }
 
 // maxBatch caps the calls of one pipeline; the rest wait for the next.
 const maxBatch = 256
+
+// flushQueuedAfter: calls queue behind a round trip in flight for at most
+// this long before they go as a pipeline of their own, on another pooled
+// connection (at most maxInFlight round trips at once). The reply of the
+// round trip in flight may have arrived long before this process runs the
+// goroutine waiting for it: a netpoller's reply waits for the runnable
+// goroutines of a crowd (hundreds of callers starting), a timer does not.
+const flushQueuedAfter = 200 * time.Microsecond
+
+// maxInFlight caps a Cache's round trips in flight.
+const maxInFlight = 4
 
 // scriptCall is one flight's script call, and its reply once done is closed.
 type scriptCall struct {
@@ -65,15 +82,23 @@ var errQueued = errors.New("pipeline did not return in time")
 func (ca *Cache[T]) run(ctx context.Context, c *scriptCall) (any, error) {
 	b := &ca.batch
 	b.mu.Lock()
-	if !b.busy {
-		b.busy = true
+	if b.inFlight == 0 {
+		b.inFlight++
 		b.mu.Unlock()
 		c.res, c.err = ca.runOne(ctx, c)
-		ca.nextBatch()
+		ca.nextBatch(true)
 		return c.res, c.err
 	}
 	c.done = make(chan struct{})
 	b.queue = append(b.queue, c)
+	if !b.armed && b.inFlight < maxInFlight {
+		b.armed = true
+		after := b.flushAfter
+		if after <= 0 {
+			after = flushQueuedAfter
+		}
+		time.AfterFunc(after, func() { ca.nextBatch(false) })
+	}
 	b.mu.Unlock()
 
 	// A bound on a Redis call, so a context deadline (on the real clock,
@@ -100,21 +125,33 @@ func (ca *Cache[T]) run(ctx context.Context, c *scriptCall) (any, error) {
 	return nil, redisErr(c.op, cause)
 }
 
-// nextBatch hands the calls gathered while one was in flight to a new
-// goroutine as one pipeline, or marks the batcher idle.
-func (ca *Cache[T]) nextBatch() {
+// nextBatch sends the calls gathered meanwhile as one pipeline, on a new
+// goroutine: after a round trip returned (returned, which ends its share of
+// inFlight) or when the timed flush is due.
+func (ca *Cache[T]) nextBatch(returned bool) {
 	b := &ca.batch
 	b.mu.Lock()
-	batch := b.take()
-	if len(batch) == 0 {
-		b.busy = false
+	if returned {
+		b.inFlight--
+	} else {
+		b.armed = false
+	}
+	// A timed flush after Close leaves the queue to the round trip in
+	// flight, whose goroutine sends it: the timer's must not outlive Close.
+	if b.inFlight >= maxInFlight || (!returned && ca.bg.isClosed()) {
 		b.mu.Unlock()
 		return
 	}
+	batch := b.take()
+	if len(batch) == 0 {
+		b.mu.Unlock()
+		return
+	}
+	b.inFlight++
 	b.mu.Unlock()
 	send := func() {
 		ca.sendBatch(batch)
-		ca.nextBatch()
+		ca.nextBatch(true)
 	}
 	if !ca.bg.start(send) {
 		send() // closed: no goroutine may outlive Close, so this one sends it

@@ -305,3 +305,75 @@ func fetchBehindHeldRead(t *testing.T, ca *Cache[string], gate *readGate, n int,
 	wg.Wait()
 	return got, errs
 }
+
+// Calls that queue behind a round trip that does not come back do not wait
+// for it: after flushQueuedAfter they go as a pipeline of their own, on
+// another connection. Here item:0's read is held before Redis (as a reply
+// is held when its goroutine waits behind a crowd of runnable callers) and
+// the other keys are read, loaded and written meanwhile.
+func TestQueuedCallsDoNotWaitForAStuckRoundTrip(t *testing.T) {
+	ca, rdb, gate, _ := gatedCache(t, newFetchClock(), CacheOptions{})
+	ca.batch.flushAfter = 0 // the default
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := luascript.FetchRead.Load(ctx, rdb).Err(); err != nil { // no NOSCRIPT retries to count
+		t.Fatal(err)
+	}
+	pipes := &pipelineReads{}
+	rdb.AddHook(pipes)
+	var calls atomic.Int64
+	load := func(key string) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) { calls.Add(1); return "v-" + key, nil }
+	}
+	gate.hold()
+	defer gate.open()
+	first := make(chan error, 1)
+	go func() {
+		v, err := ca.Fetch(ctx, "item:0", load("item:0"))
+		if err == nil && v != "v-item:0" {
+			err = fmt.Errorf("item:0 = %q", v)
+		}
+		first <- err
+	}()
+	<-gate.entered
+
+	const n = 20
+	errs := make(chan error, n)
+	for i := 1; i < n; i++ {
+		go func() {
+			key := fmt.Sprint("item:", i)
+			v, err := ca.Fetch(ctx, key, load(key))
+			if err == nil && v != "v-"+key {
+				err = fmt.Errorf("%s = %q", key, v)
+			}
+			errs <- err
+		}()
+	}
+	for i := 1; i < n; i++ {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d of %d fetches still wait for the held read of another key", n-i, n-1)
+		}
+	}
+	reads := 0
+	for _, r := range pipes.get() {
+		reads += r
+	}
+	if reads != n-1 || gate.calls.Load() != 1 {
+		t.Fatalf("%d reads in pipelines and %d alone; want the %d queued ones in pipelines and only item:0's alone",
+			reads, gate.calls.Load(), n-1)
+	}
+	gate.open()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	g := ca.c.group("item:0")
+	if calls.Load() != n || lookups(ca, g, resultMiss) != n || sourceCalls(ca, g, "success") != n || lookups(ca, g, resultFallback) != 0 {
+		t.Fatalf("loader calls %d, miss lookups %v, source_calls %v, fallbacks %v; want %d, %d, %d and 0",
+			calls.Load(), lookups(ca, g, resultMiss), sourceCalls(ca, g, "success"), lookups(ca, g, resultFallback), n, n, n)
+	}
+}

@@ -3,6 +3,10 @@ package instrument
 import (
 	"context"
 	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,4 +126,82 @@ func BenchmarkFetchStaleCopy(b *testing.B) {
 	if n := lookups(ca, ca.c.group("copy:1"), resultStale); n < 2 {
 		b.Fatalf("stale lookups = %v: the callers were not served from the copy", n)
 	}
+}
+
+// BenchmarkColdCrowdEnd: the end of a cold stampede on many keys, in two
+// simulated processes of one Go process: the loading process holds the
+// leases of 100 keys, 10 callers on each wait in both processes, and the
+// timed part runs from the loads' return to the last caller's answer — the
+// writes, their wake-ups and every caller's answer. Reports that part's
+// CPU time too: in BenchmarkStampede the processes and Redis share two
+// cores, so the CPU this takes is latency for the last callers.
+//
+//	go test -run '^$' -bench BenchmarkColdCrowdEnd -benchmem ./instrument/
+func BenchmarkColdCrowdEnd(b *testing.B) {
+	srv := redistest.Start(b)
+	newProcess := func() *Cache[string] {
+		c, err := New(srv.Client(b), Options{Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ca := mustCache[string](b, c, CacheOptions{FreshTTL: time.Hour})
+		if !ca.c.hub.ready(context.Background(), 5*time.Second) {
+			b.Fatal("wake channel not confirmed")
+		}
+		return ca
+	}
+	loader, waiter := newProcess(), newProcess()
+	const nkeys, perKey = 100, 10
+	var waiting atomic.Int64
+	testHookWaiting = func(string) { waiting.Add(1) }
+	defer func() { testHookWaiting = nil }()
+	ctx := context.Background()
+	var cpu time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		prefix := "cold" + strconv.Itoa(i) + ":"
+		release := make(chan struct{})
+		var loading sync.WaitGroup
+		loading.Add(nkeys)
+		load := func(context.Context) (string, error) { loading.Done(); <-release; return "value", nil }
+		var done sync.WaitGroup
+		crowd := func(ca *Cache[string]) {
+			for k := 0; k < nkeys*perKey; k++ {
+				done.Add(1)
+				go func() {
+					defer done.Done()
+					if _, err := ca.Fetch(ctx, prefix+strconv.Itoa(k%nkeys), load); err != nil {
+						b.Error(err)
+					}
+				}()
+			}
+		}
+		waiting.Store(0)
+		crowd(loader)
+		loading.Wait()
+		crowd(waiter)
+		for deadline := time.Now().Add(time.Minute); waiting.Load() < nkeys; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d flights wait for the loading process", waiting.Load(), nkeys)
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // the waiters' callers join their flights
+		c0 := cpuTime()
+		b.StartTimer()
+		close(release)
+		done.Wait()
+		b.StopTimer()
+		cpu += cpuTime() - c0
+		loader.bg.wait()
+		waiter.bg.wait()
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

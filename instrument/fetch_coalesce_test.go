@@ -93,7 +93,11 @@ func gatedCache(t *testing.T, clk *fetchClock, o CacheOptions) (*Cache[string], 
 	rdb.AddHook(gate)
 	reg := prometheus.NewRegistry()
 	o.RedisTimeout = 30 * time.Second
-	return newFetchCache(t, rdb, reg, clk, o), rdb, gate, reg
+	ca := newFetchCache(t, rdb, reg, clk, o)
+	// The calls asked for while the gate holds one wait for it: the timed
+	// flush (TestQueuedCallsDoNotWaitForAStuckRoundTrip) is off.
+	ca.batch.flushAfter = time.Hour
+	return ca, rdb, gate, reg
 }
 
 // evalCalls reads EVALSHA + EVAL calls from the server's INFO commandstats.
