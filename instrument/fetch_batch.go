@@ -101,19 +101,20 @@ func (ca *Cache[T]) run(ctx context.Context, c *scriptCall) (any, error) {
 	}
 	b.mu.Unlock()
 
-	// A bound on a Redis call, so a context deadline (on the real clock,
-	// like RedisTimeout's), not a timer of the Cache's clock.
-	wctx, cancel := context.WithTimeout(ctx, ca.deg.queuedBound(ctx))
-	defer cancel()
+	// A bound on a Redis call, so on the real clock (like RedisTimeout's),
+	// not the Cache's. A timer, not a context: a context derived from the
+	// flight's would be registered with it and removed again, which every
+	// queued call paid for.
+	bound := time.NewTimer(ca.deg.queuedBound(ctx))
+	defer bound.Stop()
 	var cause error
 	select {
 	case <-c.done:
 		return c.res, c.err
-	case <-wctx.Done():
+	case <-bound.C:
 		cause = errQueued
-		if ctx.Err() != nil {
-			cause = fmt.Errorf("%w: %w", errCallerGone, ctx.Err())
-		}
+	case <-ctx.Done():
+		cause = fmt.Errorf("%w: %w", errCallerGone, ctx.Err())
 	}
 	b.mu.Lock()
 	c.gone = true

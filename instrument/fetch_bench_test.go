@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -130,7 +131,8 @@ func BenchmarkFetchStaleCopy(b *testing.B) {
 
 // BenchmarkColdCrowdEnd: the end of a cold stampede on many keys, in two
 // simulated processes of one Go process: the loading process holds the
-// leases of 100 keys, 10 callers on each wait in both processes, and the
+// leases of 100 keys, callers on each wait in both processes (1 per key per
+// process: "callers=1", the flights' own cost; 10: "callers=10"), and the
 // timed part runs from the loads' return to the last caller's answer — the
 // writes, their wake-ups and every caller's answer. Reports that part's
 // CPU time too: in BenchmarkStampede the processes and Redis share two
@@ -138,6 +140,12 @@ func BenchmarkFetchStaleCopy(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkColdCrowdEnd -benchmem ./instrument/
 func BenchmarkColdCrowdEnd(b *testing.B) {
+	for _, perKey := range []int{1, 10} {
+		b.Run(fmt.Sprint("callers=", perKey), func(b *testing.B) { benchColdCrowdEnd(b, perKey) })
+	}
+}
+
+func benchColdCrowdEnd(b *testing.B, perKey int) {
 	srv := redistest.Start(b)
 	newProcess := func() *Cache[string] {
 		c, err := New(srv.Client(b), Options{Registerer: prometheus.NewRegistry()})
@@ -151,7 +159,7 @@ func BenchmarkColdCrowdEnd(b *testing.B) {
 		return ca
 	}
 	loader, waiter := newProcess(), newProcess()
-	const nkeys, perKey = 100, 10
+	const nkeys = 100
 	var waiting atomic.Int64
 	testHookWaiting = func(string) { waiting.Add(1) }
 	defer func() { testHookWaiting = nil }()
