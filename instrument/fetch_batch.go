@@ -42,11 +42,14 @@ type batcher struct {
 const maxBatch = 256
 
 // flushQueuedAfter: calls queue behind a round trip in flight for at most
-// this long before they go as a pipeline of their own, on another pooled
-// connection (at most maxInFlight round trips at once). The reply of the
-// round trip in flight may have arrived long before this process runs the
-// goroutine waiting for it: a netpoller's reply waits for the runnable
-// goroutines of a crowd (hundreds of callers starting), a timer does not.
+// this long before they go as a pipeline of their own. Why not wait for
+// it: its reply may have arrived long before the process runs the goroutine
+// waiting for it. Go's scheduler polls the network only when it has
+// nothing else to run (or after 10 ms), so in a crowd (a thousand callers
+// starting, or being answered) the queue waited for all of them; a due
+// timer's goroutine runs next. In BenchmarkStampede (4 processes, 100 keys) the other keys' reads
+// went 5–11 ms after the first key's, and the loads' last writes returned
+// up to 16 ms after the loads ended (docs/benchmarks.md).
 const flushQueuedAfter = 200 * time.Microsecond
 
 // maxInFlight caps a Cache's round trips in flight.
