@@ -58,6 +58,7 @@ func (b *background) worker(fn func()) {
 	defer idle.Stop()
 	for {
 		fn()
+		fn = nil // nothing of the work done stays reachable while idle
 		b.busy.Done()
 		idle.Reset(idleFor)
 		select {
