@@ -142,7 +142,7 @@ func mustCache[T any](t testing.TB, c *Client, o CacheOptions) *Cache[T] {
 
 // wait waits for the Cache's background work to end, for tests that know
 // none is being started meanwhile (Close is for everything else).
-func (b *background) wait() { b.busy.Wait() }
+func (b *background) wait() { b.wg.Wait() }
 
 // startForLeakCheck starts a server and a client already connected (its
 // pool's goroutines running), then notes the goroutines that exist, so a
