@@ -47,9 +47,10 @@ const maxBatch = 256
 // waiting for it. Go's scheduler polls the network only when it has
 // nothing else to run (or after 10 ms), so in a crowd (a thousand callers
 // starting, or being answered) the queue waited for all of them; a due
-// timer's goroutine runs next. In BenchmarkStampede (4 processes, 100 keys) the other keys' reads
-// went 5–11 ms after the first key's, and the loads' last writes returned
-// up to 16 ms after the loads ended (docs/benchmarks.md).
+// timer's goroutine runs next. In BenchmarkStampede (4 processes, 100
+// keys) the other keys' loads started 3.4–11.0 ms after the first key's,
+// and the loads' last writes returned up to 17 ms after the loads ended
+// (docs/benchmarks.md).
 const flushQueuedAfter = 200 * time.Microsecond
 
 // maxInFlight caps a Cache's round trips in flight.

@@ -148,21 +148,17 @@ func BenchmarkColdCrowdEnd(b *testing.B) {
 func benchColdCrowdEnd(b *testing.B, perKey int) {
 	srv := redistest.Start(b)
 	newProcess := func() *Cache[string] {
-		c, err := New(srv.Client(b), Options{Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ca := mustCache[string](b, c, CacheOptions{FreshTTL: time.Hour})
-		if !ca.c.hub.ready(context.Background(), 5*time.Second) {
-			b.Fatal("wake channel not confirmed")
-		}
+		// The defaults' poll interval and Redis timeout.
+		ca := newWakeProcess(b, srv.Client(b), 250*time.Millisecond, 250*time.Millisecond)
+		waitFor(b, "the wake channel", ca.c.hub.subscribed.Load)
 		return ca
 	}
 	loader, waiter := newProcess(), newProcess()
 	const nkeys = 100
-	var waiting atomic.Int64
+	var waiting, joined atomic.Int64
 	testHookWaiting = func(string) { waiting.Add(1) }
-	defer func() { testHookWaiting = nil }()
+	testHookJoined = func(string) { joined.Add(1) }
+	defer func() { testHookWaiting, testHookJoined = nil, nil }()
 	ctx := context.Background()
 	var cpu time.Duration
 	b.ReportAllocs()
@@ -187,15 +183,12 @@ func benchColdCrowdEnd(b *testing.B, perKey int) {
 			}
 		}
 		waiting.Store(0)
+		joined.Store(0)
 		crowd(loader)
 		loading.Wait()
 		crowd(waiter)
-		for deadline := time.Now().Add(time.Minute); waiting.Load() < nkeys; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				b.Fatalf("%d of %d flights wait for the loading process", waiting.Load(), nkeys)
-			}
-		}
-		time.Sleep(5 * time.Millisecond) // the waiters' callers join their flights
+		waitFor(b, "the waiting process's flights", func() bool { return waiting.Load() == nkeys })
+		waitFor(b, "every other caller to join a flight", func() bool { return joined.Load() == 2*nkeys*int64(perKey-1) })
 		c0 := cpuTime()
 		b.StartTimer()
 		close(release)

@@ -137,7 +137,7 @@ func joinCounter(t *testing.T, key string) *atomic.Int64 {
 
 // waitFor polls cond until it holds, failing the test after a generous
 // bound (a liveness bound, not a speed assertion).
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
