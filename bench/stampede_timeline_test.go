@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -35,10 +34,8 @@ type timelineRec struct {
 // reset starts a new run.
 func (r *timelineRec) reset() {
 	r.mu.Lock()
-	r.t = timeline{CPU: -cpuNanos()}
-	if timelineOn {
-		r.t.GCs, r.t.Alloc = -numGC(), -allocBytes()
-	}
+	gcs, alloc := memCounts()
+	r.t = timeline{CPU: -cpuNanos(), GCs: -gcs, Alloc: -alloc}
 	r.mu.Unlock()
 }
 
@@ -56,19 +53,16 @@ func cpuNanos() int64 {
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
-// numGC is the number of garbage collections so far: one during a crowd
-// scans the stacks of its thousand goroutines.
-func numGC() int64 {
-	var st debug.GCStats
-	debug.ReadGCStats(&st)
-	return st.NumGC
-}
-
-// allocBytes is the number of heap bytes allocated so far.
-func allocBytes() int64 {
+// memCounts returns the garbage collections so far (one during a crowd
+// scans the stacks of its thousand goroutines) and the heap bytes
+// allocated so far, both from one ReadMemStats; zeros unless timelineOn.
+func memCounts() (gcs, alloc int64) {
+	if !timelineOn {
+		return 0, 0
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return int64(ms.TotalAlloc)
+	return int64(ms.NumGC), int64(ms.TotalAlloc)
 }
 
 // caller records one caller's start and end.
@@ -98,11 +92,8 @@ func (r *timelineRec) snapshot() timeline {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.t
-	t.CPU += cpuNanos()
-	if timelineOn {
-		t.GCs += numGC()
-		t.Alloc += allocBytes()
-	}
+	gcs, alloc := memCounts()
+	t.CPU, t.GCs, t.Alloc = t.CPU+cpuNanos(), t.GCs+gcs, t.Alloc+alloc
 	return t
 }
 
