@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cachewatch/cachewatch/internal/burst"
 )
 
 // Label value indexes of the per-key-group metrics.
@@ -44,6 +46,7 @@ type groupMetrics struct {
 	attempts [numAttemptResults][2]lazyCounter // [result][first, retry]
 	lost     [numLostReasons]lazyCounter
 	bursts   lazyCounter
+	misses   *burst.Group                    // its misses, counted for the burst detector
 	acquired [numAttemptResults]lazyObserver // by attempt result; busy unused
 }
 

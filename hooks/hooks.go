@@ -191,7 +191,11 @@ func New(opts Options) (*Hook, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.byGroup = newGroupSet(h.groups.Classify, func(group string) *groupMetrics { return newGroupMetrics(v, name, group) })
+	h.byGroup = newGroupSet(h.groups.Classify, func(group string) *groupMetrics {
+		g := newGroupMetrics(v, name, group)
+		g.misses = h.bursts.Group(group) // resolved once: the detector's lookup is off the per-command path
+		return g
+	})
 	clock := opts.Clock
 	if clock == nil {
 		clock = clockwork.NewRealClock()

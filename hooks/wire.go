@@ -124,7 +124,7 @@ func elemResult(err error, vals []any, i int) int {
 func (h *Hook) lookupResult(key string, result int) {
 	g := h.byGroup.forKey(key, h.byGroup.keyHash(key))
 	g.lookups[result].Inc()
-	if result == lookupMiss && h.bursts.Miss(g.name) {
+	if result == lookupMiss && g.misses.Miss() {
 		g.bursts.Inc()
 	}
 	if h.hot != nil {

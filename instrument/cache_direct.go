@@ -50,7 +50,7 @@ func (ca *Cache[T]) Get(ctx context.Context, key string) (v T, found bool, err e
 		return ca.c.rdb.HMGet(ca.c.ctx(rctx), k.value, "v", "f", "h", "n").Result()
 	})
 	if err != nil {
-		ca.metricsFor(group).lookups[resultError].Inc()
+		ca.metricsFor(group).lookups.of(resultError).Inc()
 		return v, false, fmt.Errorf("cachewatch: get %q: %w", key, err)
 	}
 	s, ok := storedFields(res)
@@ -58,14 +58,14 @@ func (ca *Cache[T]) Get(ctx context.Context, key string) (v T, found bool, err e
 	result := resultHit
 	switch {
 	case !ok || now >= s.hardUntil:
-		ca.metricsFor(group).lookups[resultMiss].Inc()
+		ca.metricsFor(group).lookups.of(resultMiss).Inc()
 		return v, false, nil
 	case now >= s.freshUntil:
 		result = resultStale
 		ca.metricsFor(group).staleAge.Observe((time.Duration(now-s.freshUntil) * time.Millisecond).Seconds())
 	}
 	v, result, err = ca.decode(key, s, result)
-	ca.metricsFor(group).lookups[result].Inc()
+	ca.metricsFor(group).lookups.of(result).Inc()
 	return v, err == nil || s.negative, err
 }
 

@@ -209,7 +209,7 @@ func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]failureRun{}
 	if o.LocalCopies > 0 {
-		ca.local = &localCopies[T]{max: o.LocalCopies}
+		ca.local = &localCopies[T]{max: o.LocalCopies, group: c.group}
 		ca.unlisten = c.hub.listen(ca.dropNoticed)
 	}
 	return ca, nil
@@ -269,6 +269,26 @@ const (
 	resultFallback  = "fallback"
 	resultError     = "error"
 )
+
+// results are the values of the lookups' result label, in lookupCounters'
+// order.
+var results = [...]string{resultHit, resultStale, resultMiss, resultCoalesced, resultFallback, resultError}
+
+// lookupCounters are one key group's lookup counters, by result. An array
+// searched, not a map: record runs at the bottom of every caller's stack,
+// and a map lookup there made each fresh caller of a stampede grow its
+// stack (docs/benchmarks.md, "Session 7").
+type lookupCounters [len(results)]prometheus.Counter
+
+// of returns result's counter; result must be one of results.
+func (l *lookupCounters) of(result string) prometheus.Counter {
+	for i := range results { // by index: a range over the array's values would copy it into the frame
+		if results[i] == result {
+			return l[i]
+		}
+	}
+	panic("instrument: unknown lookup result")
+}
 
 // outcome is what one flight (one lookup shared by concurrent callers in
 // this process) found.
@@ -424,12 +444,12 @@ func (ca *Cache[T]) answer(ctx context.Context, span trace.Span, key string, f *
 // record counts one caller's lookup in its group's metrics gm and logs
 // the decision.
 func (ca *Cache[T]) record(ctx context.Context, span trace.Span, gm *groupMetrics, group, key, result string) {
-	gm.lookups[result].Inc()
+	gm.lookups.of(result).Inc()
 	if span.IsRecording() {
 		tagSpan(span, group, result)
 	}
 	if result == resultMiss || result == resultCoalesced {
-		ca.bursts.Miss(group)
+		gm.misses.Miss()
 	}
 	if ca.c.log.Enabled(ctx, slog.LevelDebug) {
 		ca.logDecision(ctx, group, key, result)
@@ -460,8 +480,9 @@ var fetchSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindCli
 // every caller of a stampede records one lookup, so the label lookup is
 // kept off that path.
 type groupMetrics struct {
-	lookups  map[string]prometheus.Counter // by result
+	lookups  lookupCounters
 	staleAge prometheus.Observer
+	misses   *burst.Group // its misses, counted for the burst detector
 }
 
 func (ca *Cache[T]) metricsFor(group string) *groupMetrics {
@@ -478,9 +499,9 @@ func (ca *Cache[T]) newGroupMetrics(group string) *groupMetrics {
 	if gm, ok := ca.groupM.Load(group); ok {
 		return gm.(*groupMetrics)
 	}
-	gm := &groupMetrics{lookups: map[string]prometheus.Counter{}, staleAge: ca.c.m.staleAge.WithLabelValues(group)}
-	for _, r := range []string{resultHit, resultStale, resultMiss, resultCoalesced, resultFallback, resultError} {
-		gm.lookups[r] = ca.c.m.lookups.WithLabelValues(group, r)
+	gm := &groupMetrics{staleAge: ca.c.m.staleAge.WithLabelValues(group), misses: ca.bursts.Group(group)}
+	for i, r := range results {
+		gm.lookups[i] = ca.c.m.lookups.WithLabelValues(group, r)
 	}
 	ca.groupM.Store(group, gm)
 	return gm

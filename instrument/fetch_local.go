@@ -22,13 +22,15 @@ import (
 // every other runnable goroutine, and the background read that refreshes a
 // copy lands in the middle of the crowd it serves.
 type localCopies[T any] struct {
-	max  int
-	m    sync.Map // key → *localCopy[T]; a copy is never changed, only replaced
-	size atomic.Int64
+	max   int
+	group func(key string) string // the Client's key-group classifier
+	m     sync.Map                // key → *localCopy[T]; a copy is never changed, only replaced
+	size  atomic.Int64
 }
 
 type localCopy[T any] struct {
 	stored       string // the value's key in Redis, as invalidation notices name it
+	group        string // the key's group, classified once per copy rather than per caller served
 	val          T
 	negative     bool
 	freshUntil   int64       // unix ms
@@ -40,7 +42,7 @@ func (l *localCopies[T]) put(key string, v T, negative bool, freshUntil, hardUnt
 	if l == nil || hardUntil <= 0 {
 		return
 	}
-	c := &localCopy[T]{stored: keysFor(key).value, val: v, negative: negative, freshUntil: freshUntil, hardUntil: hardUntil}
+	c := &localCopy[T]{stored: keysFor(key).value, group: l.group(key), val: v, negative: negative, freshUntil: freshUntil, hardUntil: hardUntil}
 	if _, replaced := l.m.Swap(key, c); replaced {
 		return
 	}
@@ -158,7 +160,16 @@ func (ca *Cache[T]) staleFromMemory(ctx context.Context, span trace.Span, key st
 	if !ok {
 		return zero, nil, false
 	}
-	group := ca.c.group(key)
+	v, err := ca.serveStale(ctx, span, key, load, c, revalidate, now)
+	return v, err, true
+}
+
+// serveStale serves a stale copy c (its own function: every caller of a
+// cold crowd passes through staleFromMemory, at the bottom of a fresh
+// goroutine's stack, and this part's frame made each one grow its stack
+// there; docs/benchmarks.md, "Session 7").
+func (ca *Cache[T]) serveStale(ctx context.Context, span trace.Span, key string, load func(context.Context) (T, error), c *localCopy[T], revalidate bool, now int64) (T, error) {
+	group := c.group
 	if revalidate {
 		ca.revalidate(ctx, span, key, group, load)
 	}
@@ -167,9 +178,9 @@ func (ca *Cache[T]) staleFromMemory(ctx context.Context, span trace.Span, key st
 	ca.record(ctx, span, gm, group, key, resultStale)
 	gm.staleAge.Observe((time.Duration(now-c.freshUntil) * time.Millisecond).Seconds())
 	if c.negative {
-		return c.val, fmt.Errorf("cachewatch: fetch %q: %w (cached)", key, ErrNotFound), true
+		return c.val, fmt.Errorf("cachewatch: fetch %q: %w (cached)", key, ErrNotFound)
 	}
-	return c.val, nil, true
+	return c.val, nil
 }
 
 // revalidateKey marks a background revalidation's context.

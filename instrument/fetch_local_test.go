@@ -242,7 +242,7 @@ func TestInvalidationNotice(t *testing.T) {
 // another; replacing a key's copy does not count twice; invalidation
 // notices drop by the name the value is stored under.
 func TestLocalCopiesBounded(t *testing.T) {
-	l := &localCopies[string]{max: 3}
+	l := &localCopies[string]{max: 3, group: func(string) string { return "k:*" }}
 	for i := range 5 {
 		l.put("k:"+strconv.Itoa(i), "v", false, 1, 2)
 		l.put("k:"+strconv.Itoa(i), "v2", false, 1, 2) // a replacement

@@ -56,7 +56,7 @@ func (ca *Cache[T]) FetchMany(ctx context.Context, keys []string, load func(ctx 
 				ca.refreshInBackground(ctx, key, group, keysFor(key), tokens[i], one)
 			}
 			v, result, err := ca.decode(key, s, result)
-			ca.metricsFor(group).lookups[result].Inc()
+			ca.metricsFor(group).lookups.of(result).Inc()
 			if err == nil {
 				out[key] = v
 			}
@@ -138,7 +138,7 @@ func (ca *Cache[T]) loadMany(ctx context.Context, keyList, tokens []string, idx 
 	for j, i := range idx {
 		key, group := batch[j], ca.c.group(batch[j])
 		k := keysFor(key)
-		ca.metricsFor(group).lookups[resultMiss].Inc()
+		ca.metricsFor(group).lookups.of(resultMiss).Inc()
 		result := "success"
 		if err != nil {
 			result = "error"
@@ -174,7 +174,7 @@ func (ca *Cache[T]) fallbackMany(ctx context.Context, keyList []string, load fun
 	defer ca.deg.release()
 	vals, err := load(ctx, keyList)
 	for _, key := range keyList {
-		ca.metricsFor(ca.c.group(key)).lookups[resultFallback].Inc()
+		ca.metricsFor(ca.c.group(key)).lookups.of(resultFallback).Inc()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cachewatch: fetch many: Redis unavailable (%w), load: %w", cause, err)

@@ -45,12 +45,12 @@ type Detector struct {
 	onBurst   func(string)
 	now       func() time.Time
 
-	groups atomic.Pointer[map[string]*counter] // copy-on-write
+	groups atomic.Pointer[map[string]*Group] // copy-on-write
 	mu     sync.Mutex
 	bursts atomic.Uint64
 }
 
-// A counter's state packs the window's index (mod 2^windowBits) above the
+// A Group's state packs the window's index (mod 2^windowBits) above the
 // misses counted in it (saturating at maxCount).
 const (
 	countBits  = 24
@@ -61,10 +61,6 @@ const (
 
 // MaxThreshold is the largest usable Threshold; larger ones are lowered to it.
 const MaxThreshold = maxCount
-
-type counter struct {
-	state atomic.Uint64
-}
 
 // New returns a Detector for opts.
 func New(opts Options) *Detector {
@@ -83,17 +79,30 @@ func New(opts Options) *Detector {
 	if d.now == nil {
 		d.now = time.Now
 	}
-	m := map[string]*counter{}
+	m := map[string]*Group{}
 	d.groups.Store(&m)
 	return d
 }
 
 // Miss records one miss of group and reports whether it completed a burst.
-func (d *Detector) Miss(group string) bool {
+func (d *Detector) Miss(group string) bool { return d.Group(group).Miss() }
+
+// Group is one key group's misses, for callers that resolve the group once
+// and count many misses: a stampede's callers, each at the bottom of a
+// fresh goroutine's stack, where a map lookup per miss made every one of
+// them grow its stack (docs/benchmarks.md, "Session 7").
+type Group struct {
+	d     *Detector
+	name  string
+	state atomic.Uint64 // see countBits
+}
+
+// Miss records one miss of g and reports whether it completed a burst.
+func (g *Group) Miss() bool {
+	d := g.d
 	window := uint64(d.now().UnixNano()/d.window) & windowMask
-	c := d.counter(group)
 	for {
-		old := c.state.Load()
+		old := g.state.Load()
 		next := window<<countBits | 1
 		if cur := old >> countBits; old != 0 && !after(window, cur) {
 			// The current window, or a later one than this miss's clock
@@ -103,7 +112,7 @@ func (d *Detector) Miss(group string) bool {
 			}
 			next = old + 1
 		}
-		if c.state.CompareAndSwap(old, next) {
+		if g.state.CompareAndSwap(old, next) {
 			if next&maxCount != d.threshold {
 				return false
 			}
@@ -112,7 +121,7 @@ func (d *Detector) Miss(group string) bool {
 	}
 	d.bursts.Add(1)
 	if d.onBurst != nil {
-		d.onBurst(group)
+		d.onBurst(g.name)
 	}
 	return true
 }
@@ -126,22 +135,24 @@ func after(a, b uint64) bool {
 // Bursts returns the number of bursts detected so far.
 func (d *Detector) Bursts() uint64 { return d.bursts.Load() }
 
-func (d *Detector) counter(group string) *counter {
-	if c, ok := (*d.groups.Load())[group]; ok {
-		return c
+// Group returns group's counter, made on first sight: groups must come
+// from a bounded classifier.
+func (d *Detector) Group(group string) *Group {
+	if g, ok := (*d.groups.Load())[group]; ok {
+		return g
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	old := *d.groups.Load()
-	if c, ok := old[group]; ok {
-		return c
+	if g, ok := old[group]; ok {
+		return g
 	}
-	next := make(map[string]*counter, len(old)+1)
+	next := make(map[string]*Group, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
-	c := &counter{}
-	next[group] = c
+	g := &Group{d: d, name: group}
+	next[group] = g
 	d.groups.Store(&next)
-	return c
+	return g
 }

@@ -66,6 +66,30 @@ func TestMissAllocs(t *testing.T) {
 	}
 }
 
+// A Group resolved once counts in the same window as misses by name, and
+// the burst names its group.
+func TestGroupCountsWithItsDetector(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	var fired []string
+	d := burst.New(burst.Options{Window: time.Second, Threshold: 3, Now: clk.now, OnBurst: func(g string) { fired = append(fired, g) }})
+	g := d.Group("a:*")
+	if d.Group("a:*") != g {
+		t.Fatal("Group made a second counter for one group")
+	}
+	if g.Miss() || d.Miss("a:*") {
+		t.Fatal("a burst before the threshold")
+	}
+	if !g.Miss() {
+		t.Fatal("the third miss (two through the Group, one by name) did not complete the burst")
+	}
+	if d.Bursts() != 1 || len(fired) != 1 || fired[0] != "a:*" {
+		t.Fatalf("bursts %d, OnBurst called with %q; want 1 and [a:*]", d.Bursts(), fired)
+	}
+	if n := testing.AllocsPerRun(100, func() { g.Miss() }); n != 0 {
+		t.Fatalf("Group.Miss allocates %v", n)
+	}
+}
+
 // A window reset racing with misses of the new window: 9 misses, the window
 // passes, then 2 concurrent misses. The new window holds 2 misses, so with
 // a threshold of 10 no repetition may report a burst (the old two-step
