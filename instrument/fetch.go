@@ -209,7 +209,7 @@ func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 		OnBurst: func(group string) { c.m.missBursts.WithLabelValues(group).Inc() }})
 	ca.fails.runs = map[string]map[string]failureRun{}
 	if o.LocalCopies > 0 {
-		ca.local = &localCopies[T]{max: o.LocalCopies, group: c.group}
+		ca.local = &localCopies[T]{max: o.LocalCopies}
 		ca.unlisten = c.hub.listen(ca.dropNoticed)
 	}
 	return ca, nil
@@ -601,7 +601,7 @@ func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(con
 		if o.result == resultStale {
 			o.staleAge = time.Duration(ca.c.now().UnixMilli()-s.freshUntil) * time.Millisecond
 		}
-		ca.keepCopy(key, o.val, err, s)
+		ca.keepCopy(key, group, o.val, err, s)
 		return o, err
 	case stateExpired:
 		ca.c.m.hardTTLExpired.WithLabelValues(group).Inc()
@@ -881,7 +881,7 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	}
 	span.AddEvent("written")
 	ca.fails.reset(ca.c.m.refreshConsecutive, group, key)
-	ca.local.put(key, v, loadErr != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
+	ca.local.put(key, group, v, loadErr != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
 }
 
 // failed gives the lease a hold-off after a failed load and tracks the
@@ -975,7 +975,7 @@ func (ca *Cache[T]) served(ctx context.Context, key, group string, k keys, token
 		ca.refreshInBackground(ctx, key, group, k, token, load)
 	}
 	v, _, err := ca.decode(key, s, resultCoalesced)
-	ca.keepCopy(key, v, err, s)
+	ca.keepCopy(key, group, v, err, s)
 	return v, resultCoalesced, err
 }
 

@@ -22,15 +22,14 @@ import (
 // every other runnable goroutine, and the background read that refreshes a
 // copy lands in the middle of the crowd it serves.
 type localCopies[T any] struct {
-	max   int
-	group func(key string) string // the Client's key-group classifier
-	m     sync.Map                // key → *localCopy[T]; a copy is never changed, only replaced
-	size  atomic.Int64
+	max  int
+	m    sync.Map // key → *localCopy[T]; a copy is never changed, only replaced
+	size atomic.Int64
 }
 
 type localCopy[T any] struct {
 	stored       string // the value's key in Redis, as invalidation notices name it
-	group        string // the key's group, classified once per copy rather than per caller served
+	group        string // the key's group, kept so the callers served are not classified each
 	val          T
 	negative     bool
 	freshUntil   int64       // unix ms
@@ -38,11 +37,11 @@ type localCopy[T any] struct {
 	revalidating atomic.Bool // a background read of this key is under way
 }
 
-func (l *localCopies[T]) put(key string, v T, negative bool, freshUntil, hardUntil int64) {
+func (l *localCopies[T]) put(key, group string, v T, negative bool, freshUntil, hardUntil int64) {
 	if l == nil || hardUntil <= 0 {
 		return
 	}
-	c := &localCopy[T]{stored: keysFor(key).value, group: l.group(key), val: v, negative: negative, freshUntil: freshUntil, hardUntil: hardUntil}
+	c := &localCopy[T]{stored: keysFor(key).value, group: group, val: v, negative: negative, freshUntil: freshUntil, hardUntil: hardUntil}
 	if _, replaced := l.m.Swap(key, c); replaced {
 		return
 	}
@@ -141,11 +140,11 @@ func (l *localCopies[T]) revalidated(key string) {
 }
 
 // keepCopy records a value read from Redis as the process's copy.
-func (ca *Cache[T]) keepCopy(key string, v T, decodeErr error, s stored) {
+func (ca *Cache[T]) keepCopy(key, group string, v T, decodeErr error, s stored) {
 	if decodeErr != nil && !s.negative {
 		return
 	}
-	ca.local.put(key, v, s.negative, s.freshUntil, s.hardUntil)
+	ca.local.put(key, group, v, s.negative, s.freshUntil, s.hardUntil)
 }
 
 // staleFromMemory serves key from the process's copy when that copy is

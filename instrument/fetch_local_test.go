@@ -242,10 +242,10 @@ func TestInvalidationNotice(t *testing.T) {
 // another; replacing a key's copy does not count twice; invalidation
 // notices drop by the name the value is stored under.
 func TestLocalCopiesBounded(t *testing.T) {
-	l := &localCopies[string]{max: 3, group: func(string) string { return "k:*" }}
+	l := &localCopies[string]{max: 3}
 	for i := range 5 {
-		l.put("k:"+strconv.Itoa(i), "v", false, 1, 2)
-		l.put("k:"+strconv.Itoa(i), "v2", false, 1, 2) // a replacement
+		l.put("k:"+strconv.Itoa(i), "k:*", "v", false, 1, 2)
+		l.put("k:"+strconv.Itoa(i), "k:*", "v2", false, 1, 2) // a replacement
 	}
 	count := 0
 	l.m.Range(func(any, any) bool { count++; return true })
