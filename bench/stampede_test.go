@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +52,10 @@ import (
 //
 // CACHEWATCH_STAMPEDE_PROFILE=dir makes every worker write a CPU and a
 // block profile of its run to dir (<shape>.<variant>.<worker>.cpu/.block).
+// CACHEWATCH_STAMPEDE_TRACE=dir makes every worker write a Go execution
+// trace of each measured crowd (not the warm-up) to dir
+// (<shape>.<variant>.<worker>.crowd<n>.trace; odd n cold, even n stale),
+// for go tool trace (-pprof=sched: how long goroutines waited to run).
 // CACHEWATCH_STAMPEDE_TIMELINE=1 prints each crowd's timeline to stderr:
 // per process, when its callers started and ended and when its loads ran
 // (wall clock, shared by the processes of one machine), and its CPU time.
@@ -275,7 +280,9 @@ func TestStampedeWorker(t *testing.T) {
 			perKey, _ := strconv.Atoi(f[3])
 			spread, _ := strconv.Atoi(f[4])
 			tl.reset()
+			stopTrace := traceCrowd(t, f[1])
 			lat, failed := runCallers(fetch, f[1], nkeys, perKey, time.Duration(spread)*time.Microsecond)
+			stopTrace()
 			us := make([]int64, len(lat))
 			for i, d := range lat {
 				us[i] = d.Microseconds()
@@ -322,6 +329,32 @@ func profileWorker(t *testing.T) func() {
 			_ = pprof.Lookup("block").WriteTo(f, 0)
 			f.Close()
 		}
+	}
+}
+
+// crowdsTraced counts the worker's traced crowds (CACHEWATCH_STAMPEDE_TRACE).
+var crowdsTraced int
+
+// traceCrowd starts an execution trace of the crowd on key when
+// CACHEWATCH_STAMPEDE_TRACE names a directory (the warm-up is not traced);
+// the returned function ends it.
+func traceCrowd(t *testing.T, key string) (stop func()) {
+	dir := os.Getenv("CACHEWATCH_STAMPEDE_TRACE")
+	if dir == "" || strings.HasPrefix(key, "warmup:") {
+		return func() {}
+	}
+	crowdsTraced++
+	name := fmt.Sprintf("%s.%s.%s.crowd%d.trace", os.Getenv(workerShapeEnv), os.Getenv(workerEnv), os.Getenv(workerIndexEnv), crowdsTraced)
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		trace.Stop()
+		f.Close()
 	}
 }
 
