@@ -206,23 +206,8 @@ func (ca *Cache[T]) sendBatch(batch []*scriptCall) {
 		batch[0].res, batch[0].err = ca.runOne(context.Background(), batch[0])
 		return
 	}
-	pipe := func(rctx context.Context) ([]*redis.Cmd, error) {
-		cmds := make([]*redis.Cmd, len(batch))
-		_, err := ca.c.rdb.Pipelined(ca.c.ctx(rctx), func(p redis.Pipeliner) error {
-			for i, c := range batch {
-				cmds[i] = c.s.EvalSha(ca.c.ctx(rctx), p, c.keys, c.args...)
-			}
-			return nil
-		})
-		return cmds, err
-	}
 	res, err := ca.deg.call(context.Background(), "fetch pipeline", func(rctx context.Context) ([]any, error) {
-		cmds, err := pipe(rctx)
-		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			if err = ca.loadScripts(rctx, batch); err == nil {
-				cmds, err = pipe(rctx)
-			}
-		}
+		cmds, err := ca.pipelineOnce(rctx, batch)
 		// Pipelined reports the first command's error reply as the whole
 		// pipeline's. Redis answered every call then: each gets its own
 		// reply below, and the breaker is not told Redis failed.
@@ -244,10 +229,61 @@ func (ca *Cache[T]) sendBatch(batch []*scriptCall) {
 	}
 }
 
-// loadScripts loads the batch's scripts (a server restarted or flushed).
-func (ca *Cache[T]) loadScripts(ctx context.Context, batch []*scriptCall) error {
+// pipelineOnce sends calls as one pipeline and returns their commands (each
+// with its own reply or error reply), running each call once: when Redis
+// has lost scripts (a restart, a failover, SCRIPT FLUSH), it loads them and
+// sends again only the calls Redis refused for it. The others ran, and a
+// read run twice would find the lease its first run granted and report it
+// taken.
+func (ca *Cache[T]) pipelineOnce(ctx context.Context, calls []*scriptCall) ([]*redis.Cmd, error) {
+	cmds, err := ca.pipeline(ctx, calls)
+	again := refusedForScript(cmds)
+	if len(again) == 0 {
+		return cmds, err
+	}
+	refused := make([]*scriptCall, len(again))
+	for j, i := range again {
+		refused[j] = calls[i]
+	}
+	if err := ca.loadScripts(ctx, refused); err != nil {
+		return cmds, err
+	}
+	retried, err := ca.pipeline(ctx, refused)
+	for j, i := range again {
+		cmds[i] = retried[j]
+	}
+	return cmds, err
+}
+
+// pipeline sends calls as one pipeline of EVALSHAs and returns their
+// commands (each with its own reply or error reply).
+func (ca *Cache[T]) pipeline(ctx context.Context, calls []*scriptCall) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	_, err := ca.c.rdb.Pipelined(ca.c.ctx(ctx), func(p redis.Pipeliner) error {
+		for i, c := range calls {
+			cmds[i] = c.s.EvalSha(ca.c.ctx(ctx), p, c.keys, c.args...)
+		}
+		return nil
+	})
+	return cmds, err
+}
+
+// refusedForScript returns the positions of the commands Redis refused
+// because it did not have their script (NOSCRIPT).
+func refusedForScript(cmds []*redis.Cmd) []int {
+	var refused []int
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			refused = append(refused, i)
+		}
+	}
+	return refused
+}
+
+// loadScripts loads the calls' scripts (a server restarted or flushed).
+func (ca *Cache[T]) loadScripts(ctx context.Context, calls []*scriptCall) error {
 	seen := map[*luascript.Script]bool{}
-	for _, c := range batch {
+	for _, c := range calls {
 		if seen[c.s] {
 			continue
 		}

@@ -25,6 +25,7 @@ import (
 // in flight. Nothing Redis decides is faked; the calls go through as sent.
 type readGate struct {
 	calls   atomic.Int64
+	only    string // when set, only the reads of this stored key are held
 	mu      sync.Mutex
 	release chan struct{} // nil: not held
 	entered chan struct{} // receives one value per held call
@@ -60,7 +61,7 @@ func (g *readGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			g.mu.Lock()
 			release, entered := g.release, g.entered
 			g.mu.Unlock()
-			if release != nil {
+			if release != nil && (g.only == "" || cmd.Args()[3] == g.only) {
 				entered <- struct{}{}
 				<-release
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -83,27 +82,16 @@ func (ca *Cache[T]) readMany(ctx context.Context, keyList, tokens []string) ([]s
 		return nil, errors.New("circuit breaker open")
 	}
 	now := ca.c.now().UnixMilli()
-	run := func(rctx context.Context) ([]*redis.Cmd, error) {
-		cmds := make([]*redis.Cmd, len(keyList))
-		_, err := ca.c.rdb.Pipelined(ca.c.ctx(rctx), func(p redis.Pipeliner) error {
-			for i, key := range keyList {
-				k := keysFor(key)
-				cmds[i] = luascript.FetchRead.EvalSha(ca.c.ctx(rctx), p, []string{k.value, k.lease},
-					now, 0, ca.o.LeaseTTL.Milliseconds(), tokens[i])
-			}
-			return nil
-		})
-		return cmds, err
+	calls := make([]*scriptCall, len(keyList))
+	for i, key := range keyList {
+		k := keysFor(key)
+		calls[i] = &scriptCall{op: "fetch many read", s: luascript.FetchRead, keys: []string{k.value, k.lease},
+			args: []any{now, 0, ca.o.LeaseTTL.Milliseconds(), tokens[i]}}
 	}
 	var cmds []*redis.Cmd
 	_, err := ca.deg.call(ctx, "fetch many read", func(rctx context.Context) ([]any, error) {
 		var err error
-		cmds, err = run(rctx)
-		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			if err = luascript.FetchRead.Load(ca.c.ctx(rctx), ca.c.rdb).Err(); err == nil {
-				cmds, err = run(rctx)
-			}
-		}
+		cmds, err = ca.pipelineOnce(rctx, calls)
 		return nil, err
 	})
 	if err != nil {
