@@ -138,7 +138,6 @@ type Hook struct {
 	byGroup *groupSet
 	retries *retryTable
 	hot     *hotKeys
-	bursts  *burst.Detector
 
 	cmds  map[string]*command
 	other *command
@@ -191,16 +190,14 @@ func New(opts Options) (*Hook, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.byGroup = newGroupSet(h.groups.Classify, func(group string) *groupMetrics {
-		g := newGroupMetrics(v, name, group)
-		g.misses = h.bursts.Group(group) // resolved once: the detector's lookup is off the per-command path
-		return g
-	})
 	clock := opts.Clock
 	if clock == nil {
 		clock = clockwork.NewRealClock()
 	}
-	h.bursts = burst.New(burst.Options{Window: opts.MissBurstWindow, Threshold: opts.MissBurstThreshold, Now: clock.Now})
+	bursts := burst.New(burst.Options{Window: opts.MissBurstWindow, Threshold: opts.MissBurstThreshold, Now: clock.Now})
+	h.byGroup = newGroupSet(h.groups.Classify, func(group string) *groupMetrics {
+		return newGroupMetrics(v, name, group, bursts)
+	})
 	if opts.HotKeys > 0 {
 		h.hot = newHotKeys(opts.HotKeys)
 	}
@@ -270,8 +267,10 @@ func (h *Hook) newCommand(v *vecs, client, name string) *command {
 	return c
 }
 
-func newGroupMetrics(v *vecs, client, group string) *groupMetrics {
-	g := &groupMetrics{bursts: newLazyCounter(v.bursted, client, group)}
+// newGroupMetrics makes group's record; its miss counter is resolved here,
+// once, so the detector's lookup stays off the per-command path.
+func newGroupMetrics(v *vecs, client, group string, bursts *burst.Detector) *groupMetrics {
+	g := &groupMetrics{bursts: newLazyCounter(v.bursted, client, group), misses: bursts.Group(group)}
 	for i := range g.lookups {
 		g.lookups[i] = newLazyCounter(v.lookups, client, group, lookupResultNames[i])
 	}

@@ -84,13 +84,10 @@ func New(opts Options) *Detector {
 	return d
 }
 
-// Miss records one miss of group and reports whether it completed a burst.
-func (d *Detector) Miss(group string) bool { return d.Group(group).Miss() }
-
-// Group is one key group's misses, for callers that resolve the group once
-// and count many misses: a stampede's callers, each at the bottom of a
-// fresh goroutine's stack, where a map lookup per miss made every one of
-// them grow its stack (docs/benchmarks.md, "Session 7").
+// Group is one key group's misses. Callers resolve it once (Detector.Group)
+// and count many misses: a stampede's callers each count one at the
+// bottom of a fresh goroutine's stack, where a map lookup per miss made
+// every one of them grow its stack (docs/benchmarks.md, "Session 7").
 type Group struct {
 	d     *Detector
 	name  string

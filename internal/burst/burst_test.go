@@ -23,15 +23,15 @@ func TestBurstOncePerWindow(t *testing.T) {
 	d := burst.New(burst.Options{Window: time.Second, Threshold: 3, Now: clk.now, OnBurst: func(g string) { fired = append(fired, g) }})
 
 	for i := 0; i < 10; i++ { // 10 misses in one window: one burst
-		d.Miss("a:*")
+		d.Group("a:*").Miss()
 	}
-	d.Miss("b:*") // another group, below threshold
+	d.Group("b:*").Miss() // another group, below threshold
 	clk.add(1500 * time.Millisecond)
-	d.Miss("a:*")
-	d.Miss("a:*") // new window, 2 < 3: no burst
+	d.Group("a:*").Miss()
+	d.Group("a:*").Miss() // new window, 2 < 3: no burst
 	clk.add(2 * time.Second)
 	for i := 0; i < 3; i++ {
-		d.Miss("a:*")
+		d.Group("a:*").Miss()
 	}
 	if d.Bursts() != 2 || len(fired) != 2 || fired[0] != "a:*" {
 		t.Fatalf("bursts = %d, fired = %v; want 2 bursts of a:*", d.Bursts(), fired)
@@ -47,7 +47,7 @@ func TestConcurrentExactlyOne(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 500; i++ {
-				d.Miss("g")
+				d.Group("g").Miss()
 			}
 		}()
 	}
@@ -60,8 +60,8 @@ func TestConcurrentExactlyOne(t *testing.T) {
 func TestMissAllocs(t *testing.T) {
 	d := burst.New(burst.Options{})
 	g := "session:*"
-	d.Miss(g)
-	if n := testing.AllocsPerRun(100, func() { d.Miss(g) }); n != 0 {
+	d.Group(g).Miss()
+	if n := testing.AllocsPerRun(100, func() { d.Group(g).Miss() }); n != 0 {
 		t.Fatalf("Miss allocates %v", n)
 	}
 }
@@ -76,7 +76,7 @@ func TestGroupCountsWithItsDetector(t *testing.T) {
 	if d.Group("a:*") != g {
 		t.Fatal("Group made a second counter for one group")
 	}
-	if g.Miss() || d.Miss("a:*") {
+	if g.Miss() || d.Group("a:*").Miss() {
 		t.Fatal("a burst before the threshold")
 	}
 	if !g.Miss() {
@@ -103,7 +103,7 @@ func TestWindowResetRaceReportsNoFalseBurst(t *testing.T) {
 	var ready, done sync.WaitGroup
 	for rep := 0; rep < reps; rep++ {
 		for i := 0; i < 9; i++ {
-			d.Miss("g")
+			d.Group("g").Miss()
 		}
 		clk.add(time.Second)
 		start = make(chan struct{})
@@ -114,7 +114,7 @@ func TestWindowResetRaceReportsNoFalseBurst(t *testing.T) {
 				defer done.Done()
 				ready.Done()
 				<-start
-				d.Miss("g")
+				d.Group("g").Miss()
 			}(start)
 		}
 		ready.Wait()
@@ -135,10 +135,10 @@ func TestLateMissDoesNotResetNewerWindow(t *testing.T) {
 	now.Store(time.Unix(1000, 0).UnixNano())
 	d := burst.New(burst.Options{Window: time.Second, Threshold: 3, Now: func() time.Time { return time.Unix(0, now.Load()) }})
 	now.Add(int64(time.Second))
-	d.Miss("g")
-	d.Miss("g")
+	d.Group("g").Miss()
+	d.Group("g").Miss()
 	now.Add(-int64(time.Second)) // a reading from before the window moved
-	if !d.Miss("g") {
+	if !d.Group("g").Miss() {
 		t.Fatalf("third miss of the window (from a late clock reading) was not a burst; bursts = %d", d.Bursts())
 	}
 }
@@ -147,7 +147,7 @@ func BenchmarkMiss(b *testing.B) {
 	d := burst.New(burst.Options{})
 	b.ReportAllocs()
 	for b.Loop() {
-		d.Miss("session:*")
+		d.Group("session:*").Miss()
 	}
 }
 
@@ -156,7 +156,7 @@ func BenchmarkMissParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			d.Miss("session:*")
+			d.Group("session:*").Miss()
 		}
 	})
 }
