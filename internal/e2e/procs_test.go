@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachewatch/cachewatch/internal/childproc"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -93,7 +94,7 @@ func startOnFreePort(t *testing.T, name, bin string, args func(port int) []strin
 		}
 		p.cmd = exec.Command(bin, args(port)...)
 		p.cmd.Stdout, p.cmd.Stderr = f, f
-		if err := p.cmd.Start(); err != nil {
+		if err := childproc.Start(p.cmd); err != nil { // dies with the test binary
 			f.Close()
 			t.Fatalf("%s: start %s: %v", name, bin, err)
 		}

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/internal/childproc"
 )
 
 // RequireEnv is the variable that turns a missing Redis into a test failure.
@@ -74,7 +76,8 @@ type Server struct {
 
 // Start runs a new redis-server on a free loopback port, with persistence
 // off and the extra arguments given (e.g. "--maxmemory-policy", "allkeys-lfu").
-// It is stopped when the test ends.
+// It is stopped when the test ends, and killed with the test binary if that
+// is killed first (internal/childproc).
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	return launch(t, "", func(s *Server) { s.args = args })
@@ -130,7 +133,7 @@ func (s *Server) baseArgs() []string {
 func (s *Server) startWith(argv []string) error {
 	s.argv = argv
 	cmd := exec.Command(s.bin, argv...)
-	if err := cmd.Start(); err != nil {
+	if err := childproc.Start(cmd); err != nil { // dies with the test binary
 		return err
 	}
 	done := make(chan struct{})
