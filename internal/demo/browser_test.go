@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachewatch/cachewatch/internal/childproc"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -81,7 +82,11 @@ func runChromium(t *testing.T, bin string, args ...string) (stdout, stderr strin
 	cmd := exec.CommandContext(ctx, bin, argv...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
+	err := childproc.Start(cmd) // a headless browser left running would outlive a killed test binary
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		t.Fatalf("chromium %v: %v\n%s", args, err, errOut.String())
 	}
 	return out.String(), errOut.String()
