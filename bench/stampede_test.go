@@ -477,7 +477,7 @@ func TestStampedeVariantsServe(t *testing.T) {
 	srv := redistest.Start(t)
 	// lock-then-poll has no bound: without a double check after the lock, a
 	// caller that read the key before the value landed refreshes again.
-	want := map[string]int64{"cachewatch": 1, "cachewatch-nocopies": 1, "go-redis-cache": 2, "sturdyc": 2, "singleflight-get": 2}
+	want := map[string]int64{"cachewatch": 1, "cachewatch-nocopies": 1, "go-redis-cache": 2, "sturdyc": 2, "singleflight-get": 2, "pubsub-floor": 1}
 	for _, v := range stampedeVariants {
 		t.Run(v.Name, func(t *testing.T) {
 			var calls atomic.Int64

@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	rediscache "github.com/go-redis/cache/v9"
@@ -49,6 +51,7 @@ var stampedeVariants = []stampedeVariant{
 	{"sturdyc", buildSturdyc},
 	{"lock-then-poll", buildLockThenPoll},
 	{"singleflight-get", buildSingleflightGet},
+	{"pubsub-floor", buildPubSubFloor},
 }
 
 // variantByName returns the variant called name.
@@ -253,4 +256,104 @@ func buildSingleflightGet(rdb *redis.Client, load loader) (fetcher, func()) {
 		s, _ := v.(string)
 		return s, err
 	}, func() {}
+}
+
+// pubsub-floor is a reference, not a contender: about the least that any
+// design loading once for the fleet, with Redis as the only link between
+// processes, does on a cold key. A SET NX with an expiry elects the loader
+// (the round trip at the start); every process has subscribed, before the
+// crowd, to one channel, on which the loader PUBLISHes the value (the round
+// trip at the end); each process keeps what it received in memory and
+// answers its callers from there. No script, no per-process channel, no
+// stored value, metrics, breaker or batching — and no refresh: the stale
+// phase is a plain in-memory hit, and a process that first asks after the
+// publish may load again. It is correct only for this benchmark, and measures
+// what the hop between processes itself costs on the machine: cachewatch's
+// cold p99 beyond this variant's is cachewatch's own.
+func buildPubSubFloor(rdb *redis.Client, load loader) (fetcher, func()) {
+	const channel = "stampede-floor"
+	f := &pubsubFloor{vals: map[string]string{}, waits: map[string]chan struct{}{}}
+	ps := rdb.Subscribe(context.Background(), channel)
+	if _, err := ps.Receive(context.Background()); err != nil { // the subscription is confirmed
+		panic(err)
+	}
+	go func() {
+		for m := range ps.Channel() {
+			key, val, _ := strings.Cut(m.Payload, "\x00")
+			f.deliver(key, val)
+		}
+	}()
+	return func(ctx context.Context, key string) (string, error) {
+		v, wait, known := f.lookup(key)
+		if known {
+			return v, nil
+		}
+		r, err, _ := f.loads.Do(key, func() (any, error) {
+			won, err := rdb.SetNX(ctx, "floor-lease:"+key, 1, 10*time.Second).Result()
+			if err != nil || !won {
+				return nil, err
+			}
+			v, err := load(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if err := rdb.Publish(ctx, channel, key+"\x00"+v).Err(); err != nil {
+				return nil, err
+			}
+			// A process that starts after this loads again (the warm-up
+			// key is the same for every run of the benchmark).
+			rdb.Del(ctx, "floor-lease:"+key)
+			f.deliver(key, v)
+			return v, nil
+		})
+		if err != nil {
+			return "", err
+		}
+		if s, ok := r.(string); ok {
+			return s, nil
+		}
+		select { // another process loads
+		case <-wait:
+			v, _, _ := f.lookup(key)
+			return v, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}, func() { _ = ps.Close() }
+}
+
+// pubsubFloor is one process's memory of the floor's values.
+type pubsubFloor struct {
+	loads singleflight.Group
+	mu    sync.Mutex
+	vals  map[string]string
+	waits map[string]chan struct{} // closed when the key's value arrives
+}
+
+// lookup returns key's value if known, else the channel its arrival closes.
+func (f *pubsubFloor) lookup(key string) (v string, wait <-chan struct{}, known bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v, ok := f.vals[key]; ok {
+		return v, nil, true
+	}
+	ch := f.waits[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		f.waits[key] = ch
+	}
+	return "", ch, false
+}
+
+func (f *pubsubFloor) deliver(key, v string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.vals[key]; ok {
+		return
+	}
+	f.vals[key] = v
+	if ch := f.waits[key]; ch != nil {
+		close(ch)
+		delete(f.waits, key)
+	}
 }
