@@ -345,6 +345,7 @@ func (f *pubsubFloor) lookup(key string) (v string, wait <-chan struct{}, known 
 	return "", ch, false
 }
 
+// deliver records key's value, once, and wakes the callers waiting for it.
 func (f *pubsubFloor) deliver(key, v string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
