@@ -272,7 +272,7 @@ func buildSingleflightGet(rdb *redis.Client, load loader) (fetcher, func()) {
 // cold p99 beyond this variant's is cachewatch's own.
 func buildPubSubFloor(rdb *redis.Client, load loader) (fetcher, func()) {
 	const channel = "stampede-floor"
-	f := &pubsubFloor{vals: map[string]string{}, waits: map[string]chan struct{}{}}
+	f := &pubsubFloor{vals: map[string]*floorValue{}}
 	ps := rdb.Subscribe(context.Background(), channel)
 	if _, err := ps.Receive(context.Background()); err != nil { // the subscription is confirmed
 		panic(err)
@@ -284,11 +284,13 @@ func buildPubSubFloor(rdb *redis.Client, load loader) (fetcher, func()) {
 		}
 	}()
 	return func(ctx context.Context, key string) (string, error) {
-		v, wait, known := f.lookup(key)
-		if known {
-			return v, nil
+		fv := f.value(key)
+		select {
+		case <-fv.done:
+			return fv.v, nil
+		default:
 		}
-		r, err, _ := f.loads.Do(key, func() (any, error) {
+		_, err, _ := f.loads.Do(key, func() (any, error) {
 			won, err := rdb.SetNX(ctx, "floor-lease:"+key, 1, 10*time.Second).Result()
 			if err != nil || !won {
 				return nil, err
@@ -304,18 +306,14 @@ func buildPubSubFloor(rdb *redis.Client, load loader) (fetcher, func()) {
 			// key is the same for every run of the benchmark).
 			rdb.Del(ctx, "floor-lease:"+key)
 			f.deliver(key, v)
-			return v, nil
+			return nil, nil
 		})
 		if err != nil {
 			return "", err
 		}
-		if s, ok := r.(string); ok {
-			return s, nil
-		}
-		select { // another process loads
-		case <-wait:
-			v, _, _ := f.lookup(key)
-			return v, nil
+		select { // this process loaded it, or another one does
+		case <-fv.done:
+			return fv.v, nil
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
@@ -326,35 +324,37 @@ func buildPubSubFloor(rdb *redis.Client, load loader) (fetcher, func()) {
 type pubsubFloor struct {
 	loads singleflight.Group
 	mu    sync.Mutex
-	vals  map[string]string
-	waits map[string]chan struct{} // closed when the key's value arrives
+	vals  map[string]*floorValue
 }
 
-// lookup returns key's value if known, else the channel its arrival closes.
-func (f *pubsubFloor) lookup(key string) (v string, wait <-chan struct{}, known bool) {
+// floorValue is one key's value; v is set before done closes.
+type floorValue struct {
+	done chan struct{}
+	v    string
+}
+
+// value returns key's entry, created empty (done open) if new.
+func (f *pubsubFloor) value(key string) *floorValue {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if v, ok := f.vals[key]; ok {
-		return v, nil, true
+	fv := f.vals[key]
+	if fv == nil {
+		fv = &floorValue{done: make(chan struct{})}
+		f.vals[key] = fv
 	}
-	ch := f.waits[key]
-	if ch == nil {
-		ch = make(chan struct{})
-		f.waits[key] = ch
-	}
-	return "", ch, false
+	return fv
 }
 
-// deliver records key's value, once, and wakes the callers waiting for it.
+// deliver sets key's value, once (the loader's process also receives its
+// own publish), and wakes the callers waiting for it.
 func (f *pubsubFloor) deliver(key, v string) {
+	fv := f.value(key)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.vals[key]; ok {
-		return
-	}
-	f.vals[key] = v
-	if ch := f.waits[key]; ch != nil {
-		close(ch)
-		delete(f.waits, key)
+	select {
+	case <-fv.done:
+	default:
+		fv.v = v
+		close(fv.done)
 	}
 }
