@@ -169,8 +169,9 @@ func (o CacheOptions) withDefaults(clientName string) CacheOptions {
 // ("user:{42}") is used as is; in any other key what follows the first
 // colon becomes the tag ("user:42" is stored as "user:{42}", its lease as
 // "user:{42}:lease"; a key without a colon is wrapped whole). While a load
-// is in flight, the processes waiting for it are listed in a set beside
-// them ("user:{42}:waiters"), which expires with the lease.
+// is in flight, the processes waiting for it are queued, in the order they
+// arrived, in a sorted set beside them ("user:{42}:waitq"), which expires
+// with the lease; the write that ends the load wakes them in that order.
 type Cache[T any] struct {
 	c       *Client
 	o       CacheOptions
@@ -532,11 +533,14 @@ func keysFor(key string) keys {
 }
 
 // leaseSuffix follows a cached value's name in its refresh lease's name,
-// waitersSuffix in the name of the set of processes waiting for the lease
-// holder's value (it lives no longer than a lease).
+// waitersSuffix in the name of the queue of processes waiting for the lease
+// holder's value (a sorted set that lives no longer than a lease). Earlier
+// releases kept an unordered set under ":waiters": a new name, so that old
+// and new processes of a fleet being upgraded never meet a key of the other
+// type (a WRONGTYPE error); they poll for each other's loads meanwhile.
 const (
 	leaseSuffix   = ":lease"
-	waitersSuffix = ":waiters"
+	waitersSuffix = ":waitq"
 )
 
 // hashTagged reports whether Redis Cluster would hash only part of key.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/internal/luascript"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -152,7 +154,7 @@ func TestWakeUpsGoOnlyToWaitingProcesses(t *testing.T) {
 	const key = "item:7"
 	stored := keysFor(key)
 	finish := waitBehindLoad(ctx, t, admin, loader, waiter, key)
-	if w := admin.SMembers(ctx, stored.waiters).Val(); len(w) != 1 || w[0] != waiter.c.hub.wake {
+	if w := admin.ZRange(ctx, stored.waiters, 0, -1).Val(); len(w) != 1 || w[0] != waiter.c.hub.wake {
 		t.Fatalf("waiters of %s = %q, want only the waiting process's channel %s", key, w, waiter.c.hub.wake)
 	}
 	finish()
@@ -180,6 +182,99 @@ func TestWakeUpsGoOnlyToWaitingProcesses(t *testing.T) {
 	}
 }
 
+// The processes waiting for a load are woken in the order they arrived,
+// the longest waiting first: the write publishes to the last arrival
+// first, because Redis writes the sockets of the clients a script gave
+// messages to in the reverse order (see luascript's wakeWaiters). A
+// process that reads again while it waits keeps its place.
+func TestWakeUpsGoInTheOrderProcessesArrived(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	loader := newWakeProcess(t, srv.Client(t), time.Hour, 30*time.Second)
+	waiters := make([]*Cache[string], 3)
+	for i := range waiters {
+		waiters[i] = newWakeProcess(t, srv.Client(t), time.Hour, 30*time.Second)
+	}
+	waitFor(t, "every process's wake channel", func() bool {
+		for _, w := range append([]*Cache[string]{loader}, waiters...) {
+			if !w.c.hub.subscribed.Load() {
+				return false
+			}
+		}
+		return true
+	})
+	observer := srv.Client(t).PSubscribe(ctx, DefaultNamespace+":wake:*")
+	defer observer.Close()
+	if _, err := observer.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := observer.Channel()
+
+	const key = "item:queue"
+	stored := keysFor(key)
+	release, loaded := make(chan struct{}), make(chan error, 1)
+	var loads atomic.Int64
+	go func() {
+		_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { loads.Add(1); <-release; return "v", nil })
+		loaded <- err
+	}()
+	waitFor(t, "the loader to hold the lease", func() bool { return admin.Exists(ctx, stored.lease).Val() == 1 })
+	got := make(chan string, len(waiters))
+	for i, w := range waiters {
+		go func() {
+			v, err := w.Fetch(ctx, key, func(context.Context) (string, error) { return "", errors.New("waiter loaded") })
+			if err != nil {
+				t.Error(err)
+			}
+			got <- v
+		}()
+		waitFor(t, fmt.Sprintf("waiter %d in the queue", i), func() bool { return admin.ZCard(ctx, stored.waiters).Val() == int64(i+1) })
+	}
+	// The first waiter reads again (as after a lost wake-up): its place
+	// stays first.
+	first := waiters[0]
+	res, err := luascript.FetchRead.Run(ctx, admin, []string{stored.value, stored.lease, stored.waiters},
+		time.Now().UnixMilli(), 0, 30_000, "another-token", first.c.hub.wake).Result()
+	if err != nil || res.([]any)[1].(int64) != 0 {
+		t.Fatalf("a waiter's second read: %v, %v; want the lease refused", res, err)
+	}
+	queued := admin.ZRange(ctx, stored.waiters, 0, -1).Val()
+	close(release)
+	if err := <-loaded; err != nil {
+		t.Fatal(err)
+	}
+	for range waiters {
+		if v := <-got; v != "v" {
+			t.Fatalf("a waiter got %q, want v", v)
+		}
+	}
+	want := []string{waiters[0].c.hub.wake, waiters[1].c.hub.wake, waiters[2].c.hub.wake}
+	if !slices.Equal(queued, want) {
+		t.Fatalf("queued %q, want the waiters' channels in the order they arrived %q", queued, want)
+	}
+	// One connection receives in publish order: the last arrival first.
+	for i := len(want) - 1; i >= 0; i-- {
+		select {
+		case m := <-msgs:
+			if m.Channel != want[i] {
+				t.Fatalf("wake-up %d went to %s, want %s (waiter %d)", len(want)-i, m.Channel, want[i], i)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no wake-up for waiter %d", i)
+		}
+	}
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads for 4 processes, want 1", n)
+	}
+	for i, w := range waiters {
+		if n := lookups(w, w.c.group(key), resultCoalesced); n != 1 {
+			t.Fatalf("waiter %d counted %v coalesced lookups, want 1", i, n)
+		}
+	}
+}
+
 // A read made before Redis confirmed the process's wake channel (a Cache
 // just created) cannot register it: the waiter waits for the confirmation
 // and reads again, registered, and is woken by the write like any other.
@@ -202,7 +297,7 @@ func TestWaiterReadsAgainOnceItsWakeChannelIsConfirmed(t *testing.T) {
 	if n := reads.n.Load(); n != 2 {
 		t.Fatalf("waiting process sent %d reads before waiting, want 2 (unregistered, then registered)", n)
 	}
-	if w := admin.SMembers(ctx, stored.waiters).Val(); len(w) != 1 || w[0] != waiter.c.hub.wake {
+	if w := admin.ZRange(ctx, stored.waiters, 0, -1).Val(); len(w) != 1 || w[0] != waiter.c.hub.wake {
 		t.Fatalf("waiters of %s = %q, want [%s]", key, w, waiter.c.hub.wake)
 	}
 	finish()

@@ -72,7 +72,7 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 	}
 	for i := range caches {
 		stored := keysFor("item:" + string(rune('a'+i)))
-		if w := admin.SMembers(ctx, stored.waiters).Val(); len(w) != 1 || w[0] != wake {
+		if w := admin.ZRange(ctx, stored.waiters, 0, -1).Val(); len(w) != 1 || w[0] != wake {
 			t.Fatalf("waiters of %s = %q, want [%s]", stored.value, w, wake)
 		}
 	}

@@ -6,12 +6,13 @@ package luascript
 //	d  last load time (ms)  n  1 for a cached "not found"  e  consecutive refresh failures
 //
 // KEYS[2] is the refresh lease (a plain SET NX PX key holding the owner's
-// token). KEYS[3], when given, is the set of wake-up channels of the
-// processes waiting for the lease holder's value: one channel per process
-// (subscribed once, for all its keys), registered by the read that finds the
-// key being loaded and published to by the write that ends the load — so a
-// process waits without a subscription of its own per key, and a write that
-// nobody waits for publishes nothing. Callers keep the keys in one hash slot
+// token). KEYS[3], when given, is the queue of wake-up channels of the
+// processes waiting for the lease holder's value (a sorted set, scored in
+// the order they arrived): one channel per process (subscribed once, for
+// all its keys), registered by the read that finds the key being loaded and
+// published to by the write that ends the load — so a process waits without
+// a subscription of its own per key, and a write that nobody waits for
+// publishes nothing. Callers keep the keys in one hash slot
 // ({tag}) so the scripts run on Redis Cluster. Time comes from the caller (ARGV) rather than Redis TIME,
 // so the caller's clock decides fresh/stale/expired and tests can inject it;
 // the key's own PEXPIRE (set a little past the hard TTL) only collects garbage.
@@ -28,8 +29,8 @@ package luascript
 // stale, 3 past its hard TTL; v, f, n, e and h only for states 1 and 2. A
 // fresh value is refreshed early (XFetch, Vattani et al.) when now + d·factor
 // reaches f; then the lease is offered too. A caller that finds nothing
-// servable and the lease taken must wait: its channel joins KEYS[3], which
-// lives as long as a lease.
+// servable and the lease taken must wait: its channel joins the end of
+// KEYS[3] (once), which lives as long as a lease.
 var FetchRead = define("cachewatch_fetch_read", `
 local now = tonumber(ARGV[1])
 local h = redis.call('HMGET', KEYS[1], 'v', 'f', 'h', 'd', 'n', 'e')
@@ -54,7 +55,7 @@ if redis.call('SET', KEYS[2], ARGV[4], 'NX', 'PX', ARGV[3]) then
 end
 if state == 0 or state == 3 then
   if granted == 0 and KEYS[3] and ARGV[5] and ARGV[5] ~= '' then
-    redis.call('SADD', KEYS[3], ARGV[5])
+    redis.call('ZADD', KEYS[3], 'NX', redis.call('ZCARD', KEYS[3]), ARGV[5])
     redis.call('PEXPIRE', KEYS[3], ARGV[3])
   end
   return {state, granted}
@@ -66,10 +67,20 @@ return {state, granted, h[1], h[2], h[5], h[6], h[3]}
 // process's channel (KEYS[3]) and forgets them. The message leads with the
 // value's name (length-prefixed: a key may hold any byte), so one channel
 // per process serves all its keys.
+//
+// It publishes to the last process to arrive first. Redis queues a client
+// that a command gave a reply (here, a message) at the head of its list of
+// clients to write to, and writes that list from the head once the command
+// is done (networking.c, putClientInPendingWriteQueue): the sockets are
+// written in the reverse order of the PUBLISHes. So the processes are woken
+// in the order they started waiting, the longest waiting first — as the
+// timers of in-process coalescers would wake them. On 32 processes sharing
+// 2 cores the order decides whose callers wait for the others to be
+// scheduled; see docs/benchmarks.md, session 11.
 const wakeWaiters = `
 local function wake(m)
   if not KEYS[3] then return end
-  local ws = redis.call('SMEMBERS', KEYS[3])
+  local ws = redis.call('ZREVRANGE', KEYS[3], 0, -1)
   if #ws == 0 then return end
   redis.call('DEL', KEYS[3])
   m = #KEYS[1] .. ':' .. KEYS[1] .. m
