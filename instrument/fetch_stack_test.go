@@ -57,9 +57,7 @@ func TestCrowdCallersKeepTheirFirstStack(t *testing.T) {
 		return mustCache[string](t, c, CacheOptions{FreshTTL: time.Minute})
 	}
 	loader, waiter := process(), process()
-	waitFor(t, "the wake channels", func() bool {
-		return loader.c.hub.subscribed.Load() && waiter.c.hub.subscribed.Load()
-	})
+	waitSubscribed(t, loader, waiter)
 	const nkeys, perKey = 10, 20
 	var waiting, joined atomic.Int64
 	testHookWaiting = func(string) { waiting.Add(1) }

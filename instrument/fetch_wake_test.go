@@ -138,9 +138,7 @@ func TestWakeUpsGoOnlyToWaitingProcesses(t *testing.T) {
 	defer cancel()
 	newProcess := func() *Cache[string] { return newWakeProcess(t, srv.Client(t), time.Hour, 30*time.Second) }
 	loader, waiter, bystander := newProcess(), newProcess(), newProcess()
-	waitFor(t, "every process's wake channel", func() bool {
-		return loader.c.hub.subscribed.Load() && waiter.c.hub.subscribed.Load() && bystander.c.hub.subscribed.Load()
-	})
+	waitSubscribed(t, loader, waiter, bystander)
 	observer := srv.Client(t).PSubscribe(ctx, DefaultNamespace+":*")
 	defer observer.Close()
 	if _, err := observer.Receive(ctx); err != nil {
@@ -153,8 +151,8 @@ func TestWakeUpsGoOnlyToWaitingProcesses(t *testing.T) {
 	}
 	const key = "item:7"
 	stored := keysFor(key)
-	finish := waitBehindLoad(ctx, t, admin, loader, waiter, key)
-	if w := admin.ZRange(ctx, stored.waiters, 0, -1).Val(); len(w) != 1 || w[0] != waiter.c.hub.wake {
+	finish := waitBehindLoad(ctx, t, admin, loader, key, waiter)
+	if w := wakeQueue(ctx, admin, key); len(w) != 1 || w[0] != waiter.c.hub.wake {
 		t.Fatalf("waiters of %s = %q, want only the waiting process's channel %s", key, w, waiter.c.hub.wake)
 	}
 	finish()
@@ -197,14 +195,7 @@ func TestWakeUpsGoInTheOrderProcessesArrived(t *testing.T) {
 	for i := range waiters {
 		waiters[i] = newWakeProcess(t, srv.Client(t), time.Hour, 30*time.Second)
 	}
-	waitFor(t, "every process's wake channel", func() bool {
-		for _, w := range append([]*Cache[string]{loader}, waiters...) {
-			if !w.c.hub.subscribed.Load() {
-				return false
-			}
-		}
-		return true
-	})
+	waitSubscribed(t, append([]*Cache[string]{loader}, waiters...)...)
 	observer := srv.Client(t).PSubscribe(ctx, DefaultNamespace+":wake:*")
 	defer observer.Close()
 	if _, err := observer.Receive(ctx); err != nil {
@@ -214,45 +205,19 @@ func TestWakeUpsGoInTheOrderProcessesArrived(t *testing.T) {
 
 	const key = "item:queue"
 	stored := keysFor(key)
-	release, loaded := make(chan struct{}), make(chan error, 1)
-	var loads atomic.Int64
-	go func() {
-		_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { loads.Add(1); <-release; return "v", nil })
-		loaded <- err
-	}()
-	waitFor(t, "the loader to hold the lease", func() bool { return admin.Exists(ctx, stored.lease).Val() == 1 })
-	got := make(chan string, len(waiters))
-	for i, w := range waiters {
-		go func() {
-			v, err := w.Fetch(ctx, key, func(context.Context) (string, error) { return "", errors.New("waiter loaded") })
-			if err != nil {
-				t.Error(err)
-			}
-			got <- v
-		}()
-		waitFor(t, fmt.Sprintf("waiter %d in the queue", i), func() bool { return admin.ZCard(ctx, stored.waiters).Val() == int64(i+1) })
-	}
+	finish := waitBehindLoad(ctx, t, admin, loader, key, waiters...)
 	// The first waiter reads again (as after a lost wake-up): its place
 	// stays first.
-	first := waiters[0]
 	res, err := luascript.FetchRead.Run(ctx, admin, []string{stored.value, stored.lease, stored.waiters},
-		time.Now().UnixMilli(), 0, 30_000, "another-token", first.c.hub.wake).Result()
+		time.Now().UnixMilli(), 0, 30_000, "another-token", waiters[0].c.hub.wake).Result()
 	if err != nil || res.([]any)[1].(int64) != 0 {
 		t.Fatalf("a waiter's second read: %v, %v; want the lease refused", res, err)
 	}
-	queued := admin.ZRange(ctx, stored.waiters, 0, -1).Val()
-	close(release)
-	if err := <-loaded; err != nil {
-		t.Fatal(err)
-	}
-	for range waiters {
-		if v := <-got; v != "v" {
-			t.Fatalf("a waiter got %q, want v", v)
-		}
-	}
+	inQueue := wakeQueue(ctx, admin, key)
+	finish()
 	want := []string{waiters[0].c.hub.wake, waiters[1].c.hub.wake, waiters[2].c.hub.wake}
-	if !slices.Equal(queued, want) {
-		t.Fatalf("queued %q, want the waiters' channels in the order they arrived %q", queued, want)
+	if !slices.Equal(inQueue, want) {
+		t.Fatalf("queued %q, want the waiters' channels in the order they arrived %q", inQueue, want)
 	}
 	// One connection receives in publish order: the last arrival first.
 	for i := len(want) - 1; i >= 0; i-- {
@@ -264,9 +229,6 @@ func TestWakeUpsGoInTheOrderProcessesArrived(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("no wake-up for waiter %d", i)
 		}
-	}
-	if n := loads.Load(); n != 1 {
-		t.Fatalf("%d loads for 4 processes, want 1", n)
 	}
 	for i, w := range waiters {
 		if n := lookups(w, w.c.group(key), resultCoalesced); n != 1 {
@@ -292,12 +254,11 @@ func TestWaiterReadsAgainOnceItsWakeChannelIsConfirmed(t *testing.T) {
 	waiter.c.hub.subscribed.Store(false) // as if the confirmation were still on its way
 
 	const key = "item:8"
-	stored := keysFor(key)
-	finish := waitBehindLoad(ctx, t, admin, loader, waiter, key)
+	finish := waitBehindLoad(ctx, t, admin, loader, key, waiter)
 	if n := reads.n.Load(); n != 2 {
 		t.Fatalf("waiting process sent %d reads before waiting, want 2 (unregistered, then registered)", n)
 	}
-	if w := admin.ZRange(ctx, stored.waiters, 0, -1).Val(); len(w) != 1 || w[0] != waiter.c.hub.wake {
+	if w := wakeQueue(ctx, admin, key); len(w) != 1 || w[0] != waiter.c.hub.wake {
 		t.Fatalf("waiters of %s = %q, want [%s]", key, w, waiter.c.hub.wake)
 	}
 	finish()
@@ -307,10 +268,11 @@ func TestWaiterReadsAgainOnceItsWakeChannelIsConfirmed(t *testing.T) {
 }
 
 // waitBehindLoad has loader start loading key (held) and, once it holds the
-// lease, waiter fetch key (its own loader must not run); it returns when the
-// waiter waits. finish releases the load and checks that both callers got
-// its value, "v".
-func waitBehindLoad(ctx context.Context, t *testing.T, admin *redis.Client, loader, waiter *Cache[string], key string) (finish func()) {
+// lease, each waiter fetch key (their own loader must not run), one after
+// the other: each starts once the one before waits, so they queue in that
+// order. It returns when the last waits. finish releases the load and
+// checks that every caller got its value, "v".
+func waitBehindLoad(ctx context.Context, t *testing.T, admin *redis.Client, loader *Cache[string], key string, waiters ...*Cache[string]) (finish func()) {
 	t.Helper()
 	waiting := waitingOn(t, key)
 	release := make(chan struct{})
@@ -320,25 +282,48 @@ func waitBehindLoad(ctx context.Context, t *testing.T, admin *redis.Client, load
 		loaded <- err
 	}()
 	waitFor(t, "the loader to hold the lease", func() bool { return admin.Exists(ctx, keysFor(key).lease).Val() == 1 })
-	got := make(chan string, 1)
-	go func() {
-		v, err := waiter.Fetch(ctx, key, func(context.Context) (string, error) { return "", errors.New("waiter loaded") })
-		if err != nil {
-			t.Error(err)
-		}
-		got <- v
-	}()
-	<-waiting
+	got := make(chan string, len(waiters))
+	for _, waiter := range waiters {
+		go func() {
+			v, err := waiter.Fetch(ctx, key, func(context.Context) (string, error) { return "", errors.New("waiter loaded") })
+			if err != nil {
+				t.Error(err)
+			}
+			got <- v
+		}()
+		<-waiting
+	}
 	return func() {
 		t.Helper()
 		close(release)
 		if err := <-loaded; err != nil {
 			t.Fatal(err)
 		}
-		if v := <-got; v != "v" {
-			t.Fatalf("waiter got %q, want v", v)
+		for range waiters {
+			if v := <-got; v != "v" {
+				t.Fatalf("a waiter got %q, want v", v)
+			}
 		}
 	}
+}
+
+// waitSubscribed waits until Redis has confirmed every process's wake
+// channel, so that their reads register it.
+func waitSubscribed(t *testing.T, processes ...*Cache[string]) {
+	t.Helper()
+	waitFor(t, "every process's wake channel", func() bool {
+		for _, p := range processes {
+			if !p.c.hub.subscribed.Load() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// wakeQueue returns the wake channels queued for key's load, in queue order.
+func wakeQueue(ctx context.Context, admin *redis.Client, key string) []string {
+	return admin.ZRange(ctx, keysFor(key).waiters, 0, -1).Val()
 }
 
 // A service whose Redis user may use no pub/sub channel (ACL
@@ -361,7 +346,7 @@ func TestWaitersPollWithoutChannelPermission(t *testing.T) {
 	}
 	loader, waiter := newProcess(), newProcess()
 	const key = "item:9"
-	finish := waitBehindLoad(ctx, t, admin, loader, waiter, key)
+	finish := waitBehindLoad(ctx, t, admin, loader, key, waiter)
 	if waiter.c.hub.subscribed.Load() {
 		t.Fatal("the wake channel was confirmed for a user without channel permissions")
 	}

@@ -71,9 +71,9 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 		t.Fatalf("wake channel %q is not under the namespace", wake)
 	}
 	for i := range caches {
-		stored := keysFor("item:" + string(rune('a'+i)))
-		if w := admin.ZRange(ctx, stored.waiters, 0, -1).Val(); len(w) != 1 || w[0] != wake {
-			t.Fatalf("waiters of %s = %q, want [%s]", stored.value, w, wake)
+		key := "item:" + string(rune('a'+i))
+		if w := wakeQueue(ctx, admin, key); len(w) != 1 || w[0] != wake {
+			t.Fatalf("waiters of %s = %q, want [%s]", key, w, wake)
 		}
 	}
 	waitFor(t, "the wake and invalidation subscriptions", func() bool {
