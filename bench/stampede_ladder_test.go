@@ -115,15 +115,7 @@ func buildLadder(rdb *redis.Client, load loader, step ladderStep) (fetcher, func
 			return fv.v, nil
 		default:
 		}
-		if _, err, _ := f.loads.Do(k, func() (any, error) { return nil, elect(ctx, k) }); err != nil {
-			return "", err
-		}
-		select { // this process loaded it, or another one does
-		case <-fv.done:
-			return fv.v, nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
+		return f.await(ctx, k, fv, func() error { return elect(ctx, k) })
 	}, func() { _ = ps.Close() }
 }
 

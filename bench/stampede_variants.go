@@ -290,33 +290,24 @@ func buildPubSubFloor(rdb *redis.Client, load loader) (fetcher, func()) {
 			return fv.v, nil
 		default:
 		}
-		_, err, _ := f.loads.Do(key, func() (any, error) {
+		return f.await(ctx, key, fv, func() error {
 			won, err := rdb.SetNX(ctx, "floor-lease:"+key, 1, 10*time.Second).Result()
 			if err != nil || !won {
-				return nil, err
+				return err
 			}
 			v, err := load(ctx)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if err := rdb.Publish(ctx, channel, key+"\x00"+v).Err(); err != nil {
-				return nil, err
+				return err
 			}
 			// A process that starts after this loads again (the warm-up
 			// key is the same for every run of the benchmark).
 			rdb.Del(ctx, "floor-lease:"+key)
 			f.deliver(key, v)
-			return nil, nil
+			return nil
 		})
-		if err != nil {
-			return "", err
-		}
-		select { // this process loaded it, or another one does
-		case <-fv.done:
-			return fv.v, nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
 	}, func() { _ = ps.Close() }
 }
 
@@ -331,6 +322,21 @@ type pubsubFloor struct {
 type floorValue struct {
 	done chan struct{}
 	v    string
+}
+
+// await runs elect once per key in the process (singleflight) — it loads
+// and delivers the value if it wins the key, else returns — then waits for
+// key's entry fv to be delivered, by elect or by another process's publish.
+func (f *pubsubFloor) await(ctx context.Context, key string, fv *floorValue, elect func() error) (string, error) {
+	if _, err, _ := f.loads.Do(key, func() (any, error) { return nil, elect() }); err != nil {
+		return "", err
+	}
+	select { // this process loaded it, or another one does
+	case <-fv.done:
+		return fv.v, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
 }
 
 // value returns key's entry, created empty (done open) if new.
