@@ -145,19 +145,12 @@ func ladderPublish(ctx context.Context, rdb *redis.Client, step ladderStep, k, t
 }
 
 // ladderMessage reads a wake-up: "<key>\x00<value>" on the shared channel,
-// or FetchWrite's "<len>:<key>=f:h:n:<value>" on a process's own.
+// or FetchWrite's on a process's own (luascript.SplitWake, ParseCarried).
 func ladderMessage(m *redis.Message) (key, val string, ok bool) {
 	if m.Channel == ladderShared {
 		return strings.Cut(m.Payload, "\x00")
 	}
-	n, rest, _ := strings.Cut(m.Payload, ":")
-	size, err := strconv.Atoi(n)
-	if err != nil || size > len(rest) || !strings.HasPrefix(rest[size:], "=") {
-		return "", "", false // a refusal or an oversized value: no value carried
-	}
-	parts := strings.SplitN(rest[size+1:], ":", 4)
-	if len(parts) < 4 {
-		return "", "", false
-	}
-	return rest[:size], parts[3], true
+	key, payload, ok := luascript.SplitWake(m.Payload)
+	c, carried := luascript.ParseCarried(payload)
+	return key, c.Value, ok && carried // a refusal or an oversized value carries none
 }

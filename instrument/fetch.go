@@ -988,21 +988,11 @@ func (ca *Cache[T]) served(ctx context.Context, key, group string, k keys, token
 // bare wake-up ("1": refused or too large a value), a malformed one, or a
 // value already past its hard TTL here — the waiter then reads again.
 func (ca *Cache[T]) carried(payload string) (s stored, ok bool) {
-	rest, ok := strings.CutPrefix(payload, "=")
+	c, ok := luascript.ParseCarried(payload)
 	if !ok {
 		return s, false
 	}
-	parts := strings.SplitN(rest, ":", 4)
-	if len(parts) != 4 {
-		return s, false
-	}
-	var err1, err2 error
-	s.freshUntil, err1 = strconv.ParseInt(parts[0], 10, 64)
-	s.hardUntil, err2 = strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return s, false
-	}
-	s.negative, s.raw = parts[2] == "1", parts[3]
+	s.freshUntil, s.hardUntil, s.negative, s.raw = c.FreshUntil, c.HardUntil, c.Negative, c.Value
 	switch now := ca.c.now().UnixMilli(); {
 	case now < s.freshUntil:
 		s.state = stateFresh

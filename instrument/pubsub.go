@@ -5,14 +5,14 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"hash/maphash"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/internal/luascript"
 )
 
 // hub is a Client's one pub/sub connection, shared by all its Caches (a
@@ -282,15 +282,13 @@ func (h *hub) dispatch(ps *redis.PubSub) {
 	}
 }
 
-// deliver wakes the waiters of the key a wake-up names ("<len>:<stored
-// key><payload>", luascript's wakeWaiters) with its payload.
+// deliver wakes the waiters of the key a wake-up names
+// (luascript.SplitWake) with its payload.
 func (h *hub) deliver(msg string) {
-	n, rest, ok := strings.Cut(msg, ":")
-	size, err := strconv.Atoi(n)
-	if !ok || err != nil || size < 0 || size > len(rest) {
+	stored, payload, ok := luascript.SplitWake(msg)
+	if !ok {
 		return
 	}
-	stored, payload := rest[:size], rest[size:]
 	sh := h.shard(stored)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

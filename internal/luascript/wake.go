@@ -1,0 +1,49 @@
+package luascript
+
+import (
+	"strconv"
+	"strings"
+)
+
+// SplitWake splits a wake-up published by the write scripts (wakeWaiters:
+// "<len>:<stored key><payload>", the key length-prefixed because a key may
+// hold any byte) into the stored key it names and its payload. ok is false
+// for a malformed message.
+func SplitWake(msg string) (stored, payload string, ok bool) {
+	n, rest, ok := strings.Cut(msg, ":")
+	size, err := strconv.Atoi(n)
+	if !ok || err != nil || size < 0 || size > len(rest) {
+		return "", "", false
+	}
+	return rest[:size], rest[size:], true
+}
+
+// Carried is a value carried by a wake-up's payload (FetchWrite's
+// "=f:h:n:v").
+type Carried struct {
+	FreshUntil, HardUntil int64 // unix ms
+	Negative              bool  // a cached "not found"
+	Value                 string
+}
+
+// ParseCarried reads a wake-up's payload; ok is false for a bare wake-up
+// ("1": the write was refused or its value too large to carry) or a
+// malformed one.
+func ParseCarried(payload string) (c Carried, ok bool) {
+	rest, ok := strings.CutPrefix(payload, "=")
+	if !ok {
+		return c, false
+	}
+	parts := strings.SplitN(rest, ":", 4)
+	if len(parts) != 4 {
+		return c, false
+	}
+	var err1, err2 error
+	c.FreshUntil, err1 = strconv.ParseInt(parts[0], 10, 64)
+	c.HardUntil, err2 = strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return Carried{}, false
+	}
+	c.Negative, c.Value = parts[2] == "1", parts[3]
+	return c, true
+}
