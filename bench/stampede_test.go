@@ -59,6 +59,9 @@ import (
 // CACHEWATCH_STAMPEDE_TIMELINE=1 prints each crowd's timeline to stderr:
 // per process, when its callers started and ended and when its loads ran
 // (wall clock, shared by the processes of one machine), and its CPU time.
+// Every worker runs a garbage collection before each crowd, outside its
+// timing (collectBeforeCrowds); CACHEWATCH_STAMPEDE_NOGC=1 leaves the
+// collections where the allocations put them, as before 2026-12-01.
 func BenchmarkStampede(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, sh := range stampedeShapes {
@@ -213,6 +216,23 @@ func runCallers(fetch fetcher, key string, nkeys, perKey int, spread time.Durati
 	return lat, int(failed.Load())
 }
 
+// collectBeforeCrowds: every worker runs a garbage collection before each
+// crowd, all of them done before any crowd starts, unless
+// CACHEWATCH_STAMPEDE_NOGC is set.
+//
+// Why: a worker allocates only in its crowds, so every collection starts in
+// one, and which one repeats from round to round: it follows from the
+// variant's allocations per crowd and its heap's size, not from chance.
+// Before this, the collections of a variant could keep falling in its cold
+// crowds while another's fell in its stale ones, and on p4-k100 that moved
+// cachewatch's cold p99 ÷ sturdyc's by about 4 % (docs/benchmarks.md,
+// session 13). In a service, collections are paced by everything it
+// allocates, not by its stampedes. The collections go before the "run"
+// command, not in it: a worker still collecting while the others' callers
+// start would take their cores (16 and 32 processes). The variants'
+// allocations per crowd are still shown by CACHEWATCH_STAMPEDE_TIMELINE.
+var collectBeforeCrowds = os.Getenv("CACHEWATCH_STAMPEDE_NOGC") == ""
+
 // errStaleFail is the loader's error while a shape fails it on purpose.
 var errStaleFail = errors.New("bench: source down")
 
@@ -244,8 +264,8 @@ func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 // TestStampedeWorker is not a test: it is the worker process that
 // BenchmarkStampede starts (this binary re-executed with workerEnv set).
-// It reads commands on stdin — "run KEY NKEYS PERKEY SPREAD_US", "counts",
-// "fail 0|1" — and answers each with one JSON line on stdout.
+// It reads commands on stdin — "run KEY NKEYS PERKEY SPREAD_US", "gc",
+// "counts", "fail 0|1" — and answers each with one JSON line on stdout.
 func TestStampedeWorker(t *testing.T) {
 	name := os.Getenv(workerEnv)
 	if name == "" {
@@ -288,6 +308,9 @@ func TestStampedeWorker(t *testing.T) {
 				us[i] = d.Microseconds()
 			}
 			reply = map[string]any{"lat_us": us, "failed": failed, "tl": tl.snapshot()}
+		case len(f) == 1 && f[0] == "gc":
+			runtime.GC()
+			reply = map[string]any{}
 		case len(f) == 1 && f[0] == "counts":
 			reply = map[string]any{"calls": calls.Load(), "cmds": cmds.n.Load()}
 		case len(f) == 2 && f[0] == "fail":
@@ -423,6 +446,9 @@ func (ws stampedeWorkers) run(b *testing.B, key string, sh stampedeShape) ([]tim
 	var failed int
 	var tls []timeline
 	defer func() { printTimelines(key, tls) }()
+	if collectBeforeCrowds {
+		ws.send(b, "gc", func(int, []byte) {})
+	}
 	ws.send(b, fmt.Sprintf("run %s %d %d %d", key, sh.Keys, sh.PerKey, sh.Spread.Microseconds()), func(i int, line []byte) {
 		var r struct {
 			LatUS  []int64  `json:"lat_us"`
