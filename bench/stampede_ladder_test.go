@@ -132,7 +132,9 @@ func ladderPublish(ctx context.Context, rdb *redis.Client, step ladderStep, k, t
 		return rdb.Del(ctx, k+":lease").Err()
 	}
 	now := time.Now().UnixMilli()
-	write := []any{token, v, now + 1000, now + 3600000, 50, 0, 3700000}
+	// As buildCachewatch stores it: fresh for stampedeFresh, kept an hour.
+	hard := now + time.Hour.Milliseconds()
+	write := []any{token, v, now + stampedeFresh.Milliseconds(), hard, 50, 0, hard - now + 100000}
 	if step == ladderQueue { // FetchWrite publishes to the queued channels
 		return luascript.FetchWrite.Run(ctx, rdb, ladderKeys(k), write...).Err()
 	}

@@ -223,10 +223,9 @@ func runCallers(fetch fetcher, key string, nkeys, perKey int, spread time.Durati
 // Why: a worker allocates only in its crowds, so every collection starts in
 // one, and which one repeats from round to round: it follows from the
 // variant's allocations per crowd and its heap's size, not from chance.
-// Before this, the collections of a variant could keep falling in its cold
-// crowds while another's fell in its stale ones, and on p4-k100 that moved
-// cachewatch's cold p99 ÷ sturdyc's by about 4 % (docs/benchmarks.md,
-// session 13). In a service, collections are paced by everything it
+// Before this, on p4-k100, cachewatch's workers collected in 10 of 24 cold
+// crowds and sturdyc's in none of theirs, but in 11 of 24 stale ones
+// (docs/benchmarks.md, session 13). In a service, collections are paced by everything it
 // allocates, not by its stampedes. The collections go before the "run"
 // command, not in it: a worker still collecting while the others' callers
 // start would take their cores (16 and 32 processes). The variants'
