@@ -33,7 +33,7 @@ func (ca *Cache[T]) Set(ctx context.Context, key string, v T) error {
 		return fmt.Errorf("cachewatch: set %q: %w", key, err)
 	}
 	ca.c.announce(ctx, keysNotice([]string{k.value}))
-	ca.local.put(key, ca.c.group(key), v, false, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
+	ca.local.put(key, k.value, ca.c.group(key), v, false, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
 	return nil
 }
 

@@ -374,21 +374,23 @@ func (ca *Cache[T]) fly(ctx context.Context, span trace.Span, f *flight[T], key 
 	// The flight's events go to the leader's span, even when no span was
 	// started (nothing records) and ctx carries the caller's own.
 	fctx := trace.ContextWithSpan(withCallerDeadline(context.WithoutCancel(ctx), dl), span)
-	flight := func(fctx context.Context) {
-		fctx, cancel := context.WithTimeout(fctx, ca.o.LeaseTTL)
-		defer cancel()
-		// The key group is classified once per flight, not per caller: in
-		// a stampede most callers only join a flight.
-		group := ca.c.group(key)
-		o, err := ca.lookup(fctx, key, group, load)
-		o.group, o.gm = group, ca.metricsFor(group)
-		ca.flights.land(key, f, o, err)
-	}
-	if !ca.bg.start(func() { flight(fctx) }) {
+	if !ca.bg.start(func() { ca.flyIn(fctx, f, key, load) }) {
 		// Closed: no goroutine outlives Close, so the leader runs the
 		// flight itself, bounded by its own context as well.
-		flight(trace.ContextWithSpan(ctx, span))
+		ca.flyIn(trace.ContextWithSpan(ctx, span), f, key, load)
 	}
+}
+
+// flyIn runs flight f under fctx, bounded by LeaseTTL, and lands it.
+func (ca *Cache[T]) flyIn(fctx context.Context, f *flight[T], key string, load func(context.Context) (T, error)) {
+	fctx, cancel := context.WithTimeout(fctx, ca.o.LeaseTTL)
+	defer cancel()
+	// The key group is classified once per flight, not per caller: in a
+	// stampede most callers only join a flight.
+	group := ca.c.group(key)
+	o, err := ca.lookup(fctx, key, group, load)
+	o.group, o.gm = group, ca.metricsFor(group)
+	ca.flights.land(key, f, o, err)
 }
 
 // judge decides again, at this caller's clock, how a cached value served
@@ -515,21 +517,48 @@ type keys struct {
 	wake                  string
 }
 
+// keysFor names key's value, lease and queue of waiters in Redis. The
+// three names share one allocation: a flight names its keys once, and in a
+// stampede every process starts its flights at once.
 func keysFor(key string) keys {
-	v := key
-	if !hashTagged(key) {
-		// Tag what follows the first colon (the whole key if there is
-		// none): value and lease share a slot, keys spread over slots by
-		// their IDs, and the prefix stays visible to key-group
-		// classification in hooks and the exporter ("product:{42}" is
-		// "product:*", where "{product:42}" would be "*").
-		if i := strings.IndexByte(key, ':'); i >= 0 && i < len(key)-1 {
-			v = key[:i+1] + "{" + key[i+1:] + "}"
-		} else {
-			v = "{" + key + "}"
-		}
+	prefix, id, tagged := splitForTag(key)
+	n := len(prefix) + len(id)
+	if !tagged {
+		n += 2
 	}
-	return keys{value: v, lease: v + leaseSuffix, waiters: v + waitersSuffix}
+	var b strings.Builder
+	b.Grow(3*n + len(leaseSuffix) + len(waitersSuffix))
+	for _, suffix := range [...]string{"", leaseSuffix, waitersSuffix} {
+		b.WriteString(prefix)
+		if tagged {
+			b.WriteString(id)
+		} else {
+			b.WriteByte('{')
+			b.WriteString(id)
+			b.WriteByte('}')
+		}
+		b.WriteString(suffix)
+	}
+	all := b.String()
+	lease := n + n + len(leaseSuffix)
+	return keys{value: all[:n], lease: all[n:lease], waiters: all[lease:]}
+}
+
+// splitForTag splits key into what precedes its hash tag and what the tag
+// holds: tagged is true when key has one already (prefix is then key and
+// id empty). Else the tag holds what follows the first colon (the whole
+// key if there is none): value and lease share a slot, keys spread over
+// slots by their IDs, and the prefix stays visible to key-group
+// classification in hooks and the exporter ("product:{42}" is "product:*",
+// where "{product:42}" would be "*").
+func splitForTag(key string) (prefix, id string, tagged bool) {
+	if hashTagged(key) {
+		return key, "", true
+	}
+	if i := strings.IndexByte(key, ':'); i >= 0 && i < len(key)-1 {
+		return key[:i+1], key[i+1:], false
+	}
+	return "", key, false
 }
 
 // leaseSuffix follows a cached value's name in its refresh lease's name,
@@ -605,7 +634,7 @@ func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(con
 		if o.result == resultStale {
 			o.staleAge = time.Duration(ca.c.now().UnixMilli()-s.freshUntil) * time.Millisecond
 		}
-		ca.keepCopy(key, group, o.val, err, s)
+		ca.keepCopy(key, k, group, o.val, err, s)
 		return o, err
 	case stateExpired:
 		ca.c.m.hardTTLExpired.WithLabelValues(group).Inc()
@@ -686,8 +715,8 @@ func (ca *Cache[T]) readOnce(ctx context.Context, k keys, token string) (stored,
 	if ca.o.Beta > 0 {
 		xf = ca.o.Beta * -math.Log(1-rand.Float64()) // 1-U is in (0, 1]
 	}
-	v, err := ca.run(ctx, &scriptCall{op: "fetch read", s: luascript.FetchRead, keys: []string{k.value, k.lease, k.waiters},
-		args: []any{ca.c.now().UnixMilli(), xf, ca.o.LeaseTTL.Milliseconds(), token, k.wake}})
+	v, err := ca.run(ctx, newScriptCall("fetch read", luascript.FetchRead, []string{k.value, k.lease, k.waiters},
+		ca.c.now().UnixMilli(), xf, ca.o.LeaseTTL.Milliseconds(), token, k.wake))
 	if err != nil {
 		if !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) && !errors.Is(err, errNotSent) {
 			ca.releaseOrphan(k, token)
@@ -859,9 +888,8 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	// Keep the key a little past its hard TTL, so a lookup can tell "too
 	// old" (counted, refused) from "never cached".
 	expire := hard + max(hard/10, time.Second)
-	res, err := ca.run(ctx, &scriptCall{op: "fetch write", s: luascript.FetchWrite, keys: []string{k.value, k.lease, k.waiters},
-		args: []any{token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), took.Milliseconds(), neg,
-			expire.Milliseconds()}})
+	res, err := ca.run(ctx, newScriptCall("fetch write", luascript.FetchWrite, []string{k.value, k.lease, k.waiters},
+		token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), took.Milliseconds(), neg, expire.Milliseconds()))
 	if err != nil {
 		span.RecordError(err)
 		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
@@ -885,7 +913,7 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	}
 	span.AddEvent("written")
 	ca.fails.reset(ca.c.m.refreshConsecutive, group, key)
-	ca.local.put(key, group, v, loadErr != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
+	ca.local.put(key, k.value, group, v, loadErr != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
 }
 
 // failed gives the lease a hold-off after a failed load and tracks the
@@ -916,7 +944,7 @@ func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token
 // without a value, the next read grants the lease here and this caller
 // loads.
 func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
-	sub *subscription, woken *wakeup) (T, string, error) {
+	sub subscription, woken *wakeup) (T, string, error) {
 	var zero T
 	ticker := ca.c.clock.NewTicker(ca.o.PollInterval)
 	defer ticker.Stop()
@@ -951,7 +979,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 // it if the value is there or the lease is now its own; done is false
 // when it must wait on.
 func (ca *Cache[T]) readAgain(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
-	sub *subscription, woken **wakeup) (v T, result string, err error, done bool) {
+	sub subscription, woken **wakeup) (v T, result string, err error, done bool) {
 	*woken = sub.wait()
 	s, token, err := ca.read(ctx, k)
 	switch {
@@ -979,7 +1007,7 @@ func (ca *Cache[T]) served(ctx context.Context, key, group string, k keys, token
 		ca.refreshInBackground(ctx, key, group, k, token, load)
 	}
 	v, _, err := ca.decode(key, s, resultCoalesced)
-	ca.keepCopy(key, group, v, err, s)
+	ca.keepCopy(key, k, group, v, err, s)
 	return v, resultCoalesced, err
 }
 
@@ -1007,10 +1035,10 @@ func (ca *Cache[T]) carried(payload string) (s stored, ok bool) {
 // watch registers a flight's interest in the wake-ups of the stored key
 // (see hub.watch); after Close the Cache no longer uses the Client's
 // connection, and its waiters poll.
-func (ca *Cache[T]) watch(stored string) (*subscription, *wakeup, string) {
+func (ca *Cache[T]) watch(stored string) (subscription, *wakeup, string) {
 	if ca.bg.isClosed() {
-		t := &topic{wake: newWakeup()}
-		return &subscription{h: ca.c.hub, stored: stored, t: t}, t.wake, ""
+		t := newTopic()
+		return subscription{h: ca.c.hub, stored: stored, t: t}, t.wake, ""
 	}
 	return ca.c.hub.watch(stored)
 }
@@ -1062,7 +1090,9 @@ func (ca *Cache[T]) jitter(d time.Duration) time.Duration {
 
 // leaseToken returns a random owner token for a refresh lease.
 func leaseToken() string {
-	return strconv.FormatUint(rand.Uint64(), 36) + strconv.FormatUint(rand.Uint64(), 36)
+	var buf [26]byte // two uint64s in base 36: at most 13 digits each
+	b := strconv.AppendUint(buf[:0], rand.Uint64(), 36)
+	return string(strconv.AppendUint(b, rand.Uint64(), 36))
 }
 
 // failureRuns tracks the keys whose refreshes are failing, per group, to

@@ -69,6 +69,19 @@ type scriptCall struct {
 	// then never sent), sent when the call joined a pipeline; both under
 	// batcher.mu.
 	gone, sent bool
+	// keyv and argv back keys and args: one allocation per call, not three
+	// (every flight makes a call, and in a stampede every process starts
+	// its flights at once).
+	keyv [3]string
+	argv [7]any
+}
+
+// newScriptCall returns a call of s with keys and args (copied).
+func newScriptCall(op string, s *luascript.Script, keys []string, args ...any) *scriptCall {
+	c := &scriptCall{op: op, s: s}
+	c.keys = append(c.keyv[:0], keys...)
+	c.args = append(c.argv[:0], args...)
+	return c
 }
 
 // errNotSent marks a call abandoned before it was sent: it cannot have
@@ -109,8 +122,8 @@ func (ca *Cache[T]) run(ctx context.Context, c *scriptCall) (any, error) {
 	// not the Cache's. A timer, not a context: a context derived from the
 	// flight's would be registered with it and removed again, which every
 	// queued call paid for.
-	bound := time.NewTimer(ca.deg.queuedBound(ctx))
-	defer bound.Stop()
+	bound := startTimer(ca.deg.queuedBound(ctx))
+	defer stopTimer(bound)
 	var cause error
 	select {
 	case <-c.done:
@@ -128,6 +141,27 @@ func (ca *Cache[T]) run(ctx context.Context, c *scriptCall) (any, error) {
 		cause = fmt.Errorf("%w: %w", errNotSent, cause)
 	}
 	return nil, redisErr(c.op, cause)
+}
+
+// timers holds stopped timers for queued calls to reuse: in a crowd most
+// flights' calls queue, each bounded by a timer that almost never fires.
+var timers sync.Pool
+
+// startTimer returns a timer, from the pool if it has one, that fires
+// after d.
+func startTimer(d time.Duration) *time.Timer {
+	if t, ok := timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// stopTimer stops t and pools it. Since Go 1.23 a stopped timer's channel
+// holds no stale tick, so whoever takes it next sees only its own.
+func stopTimer(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
 }
 
 // nextBatch sends the calls gathered meanwhile as one pipeline, on a new

@@ -3,6 +3,7 @@ package instrument
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -141,11 +142,39 @@ func BenchmarkFetchStaleCopy(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkColdCrowdEnd -benchmem ./instrument/
 func BenchmarkColdCrowdEnd(b *testing.B) {
 	for _, perKey := range []int{1, 10} {
-		b.Run(fmt.Sprint("callers=", perKey), func(b *testing.B) { benchColdCrowdEnd(b, perKey) })
+		b.Run(fmt.Sprint("callers=", perKey), func(b *testing.B) { benchColdCrowdEnd(b, perKey, nil) })
 	}
 }
 
-func benchColdCrowdEnd(b *testing.B, perKey int) {
+// BenchmarkColdFlight: what one cold key's flights allocate, whole: the
+// same two processes and 100 keys as BenchmarkColdCrowdEnd with one caller
+// per key in each, from the first read to the last answer (the loading
+// process's flights read, load and write; the other's read, wait, are
+// woken and answer). Reports the bytes and allocations per flight, the
+// harness's goroutine and key per caller included. A service pays them in
+// how often it collects garbage, and in a crowd every process allocates
+// them at once.
+//
+//	go test -run '^$' -bench BenchmarkColdFlight ./instrument/
+func BenchmarkColdFlight(b *testing.B) {
+	var m flightAllocs
+	benchColdCrowdEnd(b, 1, &m)
+	b.ReportMetric(float64(m.bytes)/float64(m.flights), "B/flight")
+	b.ReportMetric(float64(m.allocs)/float64(m.flights), "allocs/flight")
+}
+
+// flightAllocs adds up what the flights of BenchmarkColdFlight allocated.
+type flightAllocs struct{ bytes, allocs, flights uint64 }
+
+func (m *flightAllocs) add(before, after *runtime.MemStats, flights int) {
+	m.bytes += after.TotalAlloc - before.TotalAlloc
+	m.allocs += after.Mallocs - before.Mallocs
+	m.flights += uint64(flights)
+}
+
+// benchColdCrowdEnd runs BenchmarkColdCrowdEnd, or BenchmarkColdFlight when
+// whole is set.
+func benchColdCrowdEnd(b *testing.B, perKey int, whole *flightAllocs) {
 	srv := redistest.Start(b)
 	newProcess := func() *Cache[string] {
 		// The defaults' poll interval and Redis timeout.
@@ -184,6 +213,10 @@ func benchColdCrowdEnd(b *testing.B, perKey int) {
 		}
 		waiting.Store(0)
 		joined.Store(0)
+		var before, after runtime.MemStats
+		if whole != nil {
+			runtime.ReadMemStats(&before)
+		}
 		crowd(loader)
 		loading.Wait()
 		crowd(waiter)
@@ -197,6 +230,10 @@ func benchColdCrowdEnd(b *testing.B, perKey int) {
 		cpu += cpuTime() - c0
 		loader.bg.wait()
 		waiter.bg.wait()
+		if whole != nil {
+			runtime.ReadMemStats(&after)
+			whole.add(&before, &after, 2*nkeys)
+		}
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 }

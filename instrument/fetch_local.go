@@ -37,11 +37,11 @@ type localCopy[T any] struct {
 	revalidating atomic.Bool // a background read of this key is under way
 }
 
-func (l *localCopies[T]) put(key, group string, v T, negative bool, freshUntil, hardUntil int64) {
+func (l *localCopies[T]) put(key, stored, group string, v T, negative bool, freshUntil, hardUntil int64) {
 	if l == nil || hardUntil <= 0 {
 		return
 	}
-	c := &localCopy[T]{stored: keysFor(key).value, group: group, val: v, negative: negative, freshUntil: freshUntil, hardUntil: hardUntil}
+	c := &localCopy[T]{stored: stored, group: group, val: v, negative: negative, freshUntil: freshUntil, hardUntil: hardUntil}
 	if _, replaced := l.m.Swap(key, c); replaced {
 		return
 	}
@@ -140,11 +140,11 @@ func (l *localCopies[T]) revalidated(key string) {
 }
 
 // keepCopy records a value read from Redis as the process's copy.
-func (ca *Cache[T]) keepCopy(key, group string, v T, decodeErr error, s stored) {
+func (ca *Cache[T]) keepCopy(key string, k keys, group string, v T, decodeErr error, s stored) {
 	if decodeErr != nil && !s.negative {
 		return
 	}
-	ca.local.put(key, group, v, s.negative, s.freshUntil, s.hardUntil)
+	ca.local.put(key, k.value, group, v, s.negative, s.freshUntil, s.hardUntil)
 }
 
 // staleFromMemory serves key from the process's copy when that copy is

@@ -244,8 +244,9 @@ func TestInvalidationNotice(t *testing.T) {
 func TestLocalCopiesBounded(t *testing.T) {
 	l := &localCopies[string]{max: 3}
 	for i := range 5 {
-		l.put("k:"+strconv.Itoa(i), "k:*", "v", false, 1, 2)
-		l.put("k:"+strconv.Itoa(i), "k:*", "v2", false, 1, 2) // a replacement
+		key := "k:" + strconv.Itoa(i)
+		l.put(key, keysFor(key).value, "k:*", "v", false, 1, 2)
+		l.put(key, keysFor(key).value, "k:*", "v2", false, 1, 2) // a replacement
 	}
 	count := 0
 	l.m.Range(func(any, any) bool { count++; return true })

@@ -85,8 +85,8 @@ func (ca *Cache[T]) readMany(ctx context.Context, keyList, tokens []string) ([]s
 	calls := make([]*scriptCall, len(keyList))
 	for i, key := range keyList {
 		k := keysFor(key)
-		calls[i] = &scriptCall{op: "fetch many read", s: luascript.FetchRead, keys: []string{k.value, k.lease},
-			args: []any{now, 0, ca.o.LeaseTTL.Milliseconds(), tokens[i]}}
+		calls[i] = newScriptCall("fetch many read", luascript.FetchRead, []string{k.value, k.lease},
+			now, 0, ca.o.LeaseTTL.Milliseconds(), tokens[i])
 	}
 	var cmds []*redis.Cmd
 	_, err := ca.deg.call(ctx, "fetch many read", func(rctx context.Context) ([]any, error) {

@@ -457,7 +457,7 @@ func TestKeysForSameSlot(t *testing.T) {
 		"odd:{}": "odd:{{}}", "nocolon": "{nocolon}", "trailing:": "{trailing:}",
 	} {
 		k := keysFor(key)
-		if k.value != want || k.lease != want+":lease" {
+		if k.value != want || k.lease != want+":lease" || k.waiters != want+":waitq" {
 			t.Fatalf("keysFor(%q) = %+v", key, k)
 		}
 	}

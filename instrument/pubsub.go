@@ -73,7 +73,27 @@ func (h *hub) shard(stored string) *topicShard {
 
 type topic struct {
 	refs int
-	wake *wakeup // closed and replaced on every message
+	// wake is the next message's delivery: closed when it arrives, then nil
+	// until a waiter asks for the next (most flights never wait, and a
+	// message wakes the flights of a key all at once: the hub, which
+	// delivers every wake-up in turn, does not make one nobody takes).
+	wake  *wakeup
+	first wakeup // the first delivery, allocated with the topic
+}
+
+// next returns the topic's next delivery. The shard's lock is held.
+func (t *topic) next() *wakeup {
+	if t.wake == nil {
+		t.wake = newWakeup()
+	}
+	return t.wake
+}
+
+// newTopic returns a topic whose first delivery is ready.
+func newTopic() *topic {
+	t := &topic{first: wakeup{done: make(chan struct{})}}
+	t.wake = &t.first
+	return t
 }
 
 // wakeup is one message's delivery to the waiters of a topic: done closes
@@ -182,7 +202,8 @@ func (h *hub) unlisten(id *int) {
 	}
 }
 
-// subscription is one waiter's interest in a stored key's wake-ups.
+// subscription is one flight's interest in a stored key's wake-ups (a
+// value: every flight takes one).
 type subscription struct {
 	h      *hub
 	stored string
@@ -195,7 +216,7 @@ type subscription struct {
 // the wake channel for the read to register, "" while Redis has not
 // confirmed its subscription (or no Cache is open) — the waiter then
 // waits for ready and reads again, or polls.
-func (h *hub) watch(stored string) (s *subscription, next *wakeup, channel string) {
+func (h *hub) watch(stored string) (s subscription, next *wakeup, channel string) {
 	if h.subscribed.Load() {
 		channel = h.wake
 	}
@@ -207,11 +228,11 @@ func (h *hub) watch(stored string) (s *subscription, next *wakeup, channel strin
 		if sh.m == nil {
 			sh.m = map[string]*topic{}
 		}
-		t = &topic{wake: newWakeup()}
+		t = newTopic()
 		sh.m[stored] = t
 	}
 	t.refs++
-	return &subscription{h: h, stored: stored, t: t}, t.wake, channel
+	return subscription{h: h, stored: stored, t: t}, t.next(), channel
 }
 
 // ready waits, at most until ctx ends or bound passes, for Redis to
@@ -242,7 +263,7 @@ func (s *subscription) wait() *wakeup {
 	sh := s.h.shard(s.stored)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return s.t.wake
+	return s.t.next()
 }
 
 // close drops the waiter's interest.
@@ -292,10 +313,10 @@ func (h *hub) deliver(msg string) {
 	sh := h.shard(stored)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if t := sh.m[stored]; t != nil {
+	if t := sh.m[stored]; t != nil && t.wake != nil {
 		t.wake.payload = payload
 		close(t.wake.done)
-		t.wake = newWakeup()
+		t.wake = nil
 	}
 }
 
