@@ -381,10 +381,11 @@ func (ca *Cache[T]) fly(ctx context.Context, span trace.Span, f *flight[T], key 
 	}
 }
 
-// flyIn runs flight f under fctx, bounded by LeaseTTL, and lands it.
+// flyIn runs flight f under fctx and lands it. The flight's waits and
+// loads are bounded by LeaseTTL (leaseBound), its Redis calls by
+// RedisTimeout; a flight that finds the value does neither, and its read's
+// bound is cheaper on a context that cannot be cancelled.
 func (ca *Cache[T]) flyIn(fctx context.Context, f *flight[T], key string, load func(context.Context) (T, error)) {
-	fctx, cancel := context.WithTimeout(fctx, ca.o.LeaseTTL)
-	defer cancel()
 	// The key group is classified once per flight, not per caller: in a
 	// stampede most callers only join a flight.
 	group := ca.c.group(key)
@@ -794,6 +795,8 @@ func (ca *Cache[T]) decode(key string, s stored, result string) (T, string, erro
 // write fails: the caller has it, only the others lose.
 func (ca *Cache[T]) loadAndStore(ctx context.Context, key, group string, k keys, token string,
 	load func(context.Context) (T, error), pastHard bool) (T, string, error) {
+	ctx, cancel := ca.leaseBound(ctx)
+	defer cancel()
 	span := trace.SpanFromContext(ctx)
 	span.AddEvent("lease acquired")
 	start := ca.c.now()
@@ -810,6 +813,13 @@ func (ca *Cache[T]) loadAndStore(ctx context.Context, key, group string, k keys,
 		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: %w", key, err)
 	}
 	return v, resultMiss, nil
+}
+
+// leaseBound bounds a flight's load or wait by LeaseTTL: the loader's
+// context is documented as bounded by it, and a wait for another process's
+// load need not outlast that load's lease.
+func (ca *Cache[T]) leaseBound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, ca.o.LeaseTTL)
 }
 
 // cacheable reports whether a loader error is a cacheable "not found".
@@ -946,6 +956,8 @@ func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token
 func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
 	sub subscription, woken *wakeup) (T, string, error) {
 	var zero T
+	ctx, cancel := ca.leaseBound(ctx)
+	defer cancel()
 	ticker := ca.c.clock.NewTicker(ca.o.PollInterval)
 	defer ticker.Stop()
 	if k.wake == "" && ca.wakeChannelReady(ctx) {
@@ -1064,6 +1076,8 @@ func (ca *Cache[T]) fallback(ctx context.Context, key, group string, load func(c
 	if revalidating(ctx) { // a background revalidation does not load past a failed Redis
 		return zero, resultError, cause
 	}
+	ctx, cancelLoad := ca.leaseBound(ctx)
+	defer cancelLoad()
 	span := trace.SpanFromContext(ctx)
 	span.AddEvent("fallback", trace.WithAttributes(attribute.String("cause", cause.Error())))
 	actx, cancel := callerBound(ctx)

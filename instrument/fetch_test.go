@@ -478,3 +478,41 @@ func waitingOn(t *testing.T, key string) <-chan struct{} {
 	t.Cleanup(func() { testHookWaiting = nil })
 	return waiting
 }
+
+// The loader's context is bounded by LeaseTTL (Fetch's doc) and detached
+// from the caller's cancellation, whether the flight loads under the lease
+// or, with Redis unavailable, as a fallback; a flight that finds the value
+// calls no loader.
+func TestFetchLoaderContextBoundedByLeaseTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	const leaseTTL = 7 * time.Second
+	ca := newFetchCache(t, srv.Client(t), prometheus.NewRegistry(), newFetchClock(), CacheOptions{
+		LeaseTTL: leaseTTL, RedisTimeout: 100 * time.Millisecond, BreakerFailures: 1, BreakerOpenFor: time.Hour})
+	var loads atomic.Int64
+	load := func(ctx context.Context) (string, error) {
+		loads.Add(1)
+		dl, ok := ctx.Deadline()
+		if left := time.Until(dl); !ok || left <= 0 || left > leaseTTL {
+			return "", fmt.Errorf("loader's deadline %v away (set: %v), want within LeaseTTL %v", left, ok, leaseTTL)
+		}
+		return "v", nil
+	}
+	// The caller's own context has no deadline: the bound is the flight's.
+	ctx := context.Background()
+	for _, key := range []string{"bound:loaded", "bound:loaded"} { // the second finds the value
+		if _, err := ca.Fetch(ctx, key, load); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("loader called %d times for a load and a hit, want 1", n)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	if _, err := ca.Fetch(ctx, "bound:fallback", load); err != nil {
+		t.Fatal(err)
+	}
+	if got := sourceCalls(ca, ca.c.group("bound:fallback"), "success"); got != 1 {
+		t.Fatalf("fallback source calls = %v, want 1", got)
+	}
+}
