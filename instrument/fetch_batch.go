@@ -157,10 +157,16 @@ func startTimer(d time.Duration) *time.Timer {
 	return time.NewTimer(d)
 }
 
-// stopTimer stops t and pools it. Since Go 1.23 a stopped timer's channel
-// holds no stale tick, so whoever takes it next sees only its own.
+// stopTimer stops t and pools it, so that whoever takes it next sees only
+// its own tick. Since Go 1.23 a stopped timer's channel holds no stale
+// one; the drain is for a program run with GODEBUG=asynctimerchan=1.
 func stopTimer(t *time.Timer) {
-	t.Stop()
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
 	timers.Put(t)
 }
 

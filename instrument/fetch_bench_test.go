@@ -151,9 +151,10 @@ func BenchmarkColdCrowdEnd(b *testing.B) {
 // per key in each, from the first read to the last answer (the loading
 // process's flights read, load and write; the other's read, wait, are
 // woken and answer). Reports the bytes and allocations per flight, the
-// harness's goroutine and key per caller included. A service pays them in
-// how often it collects garbage, and in a crowd every process allocates
-// them at once.
+// harness's goroutine and key per caller included (its ns/op, B/op and
+// cpu-µs/op are BenchmarkColdCrowdEnd's: the end of the crowd only). A
+// service pays them in how often it collects garbage, and in a crowd every
+// process allocates them at once.
 //
 //	go test -run '^$' -bench BenchmarkColdFlight ./instrument/
 func BenchmarkColdFlight(b *testing.B) {
