@@ -132,9 +132,10 @@ func ladderPublish(ctx context.Context, rdb *redis.Client, step ladderStep, k, t
 		return rdb.Del(ctx, k+":lease").Err()
 	}
 	now := time.Now().UnixMilli()
-	// As buildCachewatch stores it: fresh for stampedeFresh, kept an hour.
-	hard := now + time.Hour.Milliseconds()
-	write := []any{token, v, now + stampedeFresh.Milliseconds(), hard, 50, 0, hard - now + 100000}
+	// Fresh for stampedeFresh, as buildCachewatch's; servable for an hour,
+	// and in Redis 100 s longer.
+	keep := time.Hour.Milliseconds()
+	write := []any{token, v, now + stampedeFresh.Milliseconds(), now + keep, 50, 0, keep + 100_000}
 	if step == ladderQueue { // FetchWrite publishes to the queued channels
 		return luascript.FetchWrite.Run(ctx, rdb, ladderKeys(k), write...).Err()
 	}

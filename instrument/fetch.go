@@ -518,48 +518,33 @@ type keys struct {
 	wake                  string
 }
 
-// keysFor names key's value, lease and queue of waiters in Redis. The
-// three names share one allocation: a flight names its keys once, and in a
-// stampede every process starts its flights at once.
+// keysFor names key's value, lease and queue of waiters in Redis, in one
+// allocation (a flight names its keys once, and in a stampede every process
+// starts its flights at once): the value's name is the start of the
+// lease's.
 func keysFor(key string) keys {
-	prefix, id, tagged := splitForTag(key)
-	n := len(prefix) + len(id)
-	if !tagged {
-		n += 2
-	}
-	var b strings.Builder
-	b.Grow(3*n + len(leaseSuffix) + len(waitersSuffix))
-	for _, suffix := range [...]string{"", leaseSuffix, waitersSuffix} {
-		b.WriteString(prefix)
-		if tagged {
-			b.WriteString(id)
-		} else {
-			b.WriteByte('{')
-			b.WriteString(id)
-			b.WriteByte('}')
-		}
-		b.WriteString(suffix)
-	}
-	all := b.String()
-	lease := n + n + len(leaseSuffix)
-	return keys{value: all[:n], lease: all[n:lease], waiters: all[lease:]}
+	prefix, open, id, end := hashTag(key)
+	n := len(prefix) + len(open) + len(id) + len(end)
+	all := prefix + open + id + end + leaseSuffix + prefix + open + id + end + waitersSuffix
+	lease := all[:n+len(leaseSuffix)]
+	return keys{value: lease[:n], lease: lease, waiters: all[len(lease):]}
 }
 
-// splitForTag splits key into what precedes its hash tag and what the tag
-// holds: tagged is true when key has one already (prefix is then key and
-// id empty). Else the tag holds what follows the first colon (the whole
-// key if there is none): value and lease share a slot, keys spread over
-// slots by their IDs, and the prefix stays visible to key-group
-// classification in hooks and the exporter ("product:{42}" is "product:*",
-// where "{product:42}" would be "*").
-func splitForTag(key string) (prefix, id string, tagged bool) {
+// hashTag splits key around the hash tag its Redis names carry: a key
+// with a tag of its own keeps it (prefix is the whole key); otherwise the
+// tag holds what follows the first colon (the whole key if there is none),
+// so value and lease share a slot, keys spread over slots by their IDs,
+// and the prefix stays visible to key-group classification in hooks and
+// the exporter ("product:{42}" is "product:*", where "{product:42}" would
+// be "*").
+func hashTag(key string) (prefix, open, id, end string) {
 	if hashTagged(key) {
-		return key, "", true
+		return key, "", "", ""
 	}
 	if i := strings.IndexByte(key, ':'); i >= 0 && i < len(key)-1 {
-		return key[:i+1], key[i+1:], false
+		return key[:i+1], "{", key[i+1:], "}"
 	}
-	return "", key, false
+	return "", "{", key, "}"
 }
 
 // leaseSuffix follows a cached value's name in its refresh lease's name,
@@ -635,7 +620,7 @@ func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(con
 		if o.result == resultStale {
 			o.staleAge = time.Duration(ca.c.now().UnixMilli()-s.freshUntil) * time.Millisecond
 		}
-		ca.keepCopy(key, k, group, o.val, err, s)
+		ca.keepCopy(key, k.value, group, o.val, err, s)
 		return o, err
 	case stateExpired:
 		ca.c.m.hardTTLExpired.WithLabelValues(group).Inc()
@@ -1019,7 +1004,7 @@ func (ca *Cache[T]) served(ctx context.Context, key, group string, k keys, token
 		ca.refreshInBackground(ctx, key, group, k, token, load)
 	}
 	v, _, err := ca.decode(key, s, resultCoalesced)
-	ca.keepCopy(key, k, group, v, err, s)
+	ca.keepCopy(key, k.value, group, v, err, s)
 	return v, resultCoalesced, err
 }
 

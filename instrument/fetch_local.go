@@ -139,12 +139,13 @@ func (l *localCopies[T]) revalidated(key string) {
 	}
 }
 
-// keepCopy records a value read from Redis as the process's copy.
-func (ca *Cache[T]) keepCopy(key string, k keys, group string, v T, decodeErr error, s stored) {
+// keepCopy records a value read from Redis (stored under name) as the
+// process's copy.
+func (ca *Cache[T]) keepCopy(key, name, group string, v T, decodeErr error, s stored) {
 	if decodeErr != nil && !s.negative {
 		return
 	}
-	ca.local.put(key, k.value, group, v, s.negative, s.freshUntil, s.hardUntil)
+	ca.local.put(key, name, group, v, s.negative, s.freshUntil, s.hardUntil)
 }
 
 // staleFromMemory serves key from the process's copy when that copy is

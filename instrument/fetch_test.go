@@ -479,10 +479,9 @@ func waitingOn(t *testing.T, key string) <-chan struct{} {
 	return waiting
 }
 
-// The loader's context is bounded by LeaseTTL (Fetch's doc) and detached
-// from the caller's cancellation, whether the flight loads under the lease
-// or, with Redis unavailable, as a fallback; a flight that finds the value
-// calls no loader.
+// The loader's context is bounded by LeaseTTL (Fetch's doc), whether the
+// flight loads under the lease or, with Redis unavailable, as a fallback; a
+// flight that finds the value calls no loader.
 func TestFetchLoaderContextBoundedByLeaseTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	const leaseTTL = 7 * time.Second
