@@ -36,6 +36,7 @@ func TestCacheSetAndGet(t *testing.T) {
 	}
 	close(release)
 	<-done
+	written(ca, key)
 	if n := staleWritesRefused(ca, g); n != 1 {
 		t.Fatalf("stale_writes_refused_total = %v, want 1 (the load in flight read before Set)", n)
 	}

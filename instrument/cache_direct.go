@@ -16,6 +16,7 @@ import (
 // and other processes' copies of key are dropped when the pub/sub notice
 // reaches them.
 func (ca *Cache[T]) Set(ctx context.Context, key string, v T) error {
+	ca.c.writes.wait(ctx, keysFor(key).value) // a Fetch that returned before this is written first
 	raw, err := ca.o.Codec.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("cachewatch: set %q: encode: %w", key, err)
@@ -44,6 +45,7 @@ func (ca *Cache[T]) Set(ctx context.Context, key string, v T) error {
 // miss); a cached "not found" (NegativeTTL) returns an error wrapping
 // ErrNotFound.
 func (ca *Cache[T]) Get(ctx context.Context, key string) (v T, found bool, err error) {
+	ca.c.writes.wait(ctx, keysFor(key).value)
 	k := keysFor(key)
 	group := ca.c.group(key)
 	res, err := ca.deg.call(ctx, "get", func(rctx context.Context) ([]any, error) {

@@ -224,6 +224,9 @@ func (c *Client) Invalidate(ctx context.Context, keys ...string) (int64, error) 
 	targets := make([]target, len(keys))
 	for i, k := range keys {
 		targets[i] = targetFor(k)
+		for _, name := range targets[i].counted {
+			c.writes.wait(ctx, name) // a Fetch that returned before this is written first
+		}
 	}
 	return c.invalidate(ctx, targets)
 }
@@ -292,13 +295,15 @@ func (c *Client) InvalidateMatch(ctx context.Context, pattern string) (int64, er
 	if pattern == "" {
 		return 0, errors.New("cachewatch: InvalidateMatch: empty pattern")
 	}
-	patterns := []string{pattern}
+	c.writes.waitAll(ctx) // the Fetches that returned before this are written first
+	// The leases go first: a load in flight holds one before any value is
+	// stored, and its write, refused without it, cannot then land between
+	// the scan of the values and the scan of the leases.
 	stored := keysFor(pattern)
+	patterns := []string{stored.lease, pattern}
 	if stored.value != pattern {
 		patterns = append(patterns, stored.value)
 	}
-	// A load in flight holds a lease before any value is stored.
-	patterns = append(patterns, stored.lease)
 	var removed atomic.Int64
 	var err error
 	for _, p := range patterns {

@@ -219,7 +219,8 @@ func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 // Close stops the Cache's background work and returns once every
 // goroutine it started has ended: it waits for the lookups and refreshes
 // in flight (each bounded by LeaseTTL, as long as the loader honours its
-// context: one that ignores it delays Close until it returns), ends the waits of orphan-lease
+// context: one that ignores it delays Close until it returns) and the
+// writes of loaded values, ends the waits of orphan-lease
 // releases after one last attempt, and closes the wake-up subscription and
 // the Cache's share of the Client's invalidation subscription. It is safe
 // at any time, concurrently with Fetch, and more than once.
@@ -309,7 +310,10 @@ type outcome[T any] struct {
 // caller in all processes refreshes it in the background) when past its
 // fresh TTL but within its hard TTL; otherwise from load, called once
 // across all processes while the other callers wait to be woken by the
-// write. When Redis is unavailable, load is called directly, with bounded
+// write. The callers of a load are answered when it returns; its write
+// lands in the background (before Close returns), and this Cache's next
+// Fetch, Get, Set or Invalidate of the key waits for it. When Redis is
+// unavailable, load is called directly, with bounded
 // concurrency behind a circuit breaker. Fetch never blocks past ctx.
 //
 // Concurrent Fetches of one key in a process share one lookup: the callers
@@ -593,6 +597,7 @@ func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(con
 	if ca.deg.open() {
 		return ca.unavailable(ctx, key, group, load, errors.New("circuit breaker open"))
 	}
+	ca.c.writes.wait(ctx, k.value) // this process's own write of key comes first
 	sub, woken, wake := ca.watch(k.value)
 	defer sub.close()
 	k.wake = wake
@@ -793,11 +798,30 @@ func (ca *Cache[T]) loadAndStore(ctx context.Context, key, group string, k keys,
 		}
 		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: load: %w", key, err)
 	}
-	ca.store(ctx, key, group, k, token, v, err, ca.c.now().Sub(start))
+	ca.storeBehind(ctx, key, group, k, token, ca.loadedSince(start, v, err))
 	if err != nil {
 		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: %w", key, err)
 	}
 	return v, resultMiss, nil
+}
+
+// storeBehind writes a loaded value (see store) without holding up the
+// load's callers: in the background, pending (pendingWrites) until it
+// lands, under a span of its own, a child of the flight's; after Close, at
+// once.
+func (ca *Cache[T]) storeBehind(ctx context.Context, key, group string, k keys, token string, l loaded[T]) {
+	ca.c.writes.add(k.value)
+	wctx := context.WithoutCancel(ctx)
+	write := func() {
+		defer ca.c.writes.finish(k.value)
+		wctx, span := ca.c.spans.start(wctx, "cachewatch.Write",
+			trace.WithAttributes(attribute.String("cachewatch.key_group", group)))
+		defer span.End()
+		ca.store(wctx, key, group, k, token, l)
+	}
+	if !ca.bg.start(write) {
+		write()
+	}
 }
 
 // leaseBound bounds a flight's load or wait by LeaseTTL: the loader's
@@ -831,7 +855,7 @@ func (ca *Cache[T]) refreshInBackground(ctx context.Context, key, group string, 
 			ca.failed(rctx, key, group, k, token)
 			return
 		}
-		ca.store(rctx, key, group, k, token, v, err, ca.c.now().Sub(start))
+		ca.store(rctx, key, group, k, token, ca.loadedSince(start, v, err))
 	})
 	if !started { // closed: give the lease back for another process to refresh
 		ca.giveBack(k, token)
@@ -859,19 +883,33 @@ func (ca *Cache[T]) callSource(ctx context.Context, group string, load func(cont
 	return v, err
 }
 
-// store writes a loaded value (or a cacheable not-found, when loadErr is
-// set) with jittered TTLs and wakes the waiters.
-func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token string, v T, loadErr error, took time.Duration) {
+// loaded is a loader's result on its way to Redis.
+type loaded[T any] struct {
+	v    T
+	err  error         // nil, or a "not found" to cache (NegativeTTL)
+	took time.Duration // the loader's time, kept for XFetch
+	at   time.Time     // when the loader returned: the TTLs count from then
+}
+
+// loadedSince returns the result of a loader call that started at start.
+func (ca *Cache[T]) loadedSince(start time.Time, v T, err error) loaded[T] {
+	end := ca.c.now()
+	return loaded[T]{v: v, err: err, took: end.Sub(start), at: end}
+}
+
+// store writes a loaded value (or a cacheable not-found) with jittered
+// TTLs and wakes the waiters.
+func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token string, l loaded[T]) {
 	span := trace.SpanFromContext(ctx)
 	raw, neg := []byte(nil), "0"
 	fresh, hard := ca.jitter(ca.o.FreshTTL), ca.jitter(ca.o.HardTTL)
-	if loadErr != nil {
+	if l.err != nil {
 		neg = "1"
 		fresh = ca.jitter(ca.o.NegativeTTL)
 		hard = fresh
 	} else {
 		var err error
-		if raw, err = ca.o.Codec.Marshal(v); err != nil {
+		if raw, err = ca.o.Codec.Marshal(l.v); err != nil {
 			span.RecordError(err)
 			ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: encode value", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
 			ca.failed(ctx, key, group, k, token)
@@ -879,12 +917,12 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 		}
 	}
 	hard = max(hard, fresh)
-	now := ca.c.now()
+	now := l.at
 	// Keep the key a little past its hard TTL, so a lookup can tell "too
 	// old" (counted, refused) from "never cached".
 	expire := hard + max(hard/10, time.Second)
 	res, err := ca.run(ctx, newScriptCall("fetch write", luascript.FetchWrite, []string{k.value, k.lease, k.waiters},
-		token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), took.Milliseconds(), neg, expire.Milliseconds()))
+		token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), l.took.Milliseconds(), neg, expire.Milliseconds()))
 	if err != nil {
 		span.RecordError(err)
 		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
@@ -908,7 +946,7 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	}
 	span.AddEvent("written")
 	ca.fails.reset(ca.c.m.refreshConsecutive, group, key)
-	ca.local.put(key, k.value, group, v, loadErr != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
+	ca.local.put(key, k.value, group, l.v, l.err != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
 }
 
 // failed gives the lease a hold-off after a failed load and tracks the

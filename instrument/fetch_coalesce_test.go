@@ -183,6 +183,7 @@ func TestFetchConcurrentReadsShareOneRoundTrip(t *testing.T) {
 	if _, err := ca.Fetch(context.Background(), key, load); err != nil { // the key is now fresh
 		t.Fatal(err)
 	}
+	written(ca, key)
 	group := ca.c.group(key)
 	hitsBefore, readsBefore, evalsBefore := lookups(ca, group, resultHit), gate.calls.Load(), evalCalls(t, rdb)
 

@@ -122,7 +122,7 @@ func (ca *Cache[T]) loadMany(ctx context.Context, keyList, tokens []string, idx 
 	defer cancel()
 	start := ca.c.now()
 	vals, err := load(lctx, batch)
-	took := ca.c.now().Sub(start)
+	end := ca.c.now()
 	for j, i := range idx {
 		key, group := batch[j], ca.c.group(batch[j])
 		k := keysFor(key)
@@ -140,10 +140,10 @@ func (ca *Cache[T]) loadMany(ctx context.Context, keyList, tokens []string, idx 
 			ca.failed(ctx, key, group, k, tokens[i])
 		case ok:
 			out[key] = v
-			ca.store(ctx, key, group, k, tokens[i], v, nil, took)
+			ca.store(ctx, key, group, k, tokens[i], loaded[T]{v: v, took: end.Sub(start), at: end})
 		case ca.o.NegativeTTL > 0:
 			var zero T
-			ca.store(ctx, key, group, k, tokens[i], zero, ErrNotFound, took)
+			ca.store(ctx, key, group, k, tokens[i], loaded[T]{v: zero, err: ErrNotFound, took: end.Sub(start), at: end})
 		default:
 			ca.giveBack(k, tokens[i])
 		}

@@ -18,8 +18,9 @@ import (
 )
 
 // TestFetchSpanEventsAndDebugLog: a miss then a hit produce one span each
-// with the decision's events, and one debug line each naming key group,
-// key and outcome.
+// with the decision's events (the miss's write in a child span of its own,
+// which may end after the Fetch's), and one debug line each naming key
+// group, key and outcome.
 func TestFetchSpanEventsAndDebugLog(t *testing.T) {
 	srv := redistest.Start(t)
 	rec := tracetest.NewSpanRecorder()
@@ -38,11 +39,24 @@ func TestFetchSpanEventsAndDebugLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	spans := rec.Ended()
-	if len(spans) != 2 {
-		t.Fatalf("%d spans ended, want 2", len(spans))
+	var fetches []sdktrace.ReadOnlySpan
+	var write sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		switch s.Name() {
+		case "cachewatch.Fetch":
+			fetches = append(fetches, s)
+		case "cachewatch.Write":
+			write = s
+		}
 	}
-	for i, want := range [][]string{{"cache miss", "lease acquired", "written"}, {"cache hit"}} {
+	if len(fetches) != 2 || write == nil || len(rec.Ended()) != 3 {
+		t.Fatalf("%d spans ended (%d Fetch, write %v), want 2 Fetch and 1 Write", len(rec.Ended()), len(fetches), write != nil)
+	}
+	if write.Parent().SpanID() != fetches[0].SpanContext().SpanID() {
+		t.Fatalf("the write's span is not a child of the loading Fetch's")
+	}
+	spans := []sdktrace.ReadOnlySpan{fetches[0], fetches[1], write}
+	for i, want := range [][]string{{"cache miss", "lease acquired"}, {"cache hit"}, {"written"}} {
 		var got []string
 		for _, e := range spans[i].Events() {
 			got = append(got, e.Name)
@@ -78,6 +92,7 @@ func TestFetchTTLJitter(t *testing.T) {
 		if _, err := ca.Fetch(context.Background(), key, func(context.Context) (string, error) { return "v", nil }); err != nil {
 			t.Fatal(err)
 		}
+		written(ca, key)
 		h, err := rdb.HMGet(context.Background(), keysFor(key).value, "f", "h").Result()
 		if err != nil {
 			t.Fatal(err)

@@ -62,6 +62,15 @@ func newFetchCache(t *testing.T, rdb redis.UniversalClient, reg prometheus.Regis
 
 var processes atomic.Int64
 
+// written waits until ca's writes of keys have landed: a Fetch that loaded
+// returns before its write (pendingWrites), and a test that reads Redis or
+// the write's counters directly, not through the Cache, waits for it.
+func written[T any](ca *Cache[T], keys ...string) {
+	for _, k := range keys {
+		ca.c.writes.wait(context.Background(), keysFor(k).value)
+	}
+}
+
 func lookups(ca *Cache[string], group, result string) float64 {
 	return testutil.ToFloat64(ca.c.m.lookups.WithLabelValues(group, result))
 }
@@ -278,6 +287,7 @@ func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
 	if v, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { return "v2", nil }); err != nil || v != "v2" {
 		t.Fatalf("after recovery: %q, %v", v, err)
 	}
+	written(ca, key)
 	if got := testutil.ToFloat64(ca.c.m.refreshConsecutive.WithLabelValues(g)); got != 0 {
 		t.Fatalf("consecutive failures gauge = %v after a success, want 0", got)
 	}

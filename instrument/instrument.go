@@ -102,6 +102,8 @@ type Client struct {
 	// hub is the one pub/sub connection of the Client's Caches: wake-ups
 	// and invalidation notices.
 	hub *hub
+	// writes are its Caches' writes of loaded values still in flight.
+	writes pendingWrites
 }
 
 // New returns a Client over rdb (a *redis.Client, *redis.ClusterClient or
