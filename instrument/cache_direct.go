@@ -16,12 +16,12 @@ import (
 // and other processes' copies of key are dropped when the pub/sub notice
 // reaches them.
 func (ca *Cache[T]) Set(ctx context.Context, key string, v T) error {
-	ca.c.writes.wait(ctx, keysFor(key).value) // a Fetch that returned before this is written first
+	k := keysFor(key)
+	ca.c.writes.wait(ctx, k.value) // a Fetch that returned before this is written first
 	raw, err := ca.o.Codec.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("cachewatch: set %q: encode: %w", key, err)
 	}
-	k := keysFor(key)
 	fresh, hard := ca.jitter(ca.o.FreshTTL), ca.jitter(ca.o.HardTTL)
 	hard = max(hard, fresh)
 	expire := hard + max(hard/10, time.Second)
@@ -45,8 +45,8 @@ func (ca *Cache[T]) Set(ctx context.Context, key string, v T) error {
 // miss); a cached "not found" (NegativeTTL) returns an error wrapping
 // ErrNotFound.
 func (ca *Cache[T]) Get(ctx context.Context, key string) (v T, found bool, err error) {
-	ca.c.writes.wait(ctx, keysFor(key).value)
 	k := keysFor(key)
+	ca.c.writes.wait(ctx, k.value)
 	group := ca.c.group(key)
 	res, err := ca.deg.call(ctx, "get", func(rctx context.Context) ([]any, error) {
 		return ca.c.rdb.HMGet(ca.c.ctx(rctx), k.value, "v", "f", "h", "n").Result()

@@ -311,10 +311,11 @@ type outcome[T any] struct {
 // fresh TTL but within its hard TTL; otherwise from load, called once
 // across all processes while the other callers wait to be woken by the
 // write. The callers of a load are answered when it returns; its write
-// lands in the background (before Close returns), and this Cache's next
-// Fetch, Get, Set or Invalidate of the key waits for it. When Redis is
-// unavailable, load is called directly, with bounded
-// concurrency behind a circuit breaker. Fetch never blocks past ctx.
+// lands in the background (before Close returns), and whatever this
+// process next asks of the key through the same Client (a Fetch, Get, Set
+// or invalidation) waits for it. When Redis is unavailable, load is called
+// directly, with bounded concurrency behind a circuit breaker. Fetch never
+// blocks past ctx.
 //
 // Concurrent Fetches of one key in a process share one lookup: the callers
 // that arrive while a read of the key is in flight wait for its answer
