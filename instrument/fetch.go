@@ -394,9 +394,13 @@ func (ca *Cache[T]) flyIn(fctx context.Context, f *flight[T], key string, load f
 	// The key group is classified once per flight, not per caller: in a
 	// stampede most callers only join a flight.
 	group := ca.c.group(key)
-	o, err := ca.lookup(fctx, key, group, load)
+	var write func()
+	o, err := ca.lookup(fctx, key, group, load, &write)
 	o.group, o.gm = group, ca.metricsFor(group)
 	ca.flights.land(key, f, o, err)
+	if write != nil {
+		write() // its callers have the value: now store it and wake the other processes
+	}
 }
 
 // judge decides again, at this caller's clock, how a cached value served
@@ -590,8 +594,9 @@ const (
 	stateExpired = 3
 )
 
-// lookup is one flight: read, then serve, refresh, load or wait.
-func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error)) (outcome[T], error) {
+// lookup is one flight: read, then serve, refresh, load or wait. A load's
+// write is left in *after, for the flight to run once it has landed.
+func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error), after *func()) (outcome[T], error) {
 	k := keysFor(key)
 	span := trace.SpanFromContext(ctx)
 	ca.fails.expire(ca.c.m.refreshConsecutive, ca.c.now().UnixMilli())
@@ -637,10 +642,10 @@ func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(con
 	ca.local.drop(key)
 	var o outcome[T]
 	if s.granted {
-		o.val, o.result, err = ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
+		o.val, o.result, err = ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired, after)
 		return o, err
 	}
-	o.val, o.result, err = ca.waitForValue(ctx, key, group, k, load, sub, woken)
+	o.val, o.result, err = ca.waitForValue(ctx, key, group, k, load, sub, woken, after)
 	return o, err
 }
 
@@ -781,11 +786,13 @@ func (ca *Cache[T]) decode(key string, s stored, result string) (T, string, erro
 	return v, result, nil
 }
 
-// loadAndStore calls the loader while holding the lease and writes the
-// result, waking every waiter. The loader's answer is returned even if the
-// write fails: the caller has it, only the others lose.
+// loadAndStore calls the loader while holding the lease and leaves in
+// *after the write of its result, which wakes every waiter: the flight
+// answers its callers first (pendingWrites). The loader's answer is
+// returned even if the write fails: the caller has it, only the others
+// lose.
 func (ca *Cache[T]) loadAndStore(ctx context.Context, key, group string, k keys, token string,
-	load func(context.Context) (T, error), pastHard bool) (T, string, error) {
+	load func(context.Context) (T, error), pastHard bool, after *func()) (T, string, error) {
 	ctx, cancel := ca.leaseBound(ctx)
 	defer cancel()
 	span := trace.SpanFromContext(ctx)
@@ -799,29 +806,31 @@ func (ca *Cache[T]) loadAndStore(ctx context.Context, key, group string, k keys,
 		}
 		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: load: %w", key, err)
 	}
-	ca.storeBehind(ctx, key, group, k, token, ca.loadedSince(start, v, err))
+	*after = ca.writeBehind(ctx, key, group, k, token, ca.loadedSince(start, v, err))
 	if err != nil {
 		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: %w", key, err)
 	}
 	return v, resultMiss, nil
 }
 
-// storeBehind writes a loaded value (see store) without holding up the
-// load's callers: in the background, pending (pendingWrites) until it
-// lands, under a span of its own, a child of the flight's; after Close, at
-// once.
-func (ca *Cache[T]) storeBehind(ctx context.Context, key, group string, k keys, token string, l loaded[T]) {
+// writeBehind returns the write of a loaded value (see store), pending
+// (pendingWrites) from now until it lands, under a span of its own, a
+// child of the flight's. The flight runs it on its own goroutine once its
+// callers are answered, rather than handing it to another goroutine: in a
+// crowd that one would be scheduled behind the callers just woken, and
+// the other processes wait for this write.
+func (ca *Cache[T]) writeBehind(ctx context.Context, key, group string, k keys, token string, l loaded[T]) func() {
 	ca.c.writes.add(k.value)
-	wctx := context.WithoutCancel(ctx)
-	write := func() {
+	ctx = context.WithoutCancel(ctx) // the load's LeaseTTL bound ends when loadAndStore returns
+	return func() {
 		defer ca.c.writes.finish(k.value)
-		wctx, span := ca.c.spans.start(wctx, "cachewatch.Write",
-			trace.WithAttributes(attribute.String("cachewatch.key_group", group)))
+		span := noSpan
+		if ca.c.spans.recording() { // the options allocate, recorded or not
+			ctx, span = ca.c.spans.start(ctx, "cachewatch.Write",
+				trace.WithAttributes(attribute.String("cachewatch.key_group", group)))
+		}
 		defer span.End()
-		ca.store(wctx, key, group, k, token, l)
-	}
-	if !ca.bg.start(write) {
-		write()
+		ca.store(ctx, key, group, k, token, l)
 	}
 }
 
@@ -978,7 +987,7 @@ func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token
 // without a value, the next read grants the lease here and this caller
 // loads.
 func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
-	sub subscription, woken *wakeup) (T, string, error) {
+	sub subscription, woken *wakeup, after *func()) (T, string, error) {
 	var zero T
 	ctx, cancel := ca.leaseBound(ctx)
 	defer cancel()
@@ -988,7 +997,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 		// The read could not register (the wake channel's subscription
 		// was not confirmed yet): read again, registered.
 		k.wake = ca.c.hub.wake
-		if v, result, err, done := ca.readAgain(ctx, key, group, k, load, sub, &woken); done {
+		if v, result, err, done := ca.readAgain(ctx, key, group, k, load, sub, &woken, after); done {
 			return v, result, err
 		}
 	} else if testHookWaiting != nil {
@@ -1004,7 +1013,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 		case <-ctx.Done():
 			return zero, resultError, fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", key, ctx.Err())
 		}
-		if v, result, err, done := ca.readAgain(ctx, key, group, k, load, sub, &woken); done {
+		if v, result, err, done := ca.readAgain(ctx, key, group, k, load, sub, &woken, after); done {
 			return v, result, err
 		}
 	}
@@ -1015,7 +1024,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 // it if the value is there or the lease is now its own; done is false
 // when it must wait on.
 func (ca *Cache[T]) readAgain(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
-	sub subscription, woken **wakeup) (v T, result string, err error, done bool) {
+	sub subscription, woken **wakeup, after *func()) (v T, result string, err error, done bool) {
 	*woken = sub.wait()
 	s, token, err := ca.read(ctx, k)
 	switch {
@@ -1026,7 +1035,7 @@ func (ca *Cache[T]) readAgain(ctx context.Context, key, group string, k keys, lo
 		v, result, err = ca.served(ctx, key, group, k, token, load, s)
 		return v, result, err, true
 	case s.granted:
-		v, result, err = ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired)
+		v, result, err = ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired, after)
 		return v, result, err, true
 	}
 	if testHookWaiting != nil {

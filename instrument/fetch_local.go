@@ -200,9 +200,7 @@ func (ca *Cache[T]) revalidate(ctx context.Context, span trace.Span, key, group 
 		defer cancel()
 		f, leader, w := ca.flights.join(rctx, key)
 		if leader {
-			o, err := ca.lookup(rctx, key, group, load)
-			o.group, o.gm = group, ca.metricsFor(group)
-			ca.flights.land(key, f, o, err)
+			ca.flyIn(rctx, f, key, load)
 		}
 		if !f.wait(w) { // another caller's flight outlived LeaseTTL
 			return

@@ -164,7 +164,7 @@ func TestPendingWritesAreByKey(t *testing.T) {
 	}
 	p.finish("a")
 	waitClosed(t, "the wait for a", done)
-	if p.n.Load() != 0 || len(p.m) != 0 {
-		t.Fatalf("after every write finished: %d pending, %d keys", p.n.Load(), len(p.m))
+	if p.n.Load() != 0 || len(p.count) != 0 || len(p.done) != 0 {
+		t.Fatalf("after every write finished: %d pending, %d names, %d channels", p.n.Load(), len(p.count), len(p.done))
 	}
 }
