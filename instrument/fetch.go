@@ -394,12 +394,12 @@ func (ca *Cache[T]) flyIn(fctx context.Context, f *flight[T], key string, load f
 	// The key group is classified once per flight, not per caller: in a
 	// stampede most callers only join a flight.
 	group := ca.c.group(key)
-	var write func()
+	var write func(context.Context)
 	o, err := ca.lookup(fctx, key, group, load, &write)
 	o.group, o.gm = group, ca.metricsFor(group)
 	ca.flights.land(key, f, o, err)
 	if write != nil {
-		write() // its callers have the value: now store it and wake the other processes
+		write(fctx) // its callers have the value: now store it and wake the other processes
 	}
 }
 
@@ -596,7 +596,7 @@ const (
 
 // lookup is one flight: read, then serve, refresh, load or wait. A load's
 // write is left in *after, for the flight to run once it has landed.
-func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error), after *func()) (outcome[T], error) {
+func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error), after *func(context.Context)) (outcome[T], error) {
 	k := keysFor(key)
 	span := trace.SpanFromContext(ctx)
 	ca.fails.expire(ca.c.m.refreshConsecutive, ca.c.now().UnixMilli())
@@ -792,7 +792,7 @@ func (ca *Cache[T]) decode(key string, s stored, result string) (T, string, erro
 // returned even if the write fails: the caller has it, only the others
 // lose.
 func (ca *Cache[T]) loadAndStore(ctx context.Context, key, group string, k keys, token string,
-	load func(context.Context) (T, error), pastHard bool, after *func()) (T, string, error) {
+	load func(context.Context) (T, error), pastHard bool, after *func(context.Context)) (T, string, error) {
 	ctx, cancel := ca.leaseBound(ctx)
 	defer cancel()
 	span := trace.SpanFromContext(ctx)
@@ -806,7 +806,7 @@ func (ca *Cache[T]) loadAndStore(ctx context.Context, key, group string, k keys,
 		}
 		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: load: %w", key, err)
 	}
-	*after = ca.writeBehind(ctx, key, group, k, token, ca.loadedSince(start, v, err))
+	*after = ca.writeBehind(key, group, k, token, ca.loadedSince(start, v, err))
 	if err != nil {
 		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: %w", key, err)
 	}
@@ -814,15 +814,14 @@ func (ca *Cache[T]) loadAndStore(ctx context.Context, key, group string, k keys,
 }
 
 // writeBehind returns the write of a loaded value (see store), pending
-// (pendingWrites) from now until it lands, under a span of its own, a
-// child of the flight's. The flight runs it on its own goroutine once its
-// callers are answered, rather than handing it to another goroutine: in a
-// crowd that one would be scheduled behind the callers just woken, and
-// the other processes wait for this write.
-func (ca *Cache[T]) writeBehind(ctx context.Context, key, group string, k keys, token string, l loaded[T]) func() {
+// (pendingWrites) from now until it lands. The flight runs it on its own
+// goroutine, under the flight's context, once its callers are answered,
+// rather than handing it to another goroutine: in a crowd that one would be
+// scheduled behind the callers just woken, and the other processes wait
+// for this write. It has a span of its own, a child of the flight's.
+func (ca *Cache[T]) writeBehind(key, group string, k keys, token string, l loaded[T]) func(context.Context) {
 	ca.c.writes.add(k.value)
-	ctx = context.WithoutCancel(ctx) // the load's LeaseTTL bound ends when loadAndStore returns
-	return func() {
+	return func(ctx context.Context) {
 		defer ca.c.writes.finish(k.value)
 		span := noSpan
 		if ca.c.spans.recording() { // the options allocate, recorded or not
@@ -987,7 +986,7 @@ func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token
 // without a value, the next read grants the lease here and this caller
 // loads.
 func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
-	sub subscription, woken *wakeup, after *func()) (T, string, error) {
+	sub subscription, woken *wakeup, after *func(context.Context)) (T, string, error) {
 	var zero T
 	ctx, cancel := ca.leaseBound(ctx)
 	defer cancel()
@@ -1024,7 +1023,7 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 // it if the value is there or the lease is now its own; done is false
 // when it must wait on.
 func (ca *Cache[T]) readAgain(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
-	sub subscription, woken **wakeup, after *func()) (v T, result string, err error, done bool) {
+	sub subscription, woken **wakeup, after *func(context.Context)) (v T, result string, err error, done bool) {
 	*woken = sub.wait()
 	s, token, err := ca.read(ctx, k)
 	switch {
