@@ -20,14 +20,7 @@ import (
 
 // BenchmarkFetchHit: one caller, fresh value, one Redis round trip each.
 func BenchmarkFetchHit(b *testing.B) {
-	srv := redistest.Start(b)
-	c, err := New(srv.Client(b), Options{Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ca := mustCache[string](b, c, CacheOptions{FreshTTL: time.Hour})
-	ctx := context.Background()
-	load := func(context.Context) (string, error) { return "value", nil }
+	ca, ctx, load := benchCache(b)
 	if _, err := ca.Fetch(ctx, "bench:1", load); err != nil {
 		b.Fatal(err)
 	}
@@ -40,6 +33,18 @@ func BenchmarkFetchHit(b *testing.B) {
 	}
 }
 
+// benchCache returns a Cache on a fresh server (values fresh for an
+// hour), a context and a loader that returns at once.
+func benchCache(b *testing.B) (*Cache[string], context.Context, func(context.Context) (string, error)) {
+	srv := redistest.Start(b)
+	c, err := New(srv.Client(b), Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ca := mustCache[string](b, c, CacheOptions{FreshTTL: time.Hour})
+	return ca, context.Background(), func(context.Context) (string, error) { return "value", nil }
+}
+
 // BenchmarkFetchMiss: the latency of a Fetch that loads (one caller, a new
 // key each iteration, a loader that returns at once): its read, the load
 // and whatever else its caller waits for. Its write lands outside the timed
@@ -47,14 +52,7 @@ func BenchmarkFetchHit(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkFetchMiss ./instrument/
 func BenchmarkFetchMiss(b *testing.B) {
-	srv := redistest.Start(b)
-	c, err := New(srv.Client(b), Options{Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ca := mustCache[string](b, c, CacheOptions{FreshTTL: time.Hour})
-	ctx := context.Background()
-	load := func(context.Context) (string, error) { return "value", nil }
+	ca, ctx, load := benchCache(b)
 	keys := make([]string, b.N)
 	for i := range keys {
 		keys[i] = "miss:" + strconv.Itoa(i)

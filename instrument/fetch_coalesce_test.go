@@ -3,7 +3,6 @@ package instrument
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 // Redis until released: a test can then make callers arrive while a read is
 // in flight. Nothing Redis decides is faked; the calls go through as sent.
 type readGate struct {
+	passHooks
 	calls   atomic.Int64
 	only    string // when set, only the reads of this stored key are held
 	mu      sync.Mutex
@@ -46,11 +46,13 @@ func (g *readGate) open() {
 	}
 }
 
-func (g *readGate) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
-}
+// passHooks passes dials and pipelines through: a gate embeds it and
+// holds single commands only.
+type passHooks struct{}
 
-func (g *readGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (passHooks) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (passHooks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 

@@ -2,7 +2,6 @@ package instrument
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 // writeGate is a go-redis hook that holds every write script call (a lone
 // call, not a pipeline's) until released, after telling entered.
 type writeGate struct {
+	passHooks
 	entered chan struct{}
 	release chan struct{}
 	once    sync.Once
@@ -28,14 +28,6 @@ func newWriteGate() *writeGate {
 }
 
 func (g *writeGate) open() { g.once.Do(func() { close(g.release) }) }
-
-func (g *writeGate) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
-}
-
-func (g *writeGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 
 func (g *writeGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
