@@ -137,8 +137,9 @@ func TestCloseWaitsForTheWritesOfLoads(t *testing.T) {
 	}
 }
 
-// A pending write does not hold up a lookup of another key, and a wait on
-// a key with no write pending returns at once.
+// A pending write does not hold up a lookup of another key, a wait on a
+// key with no write pending returns at once, and a key's waiters are
+// released when its last pending write ends, not before.
 func TestPendingWritesAreByKey(t *testing.T) {
 	var p pendingWrites
 	p.add("a")
@@ -146,16 +147,22 @@ func TestPendingWritesAreByKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p.wait(ctx, "b")
-	done := make(chan struct{})
-	go func() { p.wait(ctx, "a"); close(done) }()
+	p.mu.Lock()
+	done := p.doneLocked("a") // what p.wait(ctx, "a") blocks on
+	p.mu.Unlock()
 	p.finish("a")
 	select {
 	case <-done:
-		t.Fatal("the wait ended with one of two writes of a still pending")
+		t.Fatal("a's waiters were released with one of its two writes still pending")
 	default:
 	}
 	p.finish("a")
-	waitClosed(t, "the wait for a", done)
+	select {
+	case <-done:
+	default:
+		t.Fatal("a's waiters were not released when its last write ended")
+	}
+	p.wait(ctx, "a")
 	if p.n.Load() != 0 || len(p.count) != 0 || len(p.done) != 0 {
 		t.Fatalf("after every write finished: %d pending, %d names, %d channels", p.n.Load(), len(p.count), len(p.done))
 	}
