@@ -95,8 +95,8 @@ func GrafanaRules(groups []Group, opts GrafanaOptions) ([]byte, error) {
 // provisioning format reads (not orgID, folderUID or ruleGroup, which the
 // group carries).
 func grafanaRule(a Alert, title, group string, inline map[string]string, opts GrafanaOptions) (json.RawMessage, error) {
-	q, threshold := a.grafanaQuery, a.threshold
-	op, ok := grafanaOps[a.op]
+	q, threshold := a.grafanaQuery, a.Threshold
+	op, ok := grafanaOps[a.Op]
 	if !ok || q == "" {
 		return nil, fmt.Errorf("alerts: %s has no Grafana form", a.Name)
 	}

@@ -52,10 +52,14 @@ type Alert struct {
 	// Annotations are summary, description and runbook_url.
 	Annotations map[string]string
 
-	// The parts of Expr that Grafana's rule needs separately.
+	// Op and Threshold are the comparison of Expr: the alert fires while
+	// the value compares true with Threshold (Op is ">", ">=" or "<").
+	// Dashboards draw the same thresholds on the panels that show the value.
+	Op        string
+	Threshold float64
+
+	// grafanaQuery is the value query of Grafana's rule, guards applied.
 	grafanaQuery string
-	op           string
-	threshold    float64
 }
 
 // Group is one rule group of the rule file.
@@ -177,9 +181,9 @@ func (d definition) alerts(cfg Config) []Alert {
 				"description": strings.ReplaceAll(d.description, "{{threshold}}", l.text),
 				"runbook_url": cfg.RunbookBaseURL + "#" + RunbookAnchor(d.name),
 			},
+			Op:           d.op,
+			Threshold:    l.threshold,
 			grafanaQuery: d.grafanaQuery(),
-			op:           d.op,
-			threshold:    l.threshold,
 		})
 	}
 	return out
