@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -16,16 +18,24 @@ func init() {
 }
 
 type alertsFlags struct {
-	out, config string
+	out, config, format string
+	rule                alerts.PrometheusRuleOptions
 	// overrides holds one flag per alerts.Config key; nil values were not
 	// given.
 	overrides map[string]*string
 }
 
 func defineAlerts(cmd *kingpin.CmdClause) action {
-	f := &alertsFlags{overrides: map[string]*string{}}
-	cmd.Flag("out", "Directory to write "+alerts.RulesFile+", "+alerts.GrafanaFile+" and "+alerts.AlertmanagerFile+" to.").
+	f := &alertsFlags{overrides: map[string]*string{}, rule: alerts.PrometheusRuleOptions{Labels: map[string]string{}}}
+	cmd.Flag("out", "Directory to write "+alerts.RulesFile+", "+alerts.GrafanaFile+" and "+alerts.AlertmanagerFile+
+		" to (--format rules), or "+alerts.PrometheusRuleFile+" (--format prometheusrule; default: stdout).").
 		PlaceHolder("DIR").StringVar(&f.out)
+	cmd.Flag("format", "rules: Prometheus rule file, Grafana rules, Alertmanager config; prometheusrule: a prometheus-operator PrometheusRule.").
+		Default("rules").EnumVar(&f.format, "rules", "prometheusrule")
+	cmd.Flag("prometheusrule.name", "Name of the PrometheusRule.").Default(alerts.DefaultPrometheusRuleName).StringVar(&f.rule.Name)
+	cmd.Flag("prometheusrule.namespace", "Namespace of the PrometheusRule (default: kubectl's).").PlaceHolder("NS").StringVar(&f.rule.Namespace)
+	cmd.Flag("prometheusrule.label", "Label of the PrometheusRule, for the operator's ruleSelector (repeatable).").
+		PlaceHolder("KEY=VALUE").StringMapVar(&f.rule.Labels)
 	cmd.Flag("config", "YAML file of selector and threshold overrides (keys as the flags below, with underscores).").
 		PlaceHolder("FILE").StringVar(&f.config)
 	defaults := alerts.DefaultConfig()
@@ -40,18 +50,55 @@ func defineAlerts(cmd *kingpin.CmdClause) action {
 func flagName(key string) string { return strings.ReplaceAll(key, "_", "-") }
 
 func (f *alertsFlags) run(_ context.Context, c *cli) int {
-	if f.out == "" {
+	if f.format == "rules" && (f.out == "" || f.out == "-") {
 		return c.usageError(errors.New("--out DIR is required"))
 	}
 	cfg, err := f.configure()
 	if err != nil {
 		return c.usageError(err)
 	}
+	if f.format == "prometheusrule" {
+		return f.writePrometheusRule(c, cfg)
+	}
 	if err := alerts.WriteFiles(f.out, cfg); err != nil {
 		fmt.Fprintf(c.stderr, "cachewatch %s: %s\n", c.command, oneLine(err))
 		return 1
 	}
 	fmt.Fprintf(c.stdout, "wrote %s, %s and %s to %s\n", alerts.RulesFile, alerts.GrafanaFile, alerts.AlertmanagerFile, f.out)
+	return 0
+}
+
+// writePrometheusRule writes the rules for cfg as a PrometheusRule to
+// stdout, or into the --out directory.
+func (f *alertsFlags) writePrometheusRule(c *cli, cfg alerts.Config) int {
+	groups, err := alerts.Rules(cfg)
+	if err != nil {
+		return c.usageError(err)
+	}
+	doc, err := alerts.PrometheusRule(groups, f.rule)
+	if err != nil {
+		return c.usageError(fmt.Errorf("--prometheusrule.*: %w", err))
+	}
+	return writeOutput(c, f.out, alerts.PrometheusRuleFile, doc)
+}
+
+// writeOutput writes data to stdout when out is empty or "-", else to
+// out/name, creating the directory, and says where it went.
+func writeOutput(c *cli, out, name string, data []byte) int {
+	if out == "" || out == "-" {
+		_, _ = c.stdout.Write(data)
+		return 0
+	}
+	path := filepath.Join(out, name)
+	err := os.MkdirAll(out, 0o755)
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(c.stderr, "cachewatch %s: %s\n", c.command, oneLine(err))
+		return 1
+	}
+	fmt.Fprintf(c.stdout, "wrote %s\n", path)
 	return 0
 }
 
