@@ -39,7 +39,7 @@ func defineDashboards(cmd *kingpin.CmdClause) action {
 		Default("json").EnumVar(&f.format, "json", "configmap")
 	cmd.Flag("configmap.namespace", "Namespace of the ConfigMaps (default: kubectl's).").PlaceHolder("NS").StringVar(&f.configMap.Namespace)
 	cmd.Flag("configmap.sidecar-label", "Label the Grafana sidecar watches.").
-		Default(dashboards.DefaultSidecarLabel+"="+dashboards.DefaultSidecarLabelValue).PlaceHolder("KEY=VALUE").StringVar(&f.sidecarLabel)
+		Default(dashboards.DefaultSidecarLabel + "=" + dashboards.DefaultSidecarLabelValue).PlaceHolder("KEY=VALUE").StringVar(&f.sidecarLabel)
 	cmd.Flag("configmap.folder-annotation", "Annotation the sidecar reads the Grafana folder from.").
 		Default(dashboards.DefaultFolderAnnotation).StringVar(&f.configMap.FolderAnnotation)
 	cmd.Flag("configmap.folder", "Grafana folder of the boards.").Default(dashboards.DefaultFolder).StringVar(&f.configMap.Folder)
