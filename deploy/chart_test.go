@@ -1,0 +1,453 @@
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cachewatch/cachewatch/alerts"
+)
+
+// valuesCase is one set of chart values the tests render.
+type valuesCase struct {
+	name   string
+	values map[string]any
+	// config is the alerts Config prometheusRule.config stands for.
+	config alerts.Config
+	// args are exporter arguments the Deployment must pass.
+	args []string
+}
+
+func valuesMatrix(t *testing.T) []valuesCase {
+	snake, _, cfg := distinctConfig(t)
+	secretRefs := map[string]any{
+		"redis": map[string]any{
+			"url": "rediss://sampler@redis.cache.svc:6380", "user": "sampler",
+			"existingSecret": "redis-auth", "existingSecretPasswordKey": "redis-password",
+			"tls": map[string]any{"enabled": true, "caSecret": "redis-ca", "caSecretKey": "ca.pem", "serverName": "redis.cache.svc"},
+		},
+		"web": map[string]any{
+			"tls":          map[string]any{"enabled": true, "existingSecret": "exporter-tls"},
+			"configSecret": "exporter-web-config", "configSecretKey": "web.yml",
+		},
+		"serviceMonitor": map[string]any{
+			"enabled":   true,
+			"tlsConfig": map[string]any{"ca": map[string]any{"secret": map[string]any{"name": "exporter-tls", "key": "ca.crt"}}, "serverName": "cachewatch-exporter"},
+			"basicAuth": map[string]any{"existingSecret": "exporter-scrape-auth"},
+		},
+		"prometheusRule": map[string]any{"enabled": true},
+	}
+	everything := map[string]any{
+		"image":            map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)},
+		"imagePullSecrets": []any{map[string]any{"name": "registry"}},
+		"redis":            map[string]any{"url": "redis://redis.cache.svc:6379/2", "mode": "standalone"},
+		"sample":           map[string]any{"interval": "30s", "maxKeys": 50000, "maxDuration": "20s", "scanCount": 100, "batch": 50, "keysPerSecond": 2500},
+		"locks":            map[string]any{"patterns": []any{"lock:*", "mutex:{*}"}, "longHeld": "5m"},
+		"queues":           []any{"orders", "jobs:delayed"},
+		"keygroup":         map[string]any{"rules": []any{"session:*=session", "user:*:cart=cart"}, "maxGroups": 500},
+		"server":           map[string]any{"missBurst": 1000},
+		"log":              map[string]any{"level": "debug", "format": "json"},
+		"extraArgs":        []any{"--sample.scan-count=200"},
+		"web":              map[string]any{"port": 9700, "telemetryPath": "/probe-metrics"},
+		"service":          map[string]any{"type": "ClusterIP", "port": 9700, "annotations": map[string]any{"a": "b"}, "labels": map[string]any{"team": "cache"}},
+		"serviceAccount":   map[string]any{"name": "cw", "annotations": map[string]any{"x": "y"}},
+		"podAnnotations":   map[string]any{"p": "q"}, "podLabels": map[string]any{"tier": "monitoring"},
+		"nodeSelector":      map[string]any{"kubernetes.io/os": "linux"},
+		"tolerations":       []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "monitoring", "effect": "NoSchedule"}},
+		"affinity":          map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "pool", "operator": "In", "values": []any{"infra"}}}}}}}},
+		"priorityClassName": "system-cluster-critical",
+		"serviceMonitor": map[string]any{
+			"enabled": true, "namespace": "monitoring", "labels": map[string]any{"release": "kube-prometheus-stack"},
+			"interval": "15s", "scrapeTimeout": "12s",
+			"relabelings":       []any{map[string]any{"targetLabel": "cluster", "replacement": "eu-1"}},
+			"metricRelabelings": []any{map[string]any{"sourceLabels": []any{"__name__"}, "regex": "go_.*", "action": "drop"}},
+		},
+		"prometheusRule": map[string]any{"enabled": true, "namespace": "monitoring", "labels": map[string]any{"release": "kube-prometheus-stack"}, "config": snake},
+		"dashboards":     map[string]any{"enabled": true, "namespace": "grafana", "labels": map[string]any{"team": "cache"}, "folder": "Redis"},
+		"networkPolicy": map[string]any{
+			"enabled":     true,
+			"ingressFrom": []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}},
+			"redisPorts":  []any{6379, 16379},
+			"redisTo":     []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.20.0.0/16"}}},
+		},
+	}
+	return []valuesCase{
+		{name: "defaults", values: map[string]any{}, config: alerts.DefaultConfig(),
+			args: []string{"exporter", "--redis.mode=auto", "--web.listen-address=:9643", "--sample.interval=15s", "--locks.pattern=lock:*"}},
+		{name: "everything", values: everything, config: cfg,
+			args: []string{"--redis.url=redis://redis.cache.svc:6379/2", "--redis.mode=standalone", "--web.listen-address=:9700",
+				"--web.telemetry-path=/probe-metrics", "--sample.interval=30s", "--sample.max-keys=50000", "--sample.max-duration=20s",
+				"--sample.scan-count=100", "--sample.batch=50", "--sample.keys-per-second=2500", "--locks.pattern=mutex:{*}",
+				"--locks.long-held=5m", "--queue=orders", "--queue=jobs:delayed", "--keygroup.rule=user:*:cart=cart",
+				"--keygroup.max-groups=500", "--server.miss-burst=1000", "--log.level=debug", "--log.format=json", "--sample.scan-count=200"}},
+		{name: "tls-basic-auth-secrets", values: secretRefs, config: alerts.DefaultConfig(),
+			args: []string{"--redis.url=rediss://sampler@redis.cache.svc:6380", "--redis.user=sampler",
+				"--redis.password-file=/etc/cachewatch/redis/password", "--redis.tls", "--redis.tls-ca-file=/etc/cachewatch/redis-tls/ca.pem",
+				"--redis.tls-server-name=redis.cache.svc", "--web.config.file=/etc/cachewatch/web/config/web.yml"}},
+		{name: "tls-only", values: map[string]any{"web": map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "exporter-tls"}},
+			"serviceMonitor": map[string]any{"enabled": true}}, config: alerts.DefaultConfig(),
+			args: []string{"--web.config.file=/etc/cachewatch/web/config/web-config.yml"}},
+		{name: "cluster", values: map[string]any{"redis": map[string]any{"mode": "cluster", "existingSecret": "redis-cluster",
+			"addrs": []any{"redis-cluster-0.redis-cluster-headless:6379", "redis-cluster-1.redis-cluster-headless:6379", "redis-cluster-2.redis-cluster-headless:6379"}},
+			"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}}, config: alerts.DefaultConfig(),
+			args: []string{"--redis.mode=cluster", "--redis.addr=redis-cluster-0.redis-cluster-headless:6379",
+				"--redis.addr=redis-cluster-2.redis-cluster-headless:6379", "--redis.password-file=/etc/cachewatch/redis/password"}},
+	}
+}
+
+// distinctConfig gives every key of the rules template a value other than
+// its default and other than every other key's, as chart values (snake
+// case), mixin _config (camelCase) and the alerts Config they stand for.
+// Numbers are binary fractions and durations whole seconds, so that Go,
+// Helm and jsonnet write them alike.
+func distinctConfig(t *testing.T) (snake, camel map[string]any, cfg alerts.Config) {
+	t.Helper()
+	var tmpl struct {
+		Config map[string]alerts.TemplateKey `json:"config"`
+	}
+	raw := readFile(t, filepath.Join(chartDir, "files", alerts.RulesTemplateFile))
+	if err := json.Unmarshal(raw, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	snake, camel, cfg = map[string]any{}, map[string]any{}, alerts.DefaultConfig()
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range tmpl.Config {
+			if strings.Contains(string(raw), "${"+k) && !yield(k) {
+				return
+			}
+		}
+	})
+	for i, key := range keys {
+		var v any
+		switch tmpl.Config[key].Kind {
+		case alerts.KindDuration:
+			v = fmt.Sprintf("%dm%ds", i+1, 7)
+		case alerts.KindRatio:
+			v = float64(i+1) / 128
+		case alerts.KindNumber:
+			v = float64(i+1) * 1.5
+		case alerts.KindSelector:
+			v = fmt.Sprintf(`job=~"svc-%d|other", namespace!="kube-system"`, i)
+		default:
+			v = fmt.Sprintf("https://wiki.example/cachewatch-%d", i)
+		}
+		snake[key], camel[camelCase(key)] = v, v
+		if err := cfg.Set(key, fmt.Sprint(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return snake, camel, cfg
+}
+
+func camelCase(key string) string {
+	parts := strings.Split(key, "_")
+	for i := 1; i < len(parts); i++ {
+		parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
+	}
+	return strings.Join(parts, "")
+}
+
+// renderChart runs helm lint --strict and helm template with values.
+func renderChart(t *testing.T, values map[string]any) ([]byte, error) {
+	t.Helper()
+	h := helm(t)
+	data, err := yaml.Marshal(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(h, "lint", "--strict", chartDir, "-f", file).CombinedOutput(); err != nil {
+		return out, fmt.Errorf("helm lint --strict: %v\n%s", err, out)
+	}
+	cmd := exec.Command(h, "template", "cw", chartDir, "--namespace", "cache", "-f", file)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		return stderr, fmt.Errorf("helm template: %v\n%s", err, stderr)
+	}
+	return out, nil
+}
+
+// exporterFlags lists the flags `cachewatch help exporter` documents.
+func exporterFlags(t *testing.T) map[string]bool {
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`--(?:\[no-\])?([a-z0-9][a-z0-9.-]*)`).FindAllStringSubmatch(string(run(t, "help", "exporter")), -1) {
+		flags[m[1]] = true
+	}
+	return flags
+}
+
+// TestChartValuesMatrix lints and renders the chart for each set of values,
+// decodes every object strictly into its Kubernetes or operator type, and
+// checks what each object must carry.
+func TestChartValuesMatrix(t *testing.T) {
+	flags := exporterFlags(t)
+	for _, vc := range valuesMatrix(t) {
+		t.Run(vc.name, func(t *testing.T) {
+			out, err := renderChart(t, vc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := decodeAll(t, out)
+			t.Logf("%s: %d objects (%d Deployment, %d Service, %d ServiceAccount, %d ConfigMap, %d NetworkPolicy, %d ServiceMonitor, %d PrometheusRule)",
+				vc.name, len(splitDocs(out)), len(o.Deployments), len(o.Services), len(o.ServiceAccounts), len(o.ConfigMaps),
+				len(o.NetworkPolicies), len(o.ServiceMonitors), len(o.PrometheusRules))
+			checkDeployment(t, o, vc, flags)
+			checkNoSecretValues(t, out, o)
+			checkServiceMonitor(t, o, vc)
+			checkRules(t, o, vc)
+			checkDashboards(t, o, vc)
+			if enabled(vc.values, "networkPolicy") != (len(o.NetworkPolicies) == 1) {
+				t.Errorf("networkPolicy.enabled=%v, %d NetworkPolicies", enabled(vc.values, "networkPolicy"), len(o.NetworkPolicies))
+			}
+		})
+	}
+}
+
+func enabled(values map[string]any, section string) bool {
+	m, _ := values[section].(map[string]any)
+	on, _ := m["enabled"].(bool)
+	return on
+}
+
+func checkDeployment(t *testing.T, o objects, vc valuesCase, flags map[string]bool) {
+	t.Helper()
+	if len(o.Deployments) != 1 || len(o.Services) != 1 {
+		t.Fatalf("%d Deployments, %d Services; want one of each", len(o.Deployments), len(o.Services))
+	}
+	pod := o.Deployments[0].Spec.Template.Spec
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil ||
+		*sc.AllowPrivilegeEscalation || sc.Privileged == nil || *sc.Privileged || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+		t.Errorf("container security context %+v", sc)
+	}
+	if psc := pod.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
+		t.Errorf("pod security context %+v", psc)
+	}
+	if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v", c.Resources)
+	}
+	for _, a := range c.Args[1:] {
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || !flags[name] {
+			t.Errorf("argument %q is no flag of cachewatch exporter", a)
+		}
+	}
+	for _, want := range vc.args {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %q lack %q", c.Args, want)
+		}
+	}
+	mounted := map[string]bool{}
+	for _, v := range pod.Volumes {
+		mounted[v.Name] = true
+	}
+	for _, m := range c.VolumeMounts {
+		if !mounted[m.Name] || !m.ReadOnly && m.MountPath != "/tmp" {
+			t.Errorf("mount %+v: no such volume, or writable", m)
+		}
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("the pod mounts a service account token it does not need")
+	}
+	if c.Ports[0].ContainerPort != o.Services[0].Spec.Ports[0].TargetPort.IntVal && o.Services[0].Spec.Ports[0].TargetPort.StrVal != c.Ports[0].Name {
+		t.Errorf("the Service targets %v, the container listens on %v", o.Services[0].Spec.Ports[0].TargetPort, c.Ports[0])
+	}
+}
+
+// secretMarkers are what a secret's value looks like in a manifest.
+var secretMarkers = regexp.MustCompile(`(?i)PRIVATE KEY|BEGIN CERTIFICATE|\$2[aby]\$|basic_auth_users|password:[ \t]+\S|requirepass`)
+
+// checkNoSecretValues checks the chart renders no Secret, no environment
+// value and no text that holds a secret: secrets are referenced by the
+// name of a Secret that already exists, never carried.
+func checkNoSecretValues(t *testing.T, out []byte, o objects) {
+	t.Helper()
+	if m := secretMarkers.Find(out); m != nil {
+		t.Errorf("a rendered manifest carries %q", m)
+	}
+	for _, c := range o.Deployments[0].Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Value != "" {
+				t.Errorf("env %s has a value in the manifest", e.Name)
+			}
+		}
+	}
+	for _, cm := range o.ConfigMaps {
+		for k, v := range cm.Data {
+			if secretMarkers.MatchString(v) {
+				t.Errorf("ConfigMap %s key %s holds a secret", cm.Name, k)
+			}
+		}
+	}
+}
+
+func checkServiceMonitor(t *testing.T, o objects, vc valuesCase) {
+	t.Helper()
+	if !enabled(vc.values, "serviceMonitor") {
+		if len(o.ServiceMonitors) != 0 {
+			t.Error("a ServiceMonitor although serviceMonitor.enabled is false")
+		}
+		return
+	}
+	if len(o.ServiceMonitors) != 1 {
+		t.Fatalf("%d ServiceMonitors, want 1", len(o.ServiceMonitors))
+	}
+	sm := o.ServiceMonitors[0]
+	ep := sm.Spec.Endpoints[0]
+	if sm.Spec.JobLabel != "app.kubernetes.io/name" || o.Services[0].Labels[sm.Spec.JobLabel] != "cachewatch-exporter" {
+		t.Errorf("job label %q: the exporter's job must be cachewatch-exporter, which the default exporter_selector matches", sm.Spec.JobLabel)
+	}
+	for k, v := range sm.Spec.Selector.MatchLabels {
+		if o.Services[0].Labels[k] != v {
+			t.Errorf("the ServiceMonitor selects %s=%s, the Service has %q", k, v, o.Services[0].Labels[k])
+		}
+	}
+	web, _ := vc.values["web"].(map[string]any)
+	tlsOn := enabled(web, "tls")
+	if scheme := ep.Scheme; (scheme != nil && scheme.String() == "https") != tlsOn {
+		t.Errorf("scheme %v with web.tls.enabled=%v", scheme, tlsOn)
+	}
+	if vc.name == "tls-basic-auth-secrets" {
+		if ep.BasicAuth == nil || ep.BasicAuth.Username.Name != "exporter-scrape-auth" || ep.BasicAuth.Password.Key != "password" {
+			t.Errorf("basicAuth %+v", ep.BasicAuth)
+		}
+		if ep.TLSConfig == nil || ep.TLSConfig.CA.Secret == nil || ep.TLSConfig.CA.Secret.Name != "exporter-tls" {
+			t.Errorf("tlsConfig %+v", ep.TLSConfig)
+		}
+	}
+	if vc.name == "everything" && (sm.Labels["release"] != "kube-prometheus-stack" || sm.Namespace != "monitoring" ||
+		ep.Interval != "15s" || ep.ScrapeTimeout != "12s" || len(ep.RelabelConfigs) != 1 || len(ep.MetricRelabelConfigs) != 1) {
+		t.Errorf("ServiceMonitor %+v, endpoint %+v", sm.ObjectMeta, ep)
+	}
+}
+
+// checkRules compares the PrometheusRule's groups with what `cachewatch
+// alerts` renders for the same config, and runs promtool on them.
+func checkRules(t *testing.T, o objects, vc valuesCase) {
+	t.Helper()
+	if !enabled(vc.values, "prometheusRule") {
+		if len(o.PrometheusRules) != 0 {
+			t.Error("a PrometheusRule although prometheusRule.enabled is false")
+		}
+		return
+	}
+	if len(o.PrometheusRules) != 1 {
+		t.Fatalf("%d PrometheusRules, want 1", len(o.PrometheusRules))
+	}
+	want := goRuleGroups(t, vc.config)
+	got := o.PrometheusRules[0].Spec.Groups
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the chart's rules differ from cachewatch alerts' for the same config:\n%s", firstRuleDiff(got, want))
+	}
+	promtoolCheckRules(t, got)
+}
+
+// goRuleGroups renders cfg's rules with package alerts, as the operator's
+// types.
+func goRuleGroups(t *testing.T, cfg alerts.Config) []monitoringv1.RuleGroup {
+	t.Helper()
+	groups, err := alerts.Rules(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := alerts.PrometheusRules(groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ruleFileGroups(t, data)
+}
+
+func firstRuleDiff(got, want []monitoringv1.RuleGroup) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d groups, want %d", len(got), len(want))
+	}
+	for i := range got {
+		for j := range min(len(got[i].Rules), len(want[i].Rules)) {
+			if !reflect.DeepEqual(got[i].Rules[j], want[i].Rules[j]) {
+				g, _ := yaml.Marshal(got[i].Rules[j])
+				w, _ := yaml.Marshal(want[i].Rules[j])
+				return fmt.Sprintf("group %s rule %d:\n%s\nwant:\n%s", got[i].Name, j, g, w)
+			}
+		}
+	}
+	return "groups differ outside their rules"
+}
+
+func checkDashboards(t *testing.T, o objects, vc valuesCase) {
+	t.Helper()
+	var boards []corev1.ConfigMap
+	for _, cm := range o.ConfigMaps {
+		if _, ok := cm.Labels["grafana_dashboard"]; ok {
+			boards = append(boards, cm)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(root, "dashboards", "json", "*.json"))
+	if !enabled(vc.values, "dashboards") {
+		if len(boards) != 0 {
+			t.Error("dashboard ConfigMaps although dashboards.enabled is false")
+		}
+		return
+	}
+	if len(boards) != len(files) {
+		t.Fatalf("%d dashboard ConfigMaps for %d boards", len(boards), len(files))
+	}
+	for _, cm := range boards {
+		if cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "Redis" || cm.Namespace != "grafana" || cm.Labels["team"] != "cache" {
+			t.Errorf("%s: labels %v, annotations %v, namespace %s", cm.Name, cm.Labels, cm.Annotations, cm.Namespace)
+		}
+		checkBoardData(t, cm.Name, cm.Data, files)
+	}
+}
+
+// TestChartRefusesBadValues checks that a password in the values, an
+// unknown threshold or a bad one fails the install with a message naming
+// it.
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{"password in values", map[string]any{"redis": map[string]any{"password": "hunter2"}}, "redis.existingSecret"},
+		{"unknown threshold", map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"lock_contension_warning": 0.1}}}, "prometheusRule.config.lock_contension_warning: unknown key"},
+		{"ratio above 1", map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"lock_contention_warning": 5}}}, "prometheusRule.config.lock_contention_warning: is a ratio"},
+		{"bad duration", map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"lock_acquire_for": "soon"}}}, "prometheusRule.config.lock_acquire_for: \"soon\" is not a duration"},
+		{"bad selector", map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"service_selector": "job=api"}}}, "prometheusRule.config.service_selector"},
+		{"TLS without its Secret", map[string]any{"web": map[string]any{"tls": map[string]any{"enabled": true}}}, "web.tls.existingSecret"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := renderChart(t, tc.values)
+			if err == nil {
+				t.Fatalf("rendered:\n%.300s", out)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want it to say %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Error("the error repeats the password")
+			}
+		})
+	}
+}

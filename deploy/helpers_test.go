@@ -1,0 +1,187 @@
+package deploy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// root is the repository root.
+const root = ".."
+
+// chartDir is the Helm chart.
+const chartDir = "helm/cachewatch-exporter"
+
+// cachewatch is the binary TestMain builds as the Dockerfile's build stage
+// does; empty when the build failed (TestImageBuild reports why).
+var cachewatch string
+
+// buildErr is why the build failed.
+var buildErr error
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cachewatch-deploy-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cachewatch, buildErr = buildAsDockerfile(filepath.Join(dir, "cachewatch"), testBuildArgs)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// binary returns the built cachewatch binary or stops the test.
+func binary(t *testing.T) string {
+	t.Helper()
+	if buildErr != nil {
+		t.Fatalf("building cachewatch as the Dockerfile does: %v", buildErr)
+	}
+	return cachewatch
+}
+
+// run runs the binary and returns its stdout, failing on a non-zero exit.
+func run(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("cachewatch %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
+
+// tool finds a tool the tests need. Without it the test skips saying how
+// to get it, or fails under CACHEWATCH_REQUIRE_REDIS=1, as CI runs.
+func tool(t *testing.T, name, install string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	msg := fmt.Sprintf("%s not found on PATH: %s (scripts/test.sh does)", name, install)
+	if os.Getenv(redistest.RequireEnv) == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+func helm(t *testing.T) string {
+	return tool(t, "helm", "GOBIN=$HOME/.cache/cachewatch/tools go install helm.sh/helm/v4/cmd/helm@v4.3.1 and put that directory on PATH")
+}
+
+// splitDocs splits a YAML stream into its non-empty documents.
+func splitDocs(stream []byte) [][]byte {
+	var docs [][]byte
+	for _, d := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(stream), -1) {
+		trimmed := regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAllString(d, "")
+		if strings.TrimSpace(trimmed) != "" {
+			docs = append(docs, []byte(d))
+		}
+	}
+	return docs
+}
+
+// decodeStrict decodes one YAML document into v, failing on a duplicate
+// or unknown field: a typo in a manifest is a test failure, not a field
+// the API server silently drops.
+func decodeStrict(doc []byte, v any) error {
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// typeMeta reads a document's apiVersion and kind.
+func typeMeta(doc []byte) (apiVersion, kind string, err error) {
+	var tm struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	err = yaml.Unmarshal(doc, &tm)
+	return tm.APIVersion, tm.Kind, err
+}
+
+// objects are the decoded documents of a rendered chart or a command's
+// output, by kind.
+type objects struct {
+	Deployments     []appsv1.Deployment
+	Services        []corev1.Service
+	ServiceAccounts []corev1.ServiceAccount
+	ConfigMaps      []corev1.ConfigMap
+	NetworkPolicies []networkingv1.NetworkPolicy
+	ServiceMonitors []monitoringv1.ServiceMonitor
+	PrometheusRules []monitoringv1.PrometheusRule
+}
+
+// decodeAll decodes every document of stream strictly into the Go type of
+// its apiVersion and kind; a kind the chart should not render is an error.
+func decodeAll(t *testing.T, stream []byte) objects {
+	t.Helper()
+	var o objects
+	for _, doc := range splitDocs(stream) {
+		apiVersion, kind, err := typeMeta(doc)
+		if err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		var target any
+		switch apiVersion + " " + kind {
+		case "apps/v1 Deployment":
+			o.Deployments = append(o.Deployments, appsv1.Deployment{})
+			target = &o.Deployments[len(o.Deployments)-1]
+		case "v1 Service":
+			o.Services = append(o.Services, corev1.Service{})
+			target = &o.Services[len(o.Services)-1]
+		case "v1 ServiceAccount":
+			o.ServiceAccounts = append(o.ServiceAccounts, corev1.ServiceAccount{})
+			target = &o.ServiceAccounts[len(o.ServiceAccounts)-1]
+		case "v1 ConfigMap":
+			o.ConfigMaps = append(o.ConfigMaps, corev1.ConfigMap{})
+			target = &o.ConfigMaps[len(o.ConfigMaps)-1]
+		case "networking.k8s.io/v1 NetworkPolicy":
+			o.NetworkPolicies = append(o.NetworkPolicies, networkingv1.NetworkPolicy{})
+			target = &o.NetworkPolicies[len(o.NetworkPolicies)-1]
+		case "monitoring.coreos.com/v1 ServiceMonitor":
+			o.ServiceMonitors = append(o.ServiceMonitors, monitoringv1.ServiceMonitor{})
+			target = &o.ServiceMonitors[len(o.ServiceMonitors)-1]
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			o.PrometheusRules = append(o.PrometheusRules, monitoringv1.PrometheusRule{})
+			target = &o.PrometheusRules[len(o.PrometheusRules)-1]
+		default:
+			t.Fatalf("unexpected object %s %s:\n%s", apiVersion, kind, doc)
+		}
+		if err := decodeStrict(doc, target); err != nil {
+			t.Fatalf("%s %s does not decode strictly: %v\n%s", apiVersion, kind, err, doc)
+		}
+	}
+	return o
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
