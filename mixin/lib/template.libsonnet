@@ -14,10 +14,15 @@ local num(x) =
     local candidates = [std.format('%.' + p + 'e', x) for p in std.range(0, 16)];
     local exact = [s for s in candidates if std.parseJson(s) == x];
     local sci = if std.length(exact) > 0 then exact[0] else candidates[16];
+    // std.format's %e may write 1000 as 10e+02: read the digits and where
+    // the decimal point falls, then write them as Go does.
     local mantissa = std.split(sci, 'e')[0];
-    local exp = std.parseInt(std.strReplace(std.split(sci, 'e')[1], '+', ''));
-    local digits = std.rstripChars(std.strReplace(mantissa, '.', ''), '0');
+    local intLen = std.length(std.split(mantissa, '.')[0]);
+    local all = std.strReplace(mantissa, '.', '');
+    local lead = std.length(all) - std.length(std.lstripChars(all, '0'));
+    local digits = std.rstripChars(std.lstripChars(all, '0'), '0');
     local n = std.length(digits);
+    local exp = std.parseInt(std.strReplace(std.split(sci, 'e')[1], '+', '')) + intLen - lead - 1;
     if exp < -4 || exp >= 6 then
       local e = std.abs(exp);
       digits[0] + (if n > 1 then '.' + digits[1:] else '') +
