@@ -3,7 +3,7 @@
 # what the tests need on a fresh Debian machine (redis-server; prometheus for
 # promtool and the end-to-end test's Prometheus; prometheus-alertmanager for
 # amtool and the end-to-end test's Alertmanager; chromium for the demo report's
-# headless-browser check). Set
+# headless-browser check; helm, built with go install). Set
 # CACHEWATCH_REQUIRE_REDIS=1 to turn "no Redis" skips into failures, as
 # .ci/run does.
 set -euo pipefail
@@ -24,6 +24,17 @@ if ((${#need[@]})); then
   fi
 fi
 
+# Tools built from the Go module proxy (Helm for the chart's tests) live in a
+# cached directory; each is built only where it is missing (Helm takes
+# several minutes).
+tools=${CACHEWATCH_TOOLS:-$HOME/.cache/cachewatch/tools}
+export PATH="$tools:$PATH"
+if ! command -v helm >/dev/null; then
+  echo "building helm into $tools (several minutes, once)"
+  mkdir -p "$tools"
+  GOBIN="$tools" go install helm.sh/helm/v4/cmd/helm@v4.3.1
+fi
+
 # The runnable examples (go doc's) talk to a Redis at localhost:6379, as
 # go-redis's do; the tests start throwaway servers of their own. Start one
 # for the examples when none answers there, and stop it at exit.
@@ -35,8 +46,11 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && command -v redis-server >/
   for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && break; sleep 0.1; done
 fi
 
+# Nested modules: bench/ (peer libraries compared in benchmarks) and deploy/
+# (the image, chart, Kubernetes outputs and mixin, tested against
+# prometheus-operator's, Kubernetes' and go-jsonnet's Go packages).
 modules=(.)
-[ -f bench/go.mod ] && modules+=(bench)
+for m in bench deploy; do [ -f "$m/go.mod" ] && modules+=("$m"); done
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
