@@ -451,3 +451,47 @@ func TestChartRefusesBadValues(t *testing.T) {
 		})
 	}
 }
+
+// TestDocsListEveryChartValue checks docs/exporter.md's Helm chart section
+// names every value of values.yaml (a map such as resources by its own
+// name; the thresholds as prometheusRule.config.<key>).
+func TestDocsListEveryChartValue(t *testing.T) {
+	var values map[string]any
+	if err := yaml.Unmarshal(readFile(t, filepath.Join(chartDir, "values.yaml")), &values); err != nil {
+		t.Fatal(err)
+	}
+	docs := string(readFile(t, filepath.Join(root, "docs", "exporter.md")))
+	_, section, _ := strings.Cut(docs, "## Helm chart")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var paths []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		m, ok := v.(map[string]any)
+		if !ok || len(m) == 0 || strings.HasPrefix(prefix, "prometheusRule.config") {
+			paths = append(paths, prefix)
+			return
+		}
+		for k, e := range m {
+			walk(strings.TrimPrefix(prefix+"."+k, "."), e)
+		}
+	}
+	walk("", values)
+	for _, p := range paths {
+		if strings.HasPrefix(p, "prometheusRule.config") {
+			p = "prometheusRule.config.<key>"
+		}
+		documented := false
+		for q := p; q != "" && !documented; {
+			documented = strings.Contains(section, "`"+q+"`")
+			i := strings.LastIndex(q, ".")
+			if i < 0 {
+				break
+			}
+			q = q[:i]
+		}
+		if !documented {
+			t.Errorf("docs/exporter.md's Helm chart section does not list %s", p)
+		}
+	}
+	t.Logf("%d values listed", len(paths))
+}

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -170,5 +171,41 @@ func TestMixinWritesNumbersAsGo(t *testing.T) {
 		if want := strconv.FormatFloat(x, 'g', -1, 64); got[i] != want {
 			t.Errorf("num(%v) = %s, want %s", x, got[i], want)
 		}
+	}
+}
+
+// TestReadmeMixinSnippet evaluates the README's jsonnet example against the
+// mixin vendored where jsonnet-bundler puts it.
+func TestReadmeMixinSnippet(t *testing.T) {
+	readme := string(readFile(t, filepath.Join(root, "README.md")))
+	_, after, ok := strings.Cut(readme, "```jsonnet\n")
+	if !ok {
+		t.Fatal("README.md has no jsonnet example")
+	}
+	snippet, _, _ := strings.Cut(after, "```")
+	vendor := t.TempDir()
+	link := filepath.Join(vendor, "github.com", "cachewatch", "cachewatch", "mixin")
+	abs, err := filepath.Abs(filepath.Join(root, "mixin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(abs, link); err != nil {
+		t.Fatal(err)
+	}
+	vm := jsonnet.MakeVM()
+	vm.Importer(&jsonnet.FileImporter{JPaths: []string{vendor}})
+	out, err := vm.EvaluateAnonymousSnippet("README.jsonnet", snippet)
+	if err != nil {
+		t.Fatalf("README's jsonnet example: %v", err)
+	}
+	var files map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &files); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(files["cachewatch-rules.json"]), `job=~\"api|worker\"`) || len(files) < 2 {
+		t.Errorf("README's example renders %d files without the configured selector", len(files))
 	}
 }
