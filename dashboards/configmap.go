@@ -1,6 +1,7 @@
 package dashboards
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -79,6 +80,13 @@ func (d Dashboard) ConfigMap(opts ConfigMapOptions) ([]byte, error) {
 // WriteConfigMaps writes every board to dir as a ConfigMap in <uid>.yaml,
 // creating dir if needed: `kubectl apply -f dir` installs them.
 func WriteConfigMaps(dir string, opts ConfigMapOptions) error {
+	return writeEach(dir, ".yaml", func(d Dashboard) ([]byte, error) { return d.ConfigMap(opts) })
+}
+
+// writeEach writes every board to dir as <uid><ext>, rendered by render,
+// creating dir if needed. A file is rewritten only when its content
+// changed.
+func writeEach(dir, ext string, render func(Dashboard) ([]byte, error)) error {
 	ds, err := Dashboards()
 	if err != nil {
 		return err
@@ -87,11 +95,15 @@ func WriteConfigMaps(dir string, opts ConfigMapOptions) error {
 		return fmt.Errorf("dashboards: %w", err)
 	}
 	for _, d := range ds {
-		b, err := d.ConfigMap(opts)
+		b, err := render(d)
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, d.UID+".yaml"), b, 0o644); err != nil {
+		path := filepath.Join(dir, d.UID+ext)
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
+			continue
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
 			return fmt.Errorf("dashboards: %w", err)
 		}
 	}

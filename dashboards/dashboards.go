@@ -19,12 +19,9 @@
 package dashboards
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
@@ -139,25 +136,5 @@ func deref(s *string) string {
 // Write writes every board to dir as <uid>.json, creating dir if needed.
 // A file is rewritten only when its content changed.
 func Write(dir string) error {
-	ds, err := Dashboards()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("dashboards: %w", err)
-	}
-	for _, d := range ds {
-		b, err := d.JSON()
-		if err != nil {
-			return err
-		}
-		path := filepath.Join(dir, d.UID+".json")
-		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
-			continue
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			return fmt.Errorf("dashboards: %w", err)
-		}
-	}
-	return nil
+	return writeEach(dir, ".json", Dashboard.JSON)
 }

@@ -217,9 +217,7 @@ func TestChartValuesMatrix(t *testing.T) {
 			checkServiceMonitor(t, o, vc)
 			checkRules(t, o, vc)
 			checkDashboards(t, o, vc)
-			if enabled(vc.values, "networkPolicy") != (len(o.NetworkPolicies) == 1) {
-				t.Errorf("networkPolicy.enabled=%v, %d NetworkPolicies", enabled(vc.values, "networkPolicy"), len(o.NetworkPolicies))
-			}
+			wantOne(t, vc, "networkPolicy", len(o.NetworkPolicies))
 		})
 	}
 }
@@ -303,16 +301,21 @@ func checkNoSecretValues(t *testing.T, out []byte, o objects) {
 	}
 }
 
+// wantOne checks that the chart rendered one object of a section when
+// section.enabled is true and none otherwise, and says whether it is on.
+func wantOne(t *testing.T, vc valuesCase, section string, n int) bool {
+	t.Helper()
+	on := enabled(vc.values, section)
+	if want := map[bool]int{true: 1}[on]; n != want {
+		t.Fatalf("%s.enabled=%v: %d objects, want %d", section, on, n, want)
+	}
+	return on
+}
+
 func checkServiceMonitor(t *testing.T, o objects, vc valuesCase) {
 	t.Helper()
-	if !enabled(vc.values, "serviceMonitor") {
-		if len(o.ServiceMonitors) != 0 {
-			t.Error("a ServiceMonitor although serviceMonitor.enabled is false")
-		}
+	if !wantOne(t, vc, "serviceMonitor", len(o.ServiceMonitors)) {
 		return
-	}
-	if len(o.ServiceMonitors) != 1 {
-		t.Fatalf("%d ServiceMonitors, want 1", len(o.ServiceMonitors))
 	}
 	sm := o.ServiceMonitors[0]
 	ep := sm.Spec.Endpoints[0]
@@ -347,14 +350,8 @@ func checkServiceMonitor(t *testing.T, o objects, vc valuesCase) {
 // alerts` renders for the same config, and runs promtool on them.
 func checkRules(t *testing.T, o objects, vc valuesCase) {
 	t.Helper()
-	if !enabled(vc.values, "prometheusRule") {
-		if len(o.PrometheusRules) != 0 {
-			t.Error("a PrometheusRule although prometheusRule.enabled is false")
-		}
+	if !wantOne(t, vc, "prometheusRule", len(o.PrometheusRules)) {
 		return
-	}
-	if len(o.PrometheusRules) != 1 {
-		t.Fatalf("%d PrometheusRules, want 1", len(o.PrometheusRules))
 	}
 	want := goRuleGroups(t, vc.config)
 	got := o.PrometheusRules[0].Spec.Groups

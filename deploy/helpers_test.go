@@ -147,26 +147,19 @@ func decodeAll(t *testing.T, stream []byte) objects {
 		var target any
 		switch apiVersion + " " + kind {
 		case "apps/v1 Deployment":
-			o.Deployments = append(o.Deployments, appsv1.Deployment{})
-			target = &o.Deployments[len(o.Deployments)-1]
+			target = slot(&o.Deployments)
 		case "v1 Service":
-			o.Services = append(o.Services, corev1.Service{})
-			target = &o.Services[len(o.Services)-1]
+			target = slot(&o.Services)
 		case "v1 ServiceAccount":
-			o.ServiceAccounts = append(o.ServiceAccounts, corev1.ServiceAccount{})
-			target = &o.ServiceAccounts[len(o.ServiceAccounts)-1]
+			target = slot(&o.ServiceAccounts)
 		case "v1 ConfigMap":
-			o.ConfigMaps = append(o.ConfigMaps, corev1.ConfigMap{})
-			target = &o.ConfigMaps[len(o.ConfigMaps)-1]
+			target = slot(&o.ConfigMaps)
 		case "networking.k8s.io/v1 NetworkPolicy":
-			o.NetworkPolicies = append(o.NetworkPolicies, networkingv1.NetworkPolicy{})
-			target = &o.NetworkPolicies[len(o.NetworkPolicies)-1]
+			target = slot(&o.NetworkPolicies)
 		case "monitoring.coreos.com/v1 ServiceMonitor":
-			o.ServiceMonitors = append(o.ServiceMonitors, monitoringv1.ServiceMonitor{})
-			target = &o.ServiceMonitors[len(o.ServiceMonitors)-1]
+			target = slot(&o.ServiceMonitors)
 		case "monitoring.coreos.com/v1 PrometheusRule":
-			o.PrometheusRules = append(o.PrometheusRules, monitoringv1.PrometheusRule{})
-			target = &o.PrometheusRules[len(o.PrometheusRules)-1]
+			target = slot(&o.PrometheusRules)
 		default:
 			t.Fatalf("unexpected object %s %s:\n%s", apiVersion, kind, doc)
 		}
@@ -175,6 +168,13 @@ func decodeAll(t *testing.T, stream []byte) objects {
 		}
 	}
 	return o
+}
+
+// slot appends a zero T to list and returns it, for decoding into.
+func slot[T any](list *[]T) *T {
+	var zero T
+	*list = append(*list, zero)
+	return &(*list)[len(*list)-1]
 }
 
 func readFile(t *testing.T, path string) []byte {
