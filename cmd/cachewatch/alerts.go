@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register(command{name: "alerts", help: "Write the Prometheus alert rules, the same alerts as Grafana-managed rules, and an Alertmanager routing config.", define: defineAlerts})
+	register(command{name: "alerts", help: "Write the Prometheus alert rules (a rule file or a PrometheusRule), the same alerts as Grafana-managed rules, and an Alertmanager routing config.", define: defineAlerts})
 }
 
 type alertsFlags struct {

@@ -22,7 +22,7 @@ const GrafanaTokenEnv = "CACHEWATCH_GRAFANA_TOKEN"
 const exitPushFailed = 1
 
 func init() {
-	register(command{name: "dashboards", help: "Write the Grafana dashboards as JSON, or push them to Grafana.", define: defineDashboards})
+	register(command{name: "dashboards", help: "Write the Grafana dashboards as JSON or as ConfigMaps for the Grafana sidecar, or push them to Grafana.", define: defineDashboards})
 }
 
 type dashboardsFlags struct {
