@@ -883,13 +883,26 @@ func (ca *Cache[T]) giveBack(k keys, token string) {
 func (ca *Cache[T]) callSource(ctx context.Context, group string, load func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	v, err := load(ctx)
-	result := "success"
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		result = "error"
-	}
-	ca.c.m.recompute.WithLabelValues(group, result).Observe(time.Since(start).Seconds())
-	ca.c.m.sourceCalls.WithLabelValues(group, result).Inc()
+	ca.countSourceCall([]string{group}, sourceResult(err), time.Since(start))
 	return v, err
+}
+
+// countSourceCall counts one loader call that took took, with result, in
+// each of groups: its recompute duration and its source call.
+func (ca *Cache[T]) countSourceCall(groups []string, result string, took time.Duration) {
+	for _, group := range groups {
+		ca.c.m.recompute.WithLabelValues(group, result).Observe(took.Seconds())
+		ca.c.m.sourceCalls.WithLabelValues(group, result).Inc()
+	}
+}
+
+// sourceResult is a loader call's result label: a "not found" answer is a
+// success (the source answered).
+func sourceResult(err error) string {
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return "error"
+	}
+	return "success"
 }
 
 // loaded is a loader's result on its way to Redis.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +22,13 @@ import (
 // key per load call; keys being loaded by another caller are waited for as
 // Fetch does. When Redis is unavailable, load is called directly for all
 // keys, with the Cache's fallback concurrency.
+//
+// Each call of load counts as one source call and one recompute
+// (cachewatch_source_calls_total, cachewatch_recompute_duration_seconds) in
+// each key group among the keys it was given, with the call's result: a
+// group's source calls per refresh stay exact whatever the batch size, and
+// a key load leaves out is a not-found answer, not a call of its own. Each
+// key counts one lookup.
 //
 // The result holds every key that has a value; its error is load's
 // (wrapped) or the first per-key error.
@@ -115,23 +123,20 @@ func (ca *Cache[T]) readMany(ctx context.Context, keyList, tokens []string) ([]s
 func (ca *Cache[T]) loadMany(ctx context.Context, keyList, tokens []string, idx []int, states []stored,
 	load func(context.Context, []string) (map[string]T, error), out map[string]T) error {
 	batch := make([]string, len(idx))
+	groups := make([]string, len(idx))
 	for j, i := range idx {
 		batch[j] = keyList[i]
+		groups[j] = ca.c.group(batch[j])
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ca.o.LeaseTTL)
 	defer cancel()
 	start := ca.c.now()
-	vals, err := load(lctx, batch)
+	vals, err := ca.callBatchLoader(lctx, batch, groups, load)
 	end := ca.c.now()
 	for j, i := range idx {
-		key, group := batch[j], ca.c.group(batch[j])
+		key, group := batch[j], groups[j]
 		k := keysFor(key)
 		ca.metricsFor(group).lookups.of(resultMiss).Inc()
-		result := "success"
-		if err != nil {
-			result = "error"
-		}
-		ca.c.m.sourceCalls.WithLabelValues(group, result).Inc()
 		if states[i].state == stateExpired {
 			ca.c.m.hardTTLExpired.WithLabelValues(group).Inc()
 		}
@@ -154,20 +159,63 @@ func (ca *Cache[T]) loadMany(ctx context.Context, keyList, tokens []string, idx 
 	return nil
 }
 
-// fallbackMany serves FetchMany from the source while Redis is unavailable.
+// callBatchLoader calls a batch loader once for keys (of key groups groups,
+// in the same order), timing and counting the call as callSource does a
+// loader's: one source call and one recompute per distinct key group among
+// the keys, so that a group's source calls per refresh stay exact whatever
+// the batch size. The result is the call's: success when it returned
+// without an error, however many keys it left out (each of those is a
+// not-found answer).
+func (ca *Cache[T]) callBatchLoader(ctx context.Context, keys, groups []string,
+	load func(context.Context, []string) (map[string]T, error)) (map[string]T, error) {
+	start := time.Now()
+	vals, err := load(ctx, keys)
+	ca.countSourceCall(distinct(groups), sourceResult(err), time.Since(start))
+	return vals, err
+}
+
+// distinct returns the distinct strings of list, in first-seen order (a
+// batch spans few key groups: a linear search beats a map).
+func distinct(list []string) []string {
+	var out []string
+	for _, s := range list {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// fallbackMany serves FetchMany from the source while Redis is unavailable,
+// counted as Fetch's fallback is: one source call (or rejection) per key
+// group, and per key a fallback lookup, or an error when no value came.
 func (ca *Cache[T]) fallbackMany(ctx context.Context, keyList []string, load func(context.Context, []string) (map[string]T, error), cause error) (map[string]T, error) {
+	groups := make([]string, len(keyList))
+	for i, key := range keyList {
+		groups[i] = ca.c.group(key)
+	}
 	if err := ca.deg.acquire(ctx); err != nil {
+		for _, group := range distinct(groups) {
+			ca.c.m.sourceCalls.WithLabelValues(group, "rejected").Inc()
+		}
+		ca.countLookups(groups, resultError)
 		return nil, fmt.Errorf("cachewatch: fetch many: Redis unavailable (%w) and no source slot free: %w", cause, err)
 	}
 	defer ca.deg.release()
-	vals, err := load(ctx, keyList)
-	for _, key := range keyList {
-		ca.metricsFor(ca.c.group(key)).lookups.of(resultFallback).Inc()
-	}
+	vals, err := ca.callBatchLoader(ctx, keyList, groups, load)
 	if err != nil {
+		ca.countLookups(groups, resultError)
 		return nil, fmt.Errorf("cachewatch: fetch many: Redis unavailable (%w), load: %w", cause, err)
 	}
+	ca.countLookups(groups, resultFallback)
 	return vals, nil
+}
+
+// countLookups counts one lookup of result per key, given the keys' groups.
+func (ca *Cache[T]) countLookups(groups []string, result string) {
+	for _, group := range groups {
+		ca.metricsFor(group).lookups.of(result).Inc()
+	}
 }
 
 // loadOne adapts a batch loader to one key.

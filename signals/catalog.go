@@ -190,13 +190,13 @@ var clientMetrics = map[ID]*Metric{
 	},
 	RecomputeDuration: {
 		Name: string(RecomputeDuration), Kind: Histogram, Unit: "seconds",
-		Help:    "Loader (source) call duration by result.",
+		Help:    "Loader (source) call duration by result; a batch loader call (FetchMany) is observed once in each key group among its keys.",
 		Labels:  []Label{client, keyGroup, {Name: "result", Values: []string{"success", "error"}}},
 		Buckets: workBuckets, Sources: []Source{Instrument},
 	},
 	SourceCalls: {
 		Name: string(SourceCalls), Kind: Counter,
-		Help:    "Calls that reached the source (loader) by result; per refresh this should be 1.",
+		Help:    "Calls that reached the source (loader) by result; per refresh this should be 1. A batch loader call (FetchMany) counts once in each key group among its keys, with the call's result: keys it leaves out are not-found answers, not calls or failures of their own.",
 		Labels:  []Label{client, keyGroup, {Name: "result", Values: []string{"success", "error", "rejected"}}},
 		Sources: []Source{Instrument},
 	},

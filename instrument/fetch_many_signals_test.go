@@ -1,0 +1,111 @@
+package instrument
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// recomputes reads the recompute histogram's sample count of group and
+// result.
+func recomputes(t *testing.T, reg prometheus.Gatherer, group, result string) float64 {
+	t.Helper()
+	return metrictest.Sum(t, reg, "cachewatch_recompute_duration_seconds", "key_group", group, "result", result)
+}
+
+// One call of FetchMany's batch loader is one source call and one
+// recompute per key group among its keys, whatever the batch size; a key
+// it leaves out is a not-found answer (left out of the result), not a call
+// of its own; a failed call is one error per group; and while Redis is
+// unreachable the direct call counts the same way.
+func TestFetchManyCountsOneSourceCallPerBatch(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	ca := newFetchCache(t, srv.Client(t), reg, newFetchClock(), CacheOptions{LocalCopies: -1, BreakerFailures: 100})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	items, users := ca.c.group("item:1"), ca.c.group("user:5")
+	if items == users {
+		t.Fatalf("the test needs two key groups, got %q for both", items)
+	}
+	var calls int
+	var fail error
+	load := func(_ context.Context, keys []string) (map[string]string, error) {
+		calls++
+		if fail != nil {
+			return nil, fail
+		}
+		out := map[string]string{}
+		for _, k := range keys {
+			if k != "item:3" { // the source has no item:3
+				out[k] = "v-" + k
+			}
+		}
+		return out, nil
+	}
+	type counts struct{ items, users, itemRecomputes, userRecomputes float64 }
+	read := func(result string) counts {
+		return counts{sourceCalls(ca, items, result), sourceCalls(ca, users, result),
+			recomputes(t, reg, items, result), recomputes(t, reg, users, result)}
+	}
+
+	// Three keys of one group, one of them absent at the source.
+	got, err := ca.FetchMany(ctx, []string{"item:1", "item:2", "item:3"}, load)
+	if err != nil || len(got) != 2 || got["item:1"] != "v-item:1" || got["item:2"] != "v-item:2" {
+		t.Fatalf("FetchMany = %v, %v; want item:1 and item:2, item:3 left out", got, err)
+	}
+	if _, ok := got["item:3"]; ok || calls != 1 {
+		t.Fatalf("item:3 answered %v after %d loader calls; want it left out after 1", got["item:3"], calls)
+	}
+	if c := read("success"); c != (counts{1, 0, 1, 0}) {
+		t.Fatalf("one batch call of 3 keys: source calls / recomputes {success} items=%v users=%v / %v %v; want 1 0 / 1 0",
+			c.items, c.users, c.itemRecomputes, c.userRecomputes)
+	}
+	if got := lookups(ca, items, resultMiss); got != 3 {
+		t.Fatalf("lookups{miss} = %v, want one per key (3)", got)
+	}
+
+	// One call spanning two key groups: one call in each.
+	if _, err := ca.FetchMany(ctx, []string{"item:4", "user:5", "user:6"}, load); err != nil {
+		t.Fatal(err)
+	}
+	if c := read("success"); calls != 2 || c != (counts{2, 1, 2, 1}) {
+		t.Fatalf("after a call spanning 2 groups (%d calls): {success} items=%v users=%v / %v %v; want 2 1 / 2 1",
+			calls, c.items, c.users, c.itemRecomputes, c.userRecomputes)
+	}
+
+	// A failed call: one error per group, no success.
+	fail = errors.New("source down")
+	if _, err := ca.FetchMany(ctx, []string{"item:7", "item:8", "user:9"}, load); !errors.Is(err, fail) {
+		t.Fatalf("FetchMany with a failing loader: %v", err)
+	}
+	if c := read("error"); calls != 3 || c != (counts{1, 1, 1, 1}) {
+		t.Fatalf("after a failed call spanning 2 groups: {error} items=%v users=%v / %v %v; want 1 1 / 1 1",
+			c.items, c.users, c.itemRecomputes, c.userRecomputes)
+	}
+	if c := read("success"); c != (counts{2, 1, 2, 1}) {
+		t.Fatalf("a failed call counted as a success: %+v", c)
+	}
+
+	// Redis gone: the loader is called directly, once, and counted so.
+	fail = nil
+	srv.Kill()
+	got, err = ca.FetchMany(ctx, []string{"item:10", "user:11", "user:12"}, load)
+	if err != nil || len(got) != 3 || calls != 4 {
+		t.Fatalf("FetchMany without Redis = %v, %v after %d calls; want 3 values from one call", got, err, calls)
+	}
+	if c := read("success"); c != (counts{3, 2, 3, 2}) {
+		t.Fatalf("after a fallback call spanning 2 groups: {success} items=%v users=%v / %v %v; want 3 2 / 3 2",
+			c.items, c.users, c.itemRecomputes, c.userRecomputes)
+	}
+	if f := lookups(ca, items, resultFallback) + lookups(ca, users, resultFallback); f != 3 {
+		t.Fatalf("lookups{fallback} = %v, want one per key (3)", f)
+	}
+	lintRegistry(t, reg)
+}
