@@ -347,7 +347,9 @@ func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient,
 }
 
 // scanned is the target of a key found by InvalidateMatch: a Cache's value
-// goes with its refresh lease; a refresh lease is removed but not counted.
+// goes with its refresh lease, and counts under the key group of the name
+// its callers pass to Fetch, as their lookups do; a refresh lease is
+// removed but not counted.
 func scanned(name string) target {
 	switch {
 	case !hashTagged(name):
@@ -355,7 +357,25 @@ func scanned(name string) target {
 	case strings.HasSuffix(name, "}"+leaseSuffix):
 		return target{key: name, extra: []string{name}}
 	}
-	return target{key: name, counted: []string{name}, extra: []string{name + leaseSuffix}}
+	return target{key: fetchName(name), counted: []string{name}, extra: []string{name + leaseSuffix}}
+}
+
+// fetchName returns the name passed to Fetch for a value a Cache stores as
+// stored (see hashTag): "bulk:7:x" for "bulk:{7:x}". A name outside that
+// layout is returned as is. A key named with a hash tag of its own
+// ("order:{7}") is stored under that very name, which the layout also gives
+// "order:7": it is taken for the latter, whose key group the default
+// classifier makes the same ("order:*").
+func fetchName(stored string) string {
+	open := strings.IndexByte(stored, '{')
+	if open < 0 || stored[len(stored)-1] != '}' || open+2 >= len(stored) {
+		return stored
+	}
+	name := stored[:open] + stored[open+1:len(stored)-1]
+	if keysFor(name).value != stored {
+		return stored
+	}
+	return name
 }
 
 // How keys to invalidate were named, as in the invalidated keys metric's

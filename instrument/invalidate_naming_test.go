@@ -66,3 +66,50 @@ func TestInvalidateTakesTheNamePassedToFetch(t *testing.T) {
 		t.Fatal("plain key survived Invalidate")
 	}
 }
+
+// InvalidateMatch counts the Cache values it removes under the key group of
+// the names passed to Fetch, the group their lookups are counted under —
+// not the group of the stored names ("bulk:{1:2}" is "bulk:*" where
+// "bulk:1:2" is "bulk:*:*").
+func TestInvalidateMatchCountsUnderTheFetchNamesGroup(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	ca := newFetchCache(t, srv.Client(t), reg, newFetchClock(), CacheOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	keys := []string{"bulk:1:2", "bulk:3:4", "bulk:5:6", "solo", "order:{7}"}
+	lookedUp, stored := ca.c.group(keys[0]), ca.c.group(keysFor(keys[0]).value)
+	if lookedUp == stored {
+		t.Fatalf("the test needs the stored name's group to differ from the looked-up name's, both are %q", lookedUp)
+	}
+	for _, key := range keys {
+		if _, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { return "v", nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, pattern := range []string{"bulk:*", "solo", "order:*"} {
+		if _, err := ca.c.InvalidateMatch(ctx, pattern); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const name = "cachewatch_cache_invalidated_keys_total"
+	for _, key := range keys {
+		g := ca.c.group(key)
+		want := float64(len(keys) - 2) // the bulk keys share a group
+		if g != lookedUp {
+			want = 1
+		}
+		if got := metrictest.Sum(t, reg, name, "key_group", g, "by", "pattern"); got != want {
+			t.Errorf("%s{key_group=%q} = %v, want %v", name, g, got, want)
+		}
+		if got := lookups(ca, g, resultMiss); got != want {
+			t.Errorf("lookups{key_group=%q, result=miss} = %v, want %v", g, got, want)
+		}
+	}
+	if got := metrictest.Sum(t, reg, name, "key_group", stored); got != 0 {
+		t.Errorf("%s{key_group=%q} (the stored names' group) = %v, want 0", name, stored, got)
+	}
+	if got := metrictest.Sum(t, reg, name); got != float64(len(keys)) {
+		t.Errorf("%s = %v in all, want %d", name, got, len(keys))
+	}
+}

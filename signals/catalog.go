@@ -184,7 +184,7 @@ var clientMetrics = map[ID]*Metric{
 	},
 	InvalidatedKeys: {
 		Name: string(InvalidatedKeys), Kind: Counter,
-		Help:    "Keys removed by invalidation (UNLINK), by how they were named: keys, or a pattern found by SCAN.",
+		Help:    "Keys removed by invalidation (UNLINK), by how they were named: keys, or a pattern found by SCAN. A Cache's value counts under the key group of the name passed to Fetch, as its lookups do, whatever name it is stored under.",
 		Labels:  []Label{client, keyGroup, {Name: "by", Values: []string{"keys", "pattern"}}},
 		Sources: []Source{Instrument},
 	},
