@@ -304,6 +304,9 @@ type outcome[T any] struct {
 	// when it was cached (0 for a loaded or fallback value): each caller
 	// judges them again at its own clock.
 	freshUntil, hardUntil int64
+	// pastHard: the read found only a value past its hard TTL, refused to
+	// serve it; each caller answered counts it, as each counts a lookup.
+	pastHard bool
 }
 
 // Fetch returns the value of key: from Redis when fresh; stale (while one
@@ -443,6 +446,9 @@ func (ca *Cache[T]) answer(ctx context.Context, span trace.Span, key string, f *
 		result = resultError
 	}
 	ca.record(ctx, span, f.o.gm, f.o.group, key, result)
+	if f.o.pastHard {
+		f.o.gm.hardTTLExpired.Inc()
+	}
 	if result == resultStale {
 		f.o.gm.staleAge.Observe(age.Seconds())
 	}
@@ -493,9 +499,10 @@ var fetchSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindCli
 // every caller of a stampede records one lookup, so the label lookup is
 // kept off that path.
 type groupMetrics struct {
-	lookups  lookupCounters
-	staleAge prometheus.Observer
-	misses   *burst.Group // its misses, counted for the burst detector
+	lookups        lookupCounters
+	staleAge       prometheus.Observer
+	hardTTLExpired prometheus.Counter
+	misses         *burst.Group // its misses, counted for the burst detector
 }
 
 func (ca *Cache[T]) metricsFor(group string) *groupMetrics {
@@ -512,7 +519,8 @@ func (ca *Cache[T]) newGroupMetrics(group string) *groupMetrics {
 	if gm, ok := ca.groupM.Load(group); ok {
 		return gm.(*groupMetrics)
 	}
-	gm := &groupMetrics{staleAge: ca.c.m.staleAge.WithLabelValues(group), misses: ca.bursts.Group(group)}
+	gm := &groupMetrics{staleAge: ca.c.m.staleAge.WithLabelValues(group), misses: ca.bursts.Group(group),
+		hardTTLExpired: ca.c.m.hardTTLExpired.WithLabelValues(group)}
 	for i, r := range results {
 		gm.lookups[i] = ca.c.m.lookups.WithLabelValues(group, r)
 	}
@@ -634,13 +642,12 @@ func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(con
 		ca.keepCopy(key, k.value, group, o.val, err, s)
 		return o, err
 	case stateExpired:
-		ca.c.m.hardTTLExpired.WithLabelValues(group).Inc()
 		span.AddEvent("cache expired past hard TTL")
 	default:
 		span.AddEvent("cache miss")
 	}
 	ca.local.drop(key)
-	var o outcome[T]
+	o := outcome[T]{pastHard: s.state == stateExpired}
 	if s.granted {
 		o.val, o.result, err = ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired, after)
 		return o, err

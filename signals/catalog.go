@@ -178,7 +178,7 @@ var clientMetrics = map[ID]*Metric{
 	},
 	HardTTLExpired: {
 		Name: string(HardTTLExpired), Kind: Counter,
-		Help:    "Lookups that found only data past its hard TTL and refused to serve it.",
+		Help:    "Lookups that found only data past its hard TTL and refused to serve it; like cache_lookups_total, one per caller, callers sharing one read each counting one.",
 		Labels:  []Label{client, keyGroup},
 		Sources: []Source{Instrument},
 	},
