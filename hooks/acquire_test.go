@@ -2,6 +2,7 @@ package hooks_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/hooks"
+	"github.com/cachewatch/cachewatch/internal/locktest"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -70,4 +72,45 @@ func TestAcquireTimedFromFirstAttemptSent(t *testing.T) {
 	if acquire < roundTrips-rounding {
 		t.Fatalf("acquisition took %.6fs, less than its two attempts' round trips (%.6fs): not timed from the first attempt sent", acquire, roundTrips)
 	}
+}
+
+// An attempt cut off by its caller's own context (here a deadline that
+// passes while the attempt is held in flight) is not a Redis error: the
+// acquisition gave up, the attempt (no reply) is not counted, and the
+// acquisition is over: the next attempt with the same token is a first.
+func TestAcquireCutOffByCallerGivesUp(t *testing.T) {
+	rdb, reg, _ := hooked(t, hooks.Options{})
+	hold := &locktest.HoldAttempts{Entered: make(chan struct{}, 1)}
+	rdb.AddHook(hold) // inside the cachewatch hook: it sees the held attempt's end
+	ctx := context.Background()
+	const key = "lock:cut:1"
+	if err := rdb.Set(ctx, key, "owner", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := rdb.SetNX(ctx, key, "me", time.Minute).Result(); ok || err != nil {
+		t.Fatalf("first attempt on a held lock: %v, %v", ok, err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := rdb.SetNX(dctx, key, "me", time.Minute).Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("retry held past its deadline: %v, want context.DeadlineExceeded", err)
+	}
+	if len(hold.Entered) != 1 {
+		t.Fatal("the retry was not held: the test cut nothing off")
+	}
+	rdb.Del(ctx, key)
+	if ok, err := rdb.SetNX(ctx, key, "me", time.Minute).Result(); !ok || err != nil {
+		t.Fatalf("attempt on a free lock: %v, %v", ok, err)
+	}
+	expect(t, reg, attempts, map[string]float64{
+		"result=busy,attempt=first":     1,
+		"result=acquired,attempt=first": 1,
+		"result=error":                  0,
+		"attempt=retry":                 0,
+	})
+	expect(t, reg, "cachewatch_lock_acquire_duration_seconds", map[string]float64{
+		"outcome=gave_up":  1,
+		"outcome=error":    0,
+		"outcome=acquired": 1,
+	})
 }

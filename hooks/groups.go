@@ -48,6 +48,7 @@ type groupMetrics struct {
 	bursts   lazyCounter
 	misses   *burst.Group                    // its misses, counted for the burst detector
 	acquired [numAttemptResults]lazyObserver // by attempt result; busy unused
+	gaveUp   lazyObserver                    // acquisitions cut off by their caller's context
 }
 
 // keyCacheSlots is the size of groupSet's key → group cache.

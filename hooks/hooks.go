@@ -284,6 +284,7 @@ func newGroupMetrics(v *vecs, client, group string, bursts *burst.Detector) *gro
 	}
 	g.acquired[attemptAcquired] = newLazyObserver(v.acquire, client, group, "acquired")
 	g.acquired[attemptError] = newLazyObserver(v.acquire, client, group, "error")
+	g.gaveUp = newLazyObserver(v.acquire, client, group, "gave_up")
 	return g
 }
 

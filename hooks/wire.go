@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 	"github.com/cachewatch/cachewatch/internal/origin"
 )
 
@@ -152,7 +153,7 @@ func (h *Hook) setNX(ctx context.Context, kind cmdKind, f *finished) {
 			result = attemptBusy
 		}
 	}
-	h.lockAttempt(key, token, hasToken, result, f)
+	h.lockAttempt(ctx, key, token, hasToken, result, f)
 }
 
 // isLockSet reports a SET with NX and without GET (SET NX GET reads the old
@@ -190,9 +191,12 @@ func attemptResult(err error) int {
 // An acquisition that succeeds (or fails with an error) ends there: its
 // duration is the attempt's own latency on the first try, or the time since
 // the first attempt was sent (so it includes that attempt's round trip).
-// Giving up leaves no trace on the wire, so the hook never reports
-// outcome="gave_up".
-func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, f *finished) {
+// Giving up between attempts leaves no trace on the wire; but an attempt
+// that fails because its caller's context ended (deadline, cancellation)
+// was cut off by the caller, not refused by Redis: it gave up, and the
+// attempt, whose result Redis never gave, is not counted.
+func (h *Hook) lockAttempt(ctx context.Context, key, token string, hasToken bool, result int, f *finished) {
+	cutOff := result == attemptError && ctxsleep.Ended(ctx) != nil
 	kh := h.byGroup.keyHash(key)
 	g := h.byGroup.forKey(key, kh)
 	attempt := 0
@@ -212,8 +216,13 @@ func (h *Hook) lockAttempt(key, token string, hasToken bool, result int, f *fini
 			h.retries.forgetKey(kh, slot, sum)
 		}
 	}
-	g.attempts[result][attempt].Inc()
-	if result != attemptBusy {
+	switch {
+	case cutOff:
+		g.gaveUp.Observe(waited)
+	case result == attemptBusy:
+		g.attempts[result][attempt].Inc()
+	default:
+		g.attempts[result][attempt].Inc()
 		g.acquired[result].Observe(waited)
 	}
 	if h.hot != nil && result == attemptBusy {
@@ -264,7 +273,7 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 	}
 	token, hasToken := argString(args, 3+nkeys)
 	if s.role == RoleAcquire {
-		h.lockAttempt(key, token, hasToken, attemptResult(err), f)
+		h.lockAttempt(ctx, key, token, hasToken, attemptResult(err), f)
 		return
 	}
 	h.lockLost(s.role, key, token, hasToken, reason)

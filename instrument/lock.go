@@ -140,6 +140,15 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 		}
 		sent := c.now()
 		fence, ok, err := c.tryLock(ctx, key, fenceKey, token, ttl)
+		if ended := ctxsleep.Ended(ctx); err != nil && ended != nil {
+			// The caller's own deadline or cancellation cut the attempt
+			// off: not a Redis failure. The caller stopped waiting, as it
+			// does when its context ends during the backoff; the attempt's
+			// result is unknown, so it is not counted.
+			c.countRetry(group, attempt)
+			return nil, c.lockFailed(ctx, span, group, key, token, start, "gave_up",
+				fmt.Errorf("cachewatch: lock %q: %w (redis: %v)", key, ended, err))
+		}
 		c.countAttempt(ctx, group, key, token, attempt, ok, err)
 		switch {
 		case err != nil:
@@ -262,10 +271,17 @@ func (c *Client) countAttempt(ctx context.Context, group, key, token string, att
 	which := "first"
 	if attempt > 0 {
 		which = "retry"
-		c.m.retries.WithLabelValues(group).Inc()
 	}
+	c.countRetry(group, attempt)
 	c.m.lockAttempts.WithLabelValues(group, result, which).Inc()
 	c.logLock(ctx, result, group, key, token, slog.Int("attempt", attempt+1))
+}
+
+// countRetry counts attempt (from 0) as a retry when it is one.
+func (c *Client) countRetry(group string, attempt int) {
+	if attempt > 0 {
+		c.m.retries.WithLabelValues(group).Inc()
+	}
 }
 
 // backoffWait sleeps d unless ctx ends first, or ends before d would pass:

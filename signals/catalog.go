@@ -118,13 +118,14 @@ var (
 var clientMetrics = map[ID]*Metric{
 	LockAcquireDuration: {
 		Name: string(LockAcquireDuration), Kind: Histogram, Unit: "seconds",
-		Help:    "Time from the first acquire attempt to the outcome, including retries and backoff.",
-		Labels:  []Label{client, keyGroup, {Name: "outcome", Values: []string{"acquired", "gave_up", "error"}}},
+		Help: "Time from the first acquire attempt to the outcome, including retries and backoff.",
+		Labels: []Label{client, keyGroup, {Name: "outcome", Values: []string{"acquired", "gave_up", "error"},
+			Doc: "gave_up: the caller stopped waiting (its retries spent, or its own context ended, during the backoff or an attempt); error: Redis failed. The hook sees gave_up only when the caller's context ends during an attempt"}},
 		Buckets: waitBuckets, Sources: []Source{Instrument, Hooks},
 	},
 	LockAttempts: {
 		Name: string(LockAttempts), Kind: Counter,
-		Help: "Single lock acquire attempts (one SET NX each) by result; busy on the first try is contention.",
+		Help: "Single lock acquire attempts (one SET NX each) by result; busy on the first try is contention. An attempt cut off by its caller's own context (deadline, cancellation) got no result and is not counted: its acquisition gave up.",
 		Labels: []Label{client, keyGroup,
 			{Name: "result", Values: []string{"acquired", "busy", "error"}},
 			{Name: "attempt", Values: []string{"first", "retry"},

@@ -230,6 +230,12 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		err := m.mu.TryLockContext(origin.Instrumented(ctx))
 		m.ops.Unlock()
 		result := classify(err)
+		if ended := ctxsleep.Ended(ctx); result == "error" && ended != nil {
+			// The caller's own deadline or cancellation cut the attempt
+			// off: it gave up, as during the backoff; Redis gave no result
+			// to count.
+			return m.failed(ctx, span, start, "gave_up", fmt.Errorf("cachewatch: redlock %q: %w (%v)", m.Name(), ended, err))
+		}
 		r.attempts.WithLabelValues(m.group, result, which).Inc()
 		r.logf(ctx, m, result, slog.Int("attempt", attempt+1))
 		switch {
@@ -239,7 +245,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			span.AddEvent("lease acquired")
 			return nil
 		case ctx.Err() != nil:
-			return m.failed(ctx, span, start, "error", fmt.Errorf("cachewatch: redlock %q: %w (%v)", m.Name(), ctx.Err(), err))
+			return m.failed(ctx, span, start, "gave_up", fmt.Errorf("cachewatch: redlock %q: %w (%v)", m.Name(), ctx.Err(), err))
 		case result == "error":
 			return m.failed(ctx, span, start, "error", fmt.Errorf("%w: redlock %q: %w", instrument.ErrRedis, m.Name(), err))
 		case attempt >= retries:

@@ -236,6 +236,28 @@ func TestRedlockContextDeadline(t *testing.T) {
 	}
 }
 
+// A caller whose own deadline ends while its attempt is in flight on the
+// nodes gave up: the acquisition counts as gave_up, the attempt (no node
+// answered) is not counted, and nothing is a Redis error.
+func TestRedlockCallerDeadlineDuringAttemptGivesUp(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rl, _, clients := process(t, nodes(t), reg, retryLong)
+	hold := &locktest.HoldAttempts{Entered: make(chan struct{}, len(clients))}
+	for _, rdb := range clients {
+		rdb.AddHook(hold)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := rl.NewMutex("lock:{cut}").Lock(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, instrument.ErrRedis) || errors.Is(err, instrument.ErrLockBusy) {
+		t.Fatalf("Lock cut off by its deadline = %v, want only context.DeadlineExceeded", err)
+	}
+	if len(hold.Entered) == 0 {
+		t.Fatal("no attempt was held: the test did not cut one off")
+	}
+	locktest.CheckCutOff(t, reg, 1)
+}
+
 // With Renew, a held mutex outlives many times its expiry, each extension
 // counted; when its keys are deleted behind the holder's back the next
 // extension finds it lost: counted once, and the mutex's Context is

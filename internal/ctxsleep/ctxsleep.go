@@ -1,6 +1,7 @@
 // Package ctxsleep waits for a duration or until a context ends, whichever
 // comes first: the backoff of the lock clients, the exporter's pacing and
-// doctor's waits.
+// doctor's waits; and tells a call that its caller's context ended from
+// one that failed (Ended).
 package ctxsleep
 
 import (
@@ -28,4 +29,18 @@ func On(ctx context.Context, clock clockwork.Clock, d time.Duration) error {
 	case <-t.Chan():
 		return nil
 	}
+}
+
+// Ended returns ctx's error when it has ended or its deadline has passed,
+// else nil. A network deadline that go-redis set from ctx
+// (ContextTimeoutEnabled) can fire just before ctx's own timer marks it
+// done: a call failed by it was still cut off by the caller's deadline.
+func Ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }

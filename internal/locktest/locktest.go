@@ -1,6 +1,6 @@
-// Package locktest holds what lock tests share: a go-redis hook that counts
-// acquire attempts on the wire, and a critical section that detects two
-// holders inside it at once.
+// Package locktest holds what lock tests share: go-redis hooks that count
+// acquire attempts on the wire or hold them until their caller's context
+// ends, and a critical section that detects two holders inside it at once.
 package locktest
 
 import (
@@ -8,9 +8,14 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/internal/luascript"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 )
 
 // SetNXCounter is a go-redis hook counting the SET … NX commands (lock
@@ -37,6 +42,61 @@ func (h *SetNXCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			h.n.Add(1)
 		}
 		return next(ctx, cmd)
+	}
+}
+
+// HoldAttempts is a go-redis hook that holds every lock acquire attempt (a
+// SET, or cachewatch's fencing acquire script) whose context can end until
+// it ends, then passes it on, and go-redis, given a context that has ended,
+// does not send it: an attempt in flight when the caller's deadline passes
+// or it cancels, on any machine. Attempts under a context that cannot end
+// pass at once. Each attempt held is announced on Entered when it has room
+// (nil: not announced).
+type HoldAttempts struct {
+	Entered chan struct{}
+}
+
+// DialHook passes dials through.
+func (h *HoldAttempts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessPipelineHook passes pipelines through.
+func (h *HoldAttempts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// ProcessHook holds acquire attempts until their context ends.
+func (h *HoldAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		switch name := strings.ToLower(cmd.Name()); {
+		case ctx.Done() == nil:
+		case name == "set",
+			(name == "evalsha" || name == "eval") && len(args) > 1 &&
+				(args[1] == luascript.LockAcquireFenced.SHA || args[1] == luascript.LockAcquireFenced.Src):
+			select {
+			case h.Entered <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// CheckCutOff asserts that g counts n acquisitions given up and nothing
+// else of acquisitions whose attempts were all cut off by their callers'
+// contexts (HoldAttempts): no outcome="error", no attempt (none got a
+// result from Redis).
+func CheckCutOff(t testing.TB, g prometheus.Gatherer, n int) {
+	t.Helper()
+	if got := metrictest.Sum(t, g, "cachewatch_lock_acquire_duration_seconds", "outcome", "gave_up"); got != float64(n) {
+		t.Errorf("acquire{outcome=gave_up} = %v, want %d", got, n)
+	}
+	if got := metrictest.Sum(t, g, "cachewatch_lock_acquire_duration_seconds", "outcome", "error"); got != 0 {
+		t.Errorf("acquire{outcome=error} = %v, want 0: the callers' contexts ended, Redis did not fail", got)
+	}
+	if got := metrictest.Sum(t, g, "cachewatch_lock_attempts_total"); got != 0 {
+		t.Errorf("attempts = %v, want 0: no attempt got a result", got)
 	}
 }
 
