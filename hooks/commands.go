@@ -1,5 +1,7 @@
 package hooks
 
+import "strings"
+
 // otherCommand is the label of every command outside knownCommands, so that
 // the command label stays bounded whatever a client sends.
 const otherCommand = "other"
@@ -46,6 +48,8 @@ const (
 	kindSet            // SET: a lock attempt when it has NX
 	kindSetNX          // legacy SETNX: always a lock attempt
 	kindScript         // EVAL, EVALSHA, their _RO forms, FCALL, FCALL_RO
+	kindSetup          // HELLO, AUTH, SELECT, READONLY: connection setup (isSetup)
+	kindClient         // CLIENT: connection setup for some subcommands (isSetup)
 )
 
 // scriptCmd indexes the command label of ScriptDuration.
@@ -83,6 +87,10 @@ func kindOf(name string) (cmdKind, scriptCmd) {
 		return kindSet, 0
 	case "setnx":
 		return kindSetNX, 0
+	case "hello", "auth", "select", "readonly":
+		return kindSetup, 0
+	case "client":
+		return kindClient, 0
 	}
 	for i, n := range scriptCmdNames {
 		if n == name {
@@ -90,6 +98,32 @@ func kindOf(name string) (cmdKind, scriptCmd) {
 		}
 	}
 	return kindPlain, 0
+}
+
+// setupSubcommands are the CLIENT subcommands of a connection's setup.
+var setupSubcommands = [...]string{"setinfo", "setname", "tracking", "maint_notifications"}
+
+// isSetup reports a command of a connection's setup: go-redis's handshake,
+// which it sends through the hooks when it opens a connection (HELLO, or
+// AUTH when HELLO is unknown; SELECT, READONLY, CLIENT SETNAME and CLIENT
+// TRACKING as configured; CLIENT MAINT_NOTIFICATIONS; CLIENT SETINFO).
+// kind is the command's (kindOf).
+func isSetup(kind cmdKind, args []any) bool {
+	switch kind {
+	case kindSetup:
+		return true
+	case kindClient:
+		if len(args) < 2 {
+			return false
+		}
+		sub, _ := args[1].(string)
+		for _, s := range setupSubcommands {
+			if strings.EqualFold(sub, s) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // command is what the hook keeps per command label: its kind and its

@@ -260,3 +260,35 @@ func TestRingCountsEachCommandOnce(t *testing.T) {
 	expect(t, reg, lookups, map[string]float64{"key_group=ring:*,result=miss": 40, "": 40})
 	expect(t, reg, cmdDur, map[string]float64{"client=ring,command=get": 40})
 }
+
+// go-redis opens a connection with a handshake sent through the hooks
+// (HELLO, CLIENT MAINT_NOTIFICATIONS, a pipeline of two CLIENT SETINFO),
+// which a Redis older than 7.2 partly answers with errors that go-redis
+// ignores. A fresh client with go-redis's default options sending one
+// pipeline counts one pipeline, its own commands, and no error.
+func TestHandshakeIsNotMeasured(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr}) // the defaults: identity and maintenance notifications on
+	reg := prometheus.NewRegistry()
+	h, err := hooks.New(hooks.Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(h)
+	ctx := context.Background()
+	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "k", "v", 0)
+		p.Get(ctx, "k")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, reg, pipeDur, map[string]float64{"": 1})
+	expect(t, reg, cmdErrs, map[string]float64{"": 0})
+	expect(t, reg, cmdDur, map[string]float64{"": 2, "command=set": 1, "command=get": 1})
+	// A CLIENT command that is not a connection's setup is measured.
+	if err := rdb.ClientID(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, reg, cmdDur, map[string]float64{"command=client": 1})
+}

@@ -37,10 +37,13 @@
 // redirections below its hooks, so they appear as errors only when the
 // redirections are exhausted (or on a plain client of a cluster node).
 //
-// go-redis sends its connection handshake (HELLO, CLIENT SETINFO, CLIENT
-// MAINT_NOTIFICATIONS) through hooks too. Servers that do not know those
-// subcommands answer with errors that go-redis ignores; the hook counts
-// them, under command="client", once per new connection.
+// go-redis sends its connection handshake (HELLO, CLIENT
+// MAINT_NOTIFICATIONS, a pipeline of CLIENT SETINFO, and SELECT, READONLY
+// or CLIENT SETNAME as configured) through hooks too. The hook does not
+// measure connection setup, as it does not measure dialing: those commands,
+// alone or in pipelines of nothing else, are neither timed nor counted as
+// pipelines or errors (servers older than the handshake answer its newer
+// subcommands with errors, which go-redis ignores).
 package hooks
 
 import (
@@ -345,6 +348,9 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
 		c := h.command(args)
+		if c.kind >= kindSetup && isSetup(c.kind, args) {
+			return next(ctx, cmd) // a connection's setup is not measured
+		}
 		var span trace.Span
 		if h.tracing.recording() {
 			ctx, span = h.tracing.start(ctx, &c.span)
@@ -369,6 +375,9 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // sum stays the time actually spent.
 func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.setupOnly(cmds) {
+			return next(ctx, cmds) // a connection's handshake is not measured
+		}
 		var span trace.Span
 		if h.tracing.recording() {
 			ctx, span = h.tracing.start(ctx, &h.tracing.batch)
@@ -397,6 +406,18 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		}
 		return err
 	}
+}
+
+// setupOnly reports a pipeline of connection setup commands only (isSetup):
+// go-redis's handshake of a new connection.
+func (h *Hook) setupOnly(cmds []redis.Cmder) bool {
+	for _, cmd := range cmds {
+		args := cmd.Args()
+		if !isSetup(h.command(args).kind, args) {
+			return false
+		}
+	}
+	return len(cmds) > 0
 }
 
 // pipelineKind is 1 for a MULTI/EXEC transaction, 0 for a plain pipeline.

@@ -52,8 +52,7 @@ func TestRunEmbeddedMiniredis(t *testing.T) {
 		t.Errorf("exporter note %+v: want keys scanned and INFO's missing sections named", r.Exporter)
 	}
 	// Every command the clients, hooks and exporter sent works on miniredis,
-	// but for go-redis's handshake (CLIENT SETINFO, which go-redis ignores),
-	// the first EVALSHA of each script (NOSCRIPT, then EVAL) and INFO's
+	// but for the first EVALSHA of each script (NOSCRIPT, then EVAL) and INFO's
 	// sections (the exporter's info stage). A command miniredis does not
 	// support would fail every time; a rare failure is a call cancelled by
 	// its caller (a renewal cut short by Release). Timeouts and dropped
@@ -61,7 +60,7 @@ func TestRunEmbeddedMiniredis(t *testing.T) {
 	for _, series := range snap[signals.CommandErrors.String()] {
 		l := labels(series.GetLabel())
 		switch {
-		case l["command"] == "client", l["error_class"] == "noscript",
+		case l["error_class"] == "noscript",
 			l["error_class"] == "timeout", l["error_class"] == "connection":
 			continue
 		}
