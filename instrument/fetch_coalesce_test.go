@@ -72,16 +72,20 @@ func (g *readGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func isFetchRead(cmd redis.Cmder) bool {
+func isFetchRead(cmd redis.Cmder) bool { return isScript(cmd, luascript.FetchRead) }
+
+// isScript reports a single call of script (EVALSHA, or EVAL after
+// NOSCRIPT).
+func isScript(cmd redis.Cmder, script *luascript.Script) bool {
 	args := cmd.Args()
 	if len(args) < 2 {
 		return false
 	}
 	switch strings.ToLower(cmd.Name()) {
 	case "evalsha":
-		return args[1] == luascript.FetchRead.SHA
+		return args[1] == script.SHA
 	case "eval":
-		return args[1] == luascript.FetchRead.Src
+		return args[1] == script.Src
 	}
 	return false
 }

@@ -42,6 +42,7 @@ func TestFetchLocalCopies(t *testing.T) {
 		if v, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { return "v1", nil }); err != nil || v != "v1" {
 			t.Fatal(v, err)
 		}
+		written(ca, key) // else the next process may find the load's write pending, wait for it: coalesced, not a hit
 	}
 	g := caches[0].c.group(key)
 

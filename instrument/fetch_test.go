@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/internal/luascript"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -168,16 +169,27 @@ func TestFetchStaleServedOneRefresh(t *testing.T) {
 	clk := newFetchClock()
 	// Without process copies every caller reads Redis (TestFetchLocalCopies
 	// covers them): the refresh, once written, is what the next caller of
-	// any process is served.
-	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: -1}
+	// any process is served. The refresh lease outlasts the stampede however
+	// slow the machine: lapsed, it would let a second process refresh.
+	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: -1, LeaseTTL: 5 * time.Minute}
 	var caches []*Cache[string]
 	for p := 0; p < 3; p++ {
-		caches = append(caches, newFetchCache(t, srv.Client(t), reg, clk, opts))
+		rdb := srv.Client(t)
+		if p == 0 {
+			rdb.AddHook(&slowFirstWrite{delay: 300 * time.Millisecond}) // as on a busy machine
+		}
+		caches = append(caches, newFetchCache(t, rdb, reg, clk, opts))
 	}
 	ctx := context.Background()
 	if _, err := caches[0].Fetch(ctx, "price:7", func(context.Context) (string, error) { return "old", nil }); err != nil {
 		t.Fatal(err)
 	}
+	// Fetch answers before its write lands. Until it has, the key is not
+	// stale but missing to the other processes: their callers would wait
+	// for that write and count as coalesced (rightly: they waited for
+	// another caller's load), and how many did would depend on how soon
+	// the write landed.
+	written(caches[0], "price:7")
 	clk.add(2 * time.Minute) // past fresh (≤ 1m with jitter), far from hard
 
 	var calls atomic.Int64
@@ -203,7 +215,9 @@ func TestFetchStaleServedOneRefresh(t *testing.T) {
 		t.Fatalf("%d refreshes for one stale key, want 1", calls.Load())
 	}
 	if got := lookups(ca, g, resultStale); got != 3*perCache {
-		t.Fatalf("stale lookups = %v, want %d", got, 3*perCache)
+		t.Fatalf("stale lookups = %v (hit %v, miss %v, coalesced %v, fallback %v, error %v), want %d",
+			got, lookups(ca, g, resultHit), lookups(ca, g, resultMiss), lookups(ca, g, resultCoalesced),
+			lookups(ca, g, resultFallback), lookups(ca, g, resultError), 3*perCache)
 	}
 	if got := testutil.CollectAndCount(ca.c.m.staleAge); got != 1 {
 		t.Fatalf("stale age series = %d", got)
@@ -219,6 +233,24 @@ func TestFetchStaleServedOneRefresh(t *testing.T) {
 		t.Fatalf("hits = %v, want 1", got)
 	}
 	lintRegistry(t, reg)
+}
+
+// slowFirstWrite is a go-redis hook that delays the first write of a
+// loaded value (the write script) by delay, as a busy machine may: the
+// loader's callers are answered meanwhile.
+type slowFirstWrite struct {
+	passHooks
+	delay time.Duration
+	done  atomic.Bool
+}
+
+func (h *slowFirstWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isScript(cmd, luascript.FetchWrite) && !h.done.Swap(true) {
+			time.Sleep(h.delay)
+		}
+		return next(ctx, cmd)
+	}
 }
 
 // failingRefreshCache returns a Cache for the failing-refresh tests: 1m
