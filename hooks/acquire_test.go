@@ -114,3 +114,32 @@ func TestAcquireCutOffByCallerGivesUp(t *testing.T) {
 		"outcome=acquired": 1,
 	})
 }
+
+// The hook cannot see on the wire that a caller will not retry: it labels
+// lock attempts and acquisitions mode="wait", except in the key groups that
+// Options.TryOnce names (by name or pattern), which are mode="try_once".
+func TestTryOnceKeyGroups(t *testing.T) {
+	rdb, reg, _ := hooked(t, hooks.Options{TryOnce: []string{"jobs:lock:*", "cron:nightly"}})
+	ctx := context.Background()
+	for _, key := range []string{"jobs:lock:report", "jobs:lock:cleanup", "cron:nightly", "order:lock:42"} {
+		for _, token := range []string{"a", "b"} { // acquired, then busy
+			if err := rdb.SetNX(ctx, key, token, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	expect(t, reg, attempts, map[string]float64{
+		"mode=try_once,result=acquired":    3,
+		"mode=try_once,result=busy":        3,
+		"mode=wait,result=acquired":        1,
+		"mode=wait,result=busy":            1,
+		"mode=wait,key_group=order:lock:*": 2,
+	})
+	expect(t, reg, "cachewatch_lock_acquire_duration_seconds", map[string]float64{
+		"mode=try_once,outcome=acquired": 3,
+		"mode=wait,outcome=acquired":     1,
+	})
+	if _, err := hooks.New(hooks.Options{Registerer: prometheus.NewRegistry(), TryOnce: []string{"jobs:[lock"}}); err == nil {
+		t.Fatal("a malformed TryOnce pattern was accepted")
+	}
+}

@@ -49,6 +49,7 @@ package hooks
 import (
 	"context"
 	"fmt"
+	"path"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -121,6 +122,16 @@ type Options struct {
 	// ServerAddress ("host:port") is put on spans as server.address and
 	// server.port.
 	ServerAddress string
+	// TryOnce names the key groups whose locks are taken try-once: their
+	// callers skip the work when the lock is busy (a periodic job that one
+	// instance runs), so a busy answer is the design, not contention. The
+	// hook cannot see a caller's intent on the wire: it labels the lock
+	// attempts and acquisitions of these groups mode="try_once" and of all
+	// others mode="wait", and the contention and acquire-latency alerts
+	// count only mode="wait". Each entry is a key group as the classifier
+	// names it ("jobs:lock:report") or a path.Match pattern over key group
+	// names ("jobs:lock:*"); New rejects a malformed pattern.
+	TryOnce []string
 	// HotKeys, when positive, keeps a top-K sketch of that many of the most
 	// requested and most contended keys per key group (see HotKeys). Keys
 	// are never labels.
@@ -171,6 +182,11 @@ func New(opts Options) (*Hook, error) {
 	if h.signals == 0 {
 		h.signals = AllSignals
 	}
+	for _, p := range opts.TryOnce {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("hooks: TryOnce pattern %q: %w", p, err)
+		}
+	}
 	if err := claimName(reg, name); err != nil {
 		return nil, err
 	}
@@ -199,7 +215,7 @@ func New(opts Options) (*Hook, error) {
 	}
 	bursts := burst.New(burst.Options{Window: opts.MissBurstWindow, Threshold: opts.MissBurstThreshold, Now: clock.Now})
 	h.byGroup = newGroupSet(h.groups.Classify, func(group string) *groupMetrics {
-		return newGroupMetrics(v, name, group, bursts)
+		return newGroupMetrics(v, name, group, lockMode(opts.TryOnce, group), bursts)
 	})
 	if opts.HotKeys > 0 {
 		h.hot = newHotKeys(opts.HotKeys)
@@ -270,24 +286,36 @@ func (h *Hook) newCommand(v *vecs, client, name string) *command {
 	return c
 }
 
-// newGroupMetrics makes group's record; its miss counter is resolved here,
-// once, so the detector's lookup stays off the per-command path.
-func newGroupMetrics(v *vecs, client, group string, bursts *burst.Detector) *groupMetrics {
+// lockMode is the mode label of group's lock series: try_once when tryOnce
+// names the group or a pattern matches it, wait otherwise.
+func lockMode(tryOnce []string, group string) string {
+	for _, p := range tryOnce {
+		if ok, _ := path.Match(p, group); ok || p == group {
+			return signals.ModeTryOnce
+		}
+	}
+	return signals.ModeWait
+}
+
+// newGroupMetrics makes group's record, its lock series labelled with mode;
+// its miss counter is resolved here, once, so the detector's lookup stays
+// off the per-command path.
+func newGroupMetrics(v *vecs, client, group, mode string, bursts *burst.Detector) *groupMetrics {
 	g := &groupMetrics{bursts: newLazyCounter(v.bursted, client, group), misses: bursts.Group(group)}
 	for i := range g.lookups {
 		g.lookups[i] = newLazyCounter(v.lookups, client, group, lookupResultNames[i])
 	}
 	for r := range g.attempts {
 		for a := range g.attempts[r] {
-			g.attempts[r][a] = newLazyCounter(v.attempts, client, group, attemptResultNames[r], attemptNames[a])
+			g.attempts[r][a] = newLazyCounter(v.attempts, client, group, attemptResultNames[r], attemptNames[a], mode)
 		}
 	}
 	for i := range g.lost {
 		g.lost[i] = newLazyCounter(v.lost, client, group, lostReasonNames[i])
 	}
-	g.acquired[attemptAcquired] = newLazyObserver(v.acquire, client, group, "acquired")
-	g.acquired[attemptError] = newLazyObserver(v.acquire, client, group, "error")
-	g.gaveUp = newLazyObserver(v.acquire, client, group, "gave_up")
+	g.acquired[attemptAcquired] = newLazyObserver(v.acquire, client, group, "acquired", mode)
+	g.acquired[attemptError] = newLazyObserver(v.acquire, client, group, "error", mode)
+	g.gaveUp = newLazyObserver(v.acquire, client, group, "gave_up", mode)
 	return g
 }
 

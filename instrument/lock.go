@@ -20,6 +20,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 	"github.com/cachewatch/cachewatch/internal/luascript"
+	"github.com/cachewatch/cachewatch/signals"
 )
 
 // Lock errors callers branch on, besides ErrLockBusy, ErrRedis and the
@@ -63,7 +64,11 @@ type LockOptions struct {
 	// cannot be taken. Negative values and values below 1ms are errors.
 	TTL time.Duration
 	// Backoff bounds the retries while the lock is busy (full jitter).
-	// Backoff{Retries: -1} tries exactly once.
+	// Backoff{Retries: -1} tries exactly once: for a lock whose losers are
+	// meant to skip the work (a periodic job that one instance runs), its
+	// attempts and acquisitions are labelled mode="try_once", which the
+	// contention and acquire-latency alerts leave out; others are
+	// mode="wait".
 	Backoff Backoff
 	// Renew starts a heartbeat that extends the lease every TTL/3 until
 	// Release, for work that may outlast one TTL.
@@ -125,17 +130,16 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 	if err != nil {
 		return nil, err
 	}
-	group := c.group(key)
-	ctx, span := c.spans.start(ctx, "cachewatch.lock", trace.WithAttributes(
-		attribute.String("cachewatch.key_group", group),
+	a := &acquisition{key: key, group: c.group(key), token: token, mode: lockMode(opts.Backoff)}
+	ctx, a.span = c.spans.start(ctx, "cachewatch.lock", trace.WithAttributes(
+		attribute.String("cachewatch.key_group", a.group),
 		attribute.Int64("cachewatch.lock.ttl_ms", ttl.Milliseconds())))
 	b := opts.Backoff.withDefaults()
-	start := c.now()
+	a.start = c.now()
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if err := c.backoffWait(ctx, group, b.Delay(attempt)); err != nil {
-				return nil, c.lockFailed(ctx, span, group, key, token, start, "gave_up",
-					fmt.Errorf("cachewatch: lock %q: waiting to retry: %w", key, err))
+			if err := c.backoffWait(ctx, a.group, b.Delay(attempt)); err != nil {
+				return nil, c.lockFailed(ctx, a, "gave_up", fmt.Errorf("cachewatch: lock %q: waiting to retry: %w", key, err))
 			}
 		}
 		sent := c.now()
@@ -145,22 +149,37 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 			// off: not a Redis failure. The caller stopped waiting, as it
 			// does when its context ends during the backoff; the attempt's
 			// result is unknown, so it is not counted.
-			c.countRetry(group, attempt)
-			return nil, c.lockFailed(ctx, span, group, key, token, start, "gave_up",
-				fmt.Errorf("cachewatch: lock %q: %w (redis: %v)", key, ended, err))
+			c.countRetry(a.group, attempt)
+			return nil, c.lockFailed(ctx, a, "gave_up", fmt.Errorf("cachewatch: lock %q: %w (redis: %v)", key, ended, err))
 		}
-		c.countAttempt(ctx, group, key, token, attempt, ok, err)
+		c.countAttempt(ctx, a, attempt, ok, err)
 		switch {
 		case err != nil:
-			return nil, c.lockFailed(ctx, span, group, key, token, start, "error", c.lockErr(ctx, key, err))
+			return nil, c.lockFailed(ctx, a, "error", c.lockErr(ctx, key, err))
 		case ok:
-			c.m.lockAcquire.WithLabelValues(group, "acquired").Observe(c.now().Sub(start).Seconds())
-			return c.held(ctx, span, key, group, token, fence, ttl, sent, opts.Renew), nil
+			c.m.lockAcquire.WithLabelValues(a.group, "acquired", a.mode).Observe(c.now().Sub(a.start).Seconds())
+			return c.held(ctx, a.span, key, a.group, token, fence, ttl, sent, opts.Renew), nil
 		case attempt >= b.Retries:
-			return nil, c.lockFailed(ctx, span, group, key, token, start, "gave_up",
-				fmt.Errorf("%w: %q after %d attempts", ErrLockBusy, key, attempt+1))
+			return nil, c.lockFailed(ctx, a, "gave_up", fmt.Errorf("%w: %q after %d attempts", ErrLockBusy, key, attempt+1))
 		}
 	}
+}
+
+// acquisition is one Lock call, as its metrics, log lines and span see it.
+type acquisition struct {
+	key, group, token string
+	mode              string // the lock metrics' mode label (lockMode)
+	start             time.Time
+	span              trace.Span
+}
+
+// lockMode is the mode label of an acquisition retrying by b: try_once when
+// the caller asked not to wait for a busy lock (Backoff{Retries: -1}).
+func lockMode(b Backoff) string {
+	if b.Retries < 0 {
+		return signals.ModeTryOnce
+	}
+	return signals.ModeWait
 }
 
 // tryLock makes one acquire attempt: ok false with a nil error means busy.
@@ -260,7 +279,7 @@ func callErr(ctx context.Context, op string, err error) error {
 	return redisErr(op, err)
 }
 
-func (c *Client) countAttempt(ctx context.Context, group, key, token string, attempt int, ok bool, err error) {
+func (c *Client) countAttempt(ctx context.Context, a *acquisition, attempt int, ok bool, err error) {
 	result := "busy"
 	switch {
 	case err != nil:
@@ -272,9 +291,9 @@ func (c *Client) countAttempt(ctx context.Context, group, key, token string, att
 	if attempt > 0 {
 		which = "retry"
 	}
-	c.countRetry(group, attempt)
-	c.m.lockAttempts.WithLabelValues(group, result, which).Inc()
-	c.logLock(ctx, result, group, key, token, slog.Int("attempt", attempt+1))
+	c.countRetry(a.group, attempt)
+	c.m.lockAttempts.WithLabelValues(a.group, result, which, a.mode).Inc()
+	c.logLock(ctx, result, a.group, a.key, a.token, slog.Int("attempt", attempt+1))
 }
 
 // countRetry counts attempt (from 0) as a retry when it is one.
@@ -297,12 +316,12 @@ func (c *Client) backoffWait(ctx context.Context, group string, d time.Duration)
 	return ctxsleep.On(ctx, c.clock, d)
 }
 
-func (c *Client) lockFailed(ctx context.Context, span trace.Span, group, key, token string, start time.Time, outcome string, err error) error {
-	c.m.lockAcquire.WithLabelValues(group, outcome).Observe(c.now().Sub(start).Seconds())
-	c.logLock(ctx, outcome, group, key, token)
-	span.SetAttributes(attribute.String("cachewatch.lock.outcome", outcome))
-	span.SetStatus(codes.Error, outcome)
-	span.End()
+func (c *Client) lockFailed(ctx context.Context, a *acquisition, outcome string, err error) error {
+	c.m.lockAcquire.WithLabelValues(a.group, outcome, a.mode).Observe(c.now().Sub(a.start).Seconds())
+	c.logLock(ctx, outcome, a.group, a.key, a.token)
+	a.span.SetAttributes(attribute.String("cachewatch.lock.outcome", outcome))
+	a.span.SetStatus(codes.Error, outcome)
+	a.span.End()
 	return err
 }
 

@@ -58,3 +58,65 @@ func TestLockCallerContextEndingDuringAttemptGivesUp(t *testing.T) {
 		})
 	}
 }
+
+// A try-once acquisition (Backoff{Retries: -1}: the caller skips the work
+// when the lock is busy) is labelled mode="try_once", attempts and
+// acquisition alike; an acquisition that retries is mode="wait". The
+// contention alerts count only the latter.
+func TestLockModeTellsTryOnceFromWaiting(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	c := lockClient(t, srv.Client(t), reg, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const key = "lock:{job}:report"
+	tryOnce := instrument.LockOptions{Backoff: instrument.Backoff{Retries: -1}}
+	waiting := instrument.LockOptions{Backoff: instrument.Backoff{Base: time.Millisecond, Retries: 2}}
+	held, err := c.Lock(ctx, key, tryOnce) // free: acquired on its one try
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := c.Lock(ctx, key, tryOnce); !errors.Is(err, instrument.ErrLockBusy) {
+			t.Fatalf("try-once on a held lock = %v, want ErrLockBusy", err)
+		}
+	}
+	if _, err := c.Lock(ctx, key, waiting); !errors.Is(err, instrument.ErrLockBusy) {
+		t.Fatalf("waiting on a held lock = %v, want ErrLockBusy after its retries", err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Lock(ctx, key, waiting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(ctx)
+
+	attempts := func(mode string, pairs ...string) float64 {
+		return metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", append(pairs, "mode", mode)...)
+	}
+	acquisitions := func(mode, outcome string) float64 {
+		return metrictest.Sum(t, reg, "cachewatch_lock_acquire_duration_seconds", "mode", mode, "outcome", outcome)
+	}
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"attempts{try_once, first, acquired}", attempts("try_once", "attempt", "first", "result", "acquired"), 1},
+		{"attempts{try_once, first, busy}", attempts("try_once", "attempt", "first", "result", "busy"), 3},
+		{"attempts{try_once, retry}", attempts("try_once", "attempt", "retry"), 0},
+		{"acquisitions{try_once, acquired}", acquisitions("try_once", "acquired"), 1},
+		{"acquisitions{try_once, gave_up}", acquisitions("try_once", "gave_up"), 3},
+		{"attempts{wait, first, busy}", attempts("wait", "attempt", "first", "result", "busy"), 1},
+		{"attempts{wait, retry, busy}", attempts("wait", "attempt", "retry", "result", "busy"), 2},
+		{"attempts{wait, first, acquired}", attempts("wait", "attempt", "first", "result", "acquired"), 1},
+		{"acquisitions{wait, gave_up}", acquisitions("wait", "gave_up"), 1},
+		{"acquisitions{wait, acquired}", acquisitions("wait", "acquired"), 1},
+		{"attempts, all", metrictest.Sum(t, reg, "cachewatch_lock_attempts_total"), 8},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}

@@ -105,6 +105,16 @@ const (
 	KeyGroupLabel = "key_group"
 )
 
+// The mode label of the lock acquisition signals (LockAttempts,
+// LockAcquireDuration) and its values: whether the caller waits for a busy
+// lock or asked not to. Contention and acquire-latency alerts count only
+// ModeWait: losing the race is the design of a try-once acquisition.
+const (
+	ModeLabel   = "mode"
+	ModeWait    = "wait"
+	ModeTryOnce = "try_once"
+)
+
 // Label definitions reused across metrics.
 var (
 	keyGroup = Label{Name: KeyGroupLabel, Doc: "bounded key group from the classifier (user rules, ID segments stripped, overflow to `other`)"}
@@ -112,6 +122,12 @@ var (
 	client   = Label{Name: ClientLabel, Doc: "the `Name` option of the hook, the instrument client or the Redlock adapter (for a Cache's breaker and limiter, `CacheOptions.Name`, default its client's), default `default`; hooks on one registry need distinct names, instrument clients sharing a name add to the same series"}
 	queue    = Label{Name: "queue", Doc: "queue key, from the exporter's configuration (never discovered)"}
 	command  = Label{Name: "command", Doc: "lower-case Redis command name; commands outside the known set fold into `other`"}
+	lockMode = Label{Name: ModeLabel, Values: []string{ModeWait, ModeTryOnce},
+		Doc: "wait: the caller retries a busy lock until it is acquired or the caller gives up; " +
+			"try_once: the caller asked not to wait, and a busy answer ends the acquisition by design " +
+			"(instrument's LockOptions{Backoff: Backoff{Retries: -1}}, the Redlock adapter's Options.Backoff.Retries < 0, " +
+			"or, for the hook, which cannot see a caller's intent on the wire, a key group named in hooks.Options.TryOnce; " +
+			"the hook reports wait otherwise). Contention and acquire-latency alerts count only wait"}
 )
 
 // Instrumented client and hook signals (DESIGN §3).
@@ -120,16 +136,18 @@ var clientMetrics = map[ID]*Metric{
 		Name: string(LockAcquireDuration), Kind: Histogram, Unit: "seconds",
 		Help: "Time from the first acquire attempt to the outcome, including retries and backoff.",
 		Labels: []Label{client, keyGroup, {Name: "outcome", Values: []string{"acquired", "gave_up", "error"},
-			Doc: "gave_up: the caller stopped waiting (its retries spent, or its own context ended, during the backoff or an attempt); error: Redis failed. The hook sees gave_up only when the caller's context ends during an attempt"}},
+			Doc: "gave_up: the caller stopped waiting (its retries spent, or its own context ended, during the backoff or an attempt); error: Redis failed. The hook sees gave_up only when the caller's context ends during an attempt"},
+			lockMode},
 		Buckets: waitBuckets, Sources: []Source{Instrument, Hooks},
 	},
 	LockAttempts: {
 		Name: string(LockAttempts), Kind: Counter,
-		Help: "Single lock acquire attempts (one SET NX each) by result; busy on the first try is contention. An attempt cut off by its caller's own context (deadline, cancellation) got no result and is not counted: its acquisition gave up.",
+		Help: "Single lock acquire attempts (one SET NX each) by result; busy on a waiting caller's first try is contention (a try-once caller's busy answer is the design). An attempt cut off by its caller's own context (deadline, cancellation) got no result and is not counted: its acquisition gave up.",
 		Labels: []Label{client, keyGroup,
 			{Name: "result", Values: []string{"acquired", "busy", "error"}},
 			{Name: "attempt", Values: []string{"first", "retry"},
-				Doc: "retry: a later attempt of the same acquisition; the hook tells it by key and owner token, as lock libraries keep their token across retries"}},
+				Doc: "retry: a later attempt of the same acquisition; the hook tells it by key and owner token, as lock libraries keep their token across retries"},
+			lockMode},
 		Sources: []Source{Instrument, Hooks},
 	},
 	LockHoldDuration: {

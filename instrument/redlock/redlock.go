@@ -54,7 +54,9 @@ type Options struct {
 	KeyGroups *keygroup.Classifier
 	// Backoff bounds the retries of Mutex.Lock (full jitter). redsync's own
 	// WithTries and WithRetryDelay options are not used: each attempt is one
-	// TryLock.
+	// TryLock. Retries: -1 tries once: the mutexes' attempts and
+	// acquisitions are then labelled mode="try_once" (losing the race is the
+	// design), which the contention and acquire-latency alerts leave out.
 	Backoff instrument.Backoff
 	// TracerProvider for spans; nil means the global provider.
 	TracerProvider trace.TracerProvider
@@ -84,7 +86,8 @@ type Redlock struct {
 	log     *slog.Logger
 	clock   clockwork.Clock
 
-	// Curried with Options.Name.
+	// Curried with Options.Name (attempts and acquire with the mode of
+	// Options.Backoff too).
 	attempts *prometheus.CounterVec
 	acquire  prometheus.ObserverVec
 	hold     prometheus.ObserverVec
@@ -121,8 +124,12 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 		err = errors.Join(err, e)
 		return h.MustCurryWith(client)
 	}
-	r.attempts = counter(signals.LockAttempts)
-	r.acquire = histogram(signals.LockAcquireDuration)
+	mode := prometheus.Labels{signals.ModeLabel: signals.ModeWait}
+	if opts.Backoff.Retries < 0 {
+		mode[signals.ModeLabel] = signals.ModeTryOnce
+	}
+	r.attempts = counter(signals.LockAttempts).MustCurryWith(mode)
+	r.acquire = histogram(signals.LockAcquireDuration).MustCurryWith(mode)
 	r.hold = histogram(signals.LockHoldDuration)
 	r.lost = counter(signals.LocksLost)
 	r.renewals = counter(signals.LockRenewals)

@@ -236,6 +236,39 @@ func TestRedlockContextDeadline(t *testing.T) {
 	}
 }
 
+// A Redlock configured to try once (Backoff.Retries: -1) labels its
+// attempts and acquisitions mode="try_once"; one that retries, "wait".
+func TestRedlockModeTellsTryOnceFromWaiting(t *testing.T) {
+	servers := nodes(t)
+	reg := prometheus.NewRegistry()
+	once, _, _ := process(t, servers, reg, instrument.Backoff{Retries: -1})
+	waiting, _, _ := process(t, servers, reg, instrument.Backoff{Base: time.Millisecond, Retries: 1})
+	ctx := context.Background()
+	held := once.NewMutex("lock:{mode}")
+	if err := held.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := once.NewMutex("lock:{mode}").Lock(ctx); !errors.Is(err, instrument.ErrLockBusy) {
+		t.Fatalf("try-once Lock of a held mutex = %v, want ErrLockBusy", err)
+	}
+	if err := waiting.NewMutex("lock:{mode}").Lock(ctx); !errors.Is(err, instrument.ErrLockBusy) {
+		t.Fatalf("waiting Lock of a held mutex = %v, want ErrLockBusy after its retry", err)
+	}
+	for labels, want := range map[[4]string]float64{
+		{"cachewatch_lock_attempts_total", "try_once", "result", "acquired"}:            1,
+		{"cachewatch_lock_attempts_total", "try_once", "result", "busy"}:                1,
+		{"cachewatch_lock_attempts_total", "wait", "result", "busy"}:                    2,
+		{"cachewatch_lock_attempts_total", "wait", "result", "acquired"}:                0,
+		{"cachewatch_lock_acquire_duration_seconds", "try_once", "outcome", "acquired"}: 1,
+		{"cachewatch_lock_acquire_duration_seconds", "try_once", "outcome", "gave_up"}:  1,
+		{"cachewatch_lock_acquire_duration_seconds", "wait", "outcome", "gave_up"}:      1,
+	} {
+		if got := metrictest.Sum(t, reg, labels[0], "mode", labels[1], labels[2], labels[3]); got != want {
+			t.Errorf("%s{mode=%q, %s=%q} = %v, want %v", labels[0], labels[1], labels[2], labels[3], got, want)
+		}
+	}
+}
+
 // A caller whose own deadline ends while its attempt is in flight on the
 // nodes gave up: the acquisition counts as gave_up, the attempt (no node
 // answered) is not counted, and nothing is a Redis error.

@@ -70,6 +70,25 @@ func TestRunEmbeddedMiniredis(t *testing.T) {
 			t.Errorf("miniredis failed %v %v times in %v calls", l, failed, calls)
 		}
 	}
+	// The cachewatch phase's only lock is the job's, taken once: every
+	// attempt of it is labelled try_once, none waits.
+	var tryOnce float64
+	for _, series := range snap[signals.LockAttempts.String()] {
+		l := labels(series.GetLabel())
+		if !strings.HasPrefix(l["client"], "cachewatch-") {
+			continue
+		}
+		if l[signals.ModeLabel] != signals.ModeTryOnce {
+			t.Errorf("cachewatch phase: lock attempts %v: want every one mode=%q (the job's lock)", l, signals.ModeTryOnce)
+		}
+		if l["attempt"] == "first" {
+			tryOnce += series.GetCounter().GetValue()
+		}
+	}
+	if cw := r.Phases[1]; tryOnce == 0 || tryOnce != *cw.FirstTryLockAttempts.Metric {
+		t.Errorf("cachewatch phase: %v try-once first attempts, %v first attempts in all; want all of them, some",
+			tryOnce, *cw.FirstTryLockAttempts.Metric)
+	}
 	for _, series := range snap[signals.ExporterErrors.String()] {
 		if l := labels(series.GetLabel()); l["stage"] != "info" {
 			t.Errorf("exporter failed on miniredis: %v ×%v", l, series.GetCounter().GetValue())
@@ -153,6 +172,7 @@ func checkReport(t *testing.T, r *Report) {
 		equal(t, p.Name+" loader calls", p.LoaderCalls)
 		equal(t, p.Name+" first-try lock attempts", p.FirstTryLockAttempts)
 		equal(t, p.Name+" first-try lock contention", p.FirstTryContention)
+		equal(t, p.Name+" try-once lock contention", p.TryOnceContention)
 		equal(t, p.Name+" locks lost", p.LocksLost)
 		equal(t, p.Name+" write skew prevented", p.WriteSkewPrevented)
 		if *p.FirstTryLockAttempts.Truth == 0 {

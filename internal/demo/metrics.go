@@ -68,6 +68,7 @@ type phaseSignals struct {
 	SourceCalls, ValueWrites, Fallbacks float64
 	Misses, Stale, MissBursts           float64
 	FirstAttempts, FirstBusy            float64
+	TryOnceFirst, TryOnceBusy           float64 // first attempts of try-once acquisitions (the job's lock)
 	LocksLost, WriteSkew                float64
 }
 
@@ -84,6 +85,8 @@ func readSignals(s snapshot) phaseSignals {
 		MissBursts:    s.sum(signals.MissBursts),
 		FirstAttempts: s.sum(signals.LockAttempts, "attempt", "first"),
 		FirstBusy:     s.sum(signals.LockAttempts, "attempt", "first", "result", "busy"),
+		TryOnceFirst:  s.sum(signals.LockAttempts, "attempt", "first", signals.ModeLabel, signals.ModeTryOnce),
+		TryOnceBusy:   s.sum(signals.LockAttempts, "attempt", "first", "result", "busy", signals.ModeLabel, signals.ModeTryOnce),
 		LocksLost:     s.sum(signals.LocksLost),
 		WriteSkew:     s.sum(signals.WriteSkew),
 	}
@@ -95,6 +98,7 @@ func (a phaseSignals) minus(b phaseSignals) phaseSignals {
 		Fallbacks: a.Fallbacks - b.Fallbacks,
 		Misses:    a.Misses - b.Misses, Stale: a.Stale - b.Stale, MissBursts: a.MissBursts - b.MissBursts,
 		FirstAttempts: a.FirstAttempts - b.FirstAttempts, FirstBusy: a.FirstBusy - b.FirstBusy,
+		TryOnceFirst: a.TryOnceFirst - b.TryOnceFirst, TryOnceBusy: a.TryOnceBusy - b.TryOnceBusy,
 		LocksLost: a.LocksLost - b.LocksLost, WriteSkew: a.WriteSkew - b.WriteSkew,
 	}
 }

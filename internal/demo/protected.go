@@ -73,29 +73,34 @@ func (p *protected) read(ctx context.Context, key string) (Product, error) {
 	return v, err
 }
 
-// job takes a renewed lease lock once (skip when busy) and works under the
-// lock's context, which would end if the lease were lost.
+// job takes a renewed lease lock once, skipping the run when another
+// instance holds it (a try-once acquisition: its attempts are labelled
+// mode="try_once", which the contention alerts leave out), and works under
+// the lock's context, which would end if the lease were lost.
 func (p *protected) job(ctx context.Context) {
-	p.env.truth().firstAttempts.Add(1)
+	t := p.env.truth()
+	t.firstAttempts.Add(1)
+	t.jobTries.Add(1)
 	l, err := p.cw.Lock(ctx, jobLockKey, instrument.LockOptions{
 		TTL: jobLockTTL, Renew: true, Backoff: instrument.Backoff{Retries: -1}})
 	if errors.Is(err, instrument.ErrLockBusy) {
-		p.env.truth().firstBusy.Add(1)
+		t.firstBusy.Add(1)
+		t.jobBusy.Add(1)
 		return
 	}
 	if err != nil {
 		return
 	}
-	t := time.NewTimer(jobWork())
+	work := time.NewTimer(jobWork())
 	select {
-	case <-t.C:
+	case <-work.C:
 	case <-l.Context().Done():
-		t.Stop()
+		work.Stop()
 	}
 	err = l.Release(ctx)
 	// Lost before the work ended, or found gone by Release: counted once.
 	if errors.Is(err, instrument.ErrNotOwner) || errors.Is(context.Cause(l.Context()), instrument.ErrLockLost) {
-		p.env.truth().locksLost.Add(1)
+		t.locksLost.Add(1)
 	}
 }
 

@@ -67,7 +67,12 @@ type PhaseReport struct {
 	CacheMisses          Figure `json:"cache_misses"`
 	FirstTryLockAttempts Figure `json:"first_try_lock_attempts"`
 	FirstTryContention   Figure `json:"first_try_lock_contention"`
-	LocksLost            Figure `json:"locks_lost"`
+	// TryOnceContention is the busy share of the first attempts of
+	// try-once acquisitions (mode="try_once": the periodic job's lock,
+	// whose losers skip the run by design). It is part of
+	// FirstTryContention; the contention alerts leave it out.
+	TryOnceContention Figure `json:"try_once_lock_contention"`
+	LocksLost         Figure `json:"locks_lost"`
 	// WriteSkewPrevented counts older versions refused by compare-and-set;
 	// OlderWritesLanded those that replaced a newer value (only the demo
 	// can see those: no signal observes a plain SET's version).
@@ -134,6 +139,8 @@ func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline 
 		FirstTryLockAttempts:  Figure{num(s.FirstAttempts), num(float64(t.firstAttempts.Load()))},
 		FirstTryContention: Figure{ratio(s.FirstBusy, s.FirstAttempts),
 			ratio(float64(t.firstBusy.Load()), float64(t.firstAttempts.Load()))},
+		TryOnceContention: Figure{ratio(s.TryOnceBusy, s.TryOnceFirst),
+			ratio(float64(t.jobBusy.Load()), float64(t.jobTries.Load()))},
 		LocksLost:          Figure{num(s.LocksLost), num(float64(t.locksLost.Load()))},
 		WriteSkewPrevented: Figure{num(s.WriteSkew), num(float64(t.olderRefused.Load()))},
 		OlderWritesLanded:  Figure{nil, num(float64(t.olderLanded.Load()))},
@@ -256,6 +263,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		{"stale served", func(p PhaseReport) Figure { return p.StaleServed }, "%.0f"},
 		{"cache misses", func(p PhaseReport) Figure { return p.CacheMisses }, "%.0f"},
 		{"first-try lock contention", func(p PhaseReport) Figure { return percent(p.FirstTryContention) }, "%.1f%%"},
+		{"… of try-once acquisitions (the job's lock)", func(p PhaseReport) Figure { return percent(p.TryOnceContention) }, "%.1f%%"},
 		{"locks lost", func(p PhaseReport) Figure { return p.LocksLost }, "%.0f"},
 		{"write skew prevented", func(p PhaseReport) Figure { return p.WriteSkewPrevented }, "%.0f"},
 		{"older writes that landed", func(p PhaseReport) Figure { return p.OlderWritesLanded }, "%.0f"},

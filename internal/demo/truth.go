@@ -16,6 +16,8 @@ type truth struct {
 
 	firstAttempts atomic.Int64 // lock attempts that were an owner's first
 	firstBusy     atomic.Int64 // … answered "held by someone else"
+	jobTries      atomic.Int64 // tries of the periodic job's lock: try-once, losers skip the run
+	jobBusy       atomic.Int64 // … answered "held by someone else"
 	locksLost     atomic.Int64 // holders whose lock ended before their release
 
 	olderWrites  atomic.Int64 // writes that carried an older version than the stored one
