@@ -1,6 +1,10 @@
 package alerts
 
-import "strings"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Receivers of the Alertmanager configuration. The webhook URLs are
 // placeholders (the .invalid domain never resolves): replace them with
@@ -44,19 +48,27 @@ type (
 const amHeader = `# Alertmanager routing for the cachewatch alerts.
 # critical pages (cachewatch-page), warning opens a ticket (cachewatch-ticket),
 # info goes to cachewatch-quiet, which notifies nobody (the alerts stay visible
-# in Alertmanager's UI). Alerts are grouped per alert name and key group; a
-# warning is inhibited while the critical of the same alert, job and key group
-# fires. Replace the placeholder webhook URLs with your integrations.
+# in Alertmanager's UI). Alerts are grouped per alert name, job and key group;
+# a warning is inhibited while the critical of the same alert fires for the
+# same labels. Replace the placeholder webhook URLs with your integrations.
 `
 
+// groupBy is how notifications are grouped: one incident per alert, job
+// and key group.
+var groupBy = []string{"alertname", "job", "key_group"}
+
 // AlertmanagerConfig returns an Alertmanager configuration that routes the
-// cachewatch alerts by severity, groups them by alertname and key_group,
-// and inhibits a warning while the matching critical fires.
+// cachewatch alerts by severity, groups them by alertname, job and
+// key_group, and inhibits a warning while the matching critical fires.
 func AlertmanagerConfig() ([]byte, error) {
+	inhibits, err := inhibitRules(DefaultConfig())
+	if err != nil {
+		return nil, err
+	}
 	cfg := amConfig{
 		Route: amRoute{
 			Receiver: ReceiverTicket,
-			GroupBy:  []string{"alertname", "key_group"},
+			GroupBy:  groupBy,
 			// Wait a little so the alerts of one incident arrive together.
 			GroupWait: "30s", GroupInterval: "5m", RepeatInterval: "12h",
 			Routes: []amRoute{
@@ -65,23 +77,7 @@ func AlertmanagerConfig() ([]byte, error) {
 				{Receiver: ReceiverQuiet, Matchers: []string{`severity="info"`}, GroupInterval: "30m", RepeatInterval: "24h"},
 			},
 		},
-		InhibitRules: []amInhibit{{
-			SourceMatchers: []string{`severity="critical"`},
-			TargetMatchers: []string{`severity="warning"`},
-			Equal:          []string{"alertname", "job", "key_group"},
-		}, {
-			// Stale-forever and its end, hard-TTL refusals, explain the
-			// stale-serve warning of the same key group.
-			SourceMatchers: []string{`alertname=~"CachewatchStaleForever|CachewatchHardTTLRefusals"`},
-			TargetMatchers: []string{`alertname="CachewatchStaleServeRatioHigh"`},
-			Equal:          []string{"job", "key_group"},
-		}, {
-			// An exporter that cannot be scraped explains every other
-			// exporter alert of that instance.
-			SourceMatchers: []string{`alertname="CachewatchExporterDown"`},
-			TargetMatchers: []string{`alertname=~"CachewatchExporter(SampleFailing|SampleErrors|KeyspaceCoverageLow)"`},
-			Equal:          []string{"job", "instance"},
-		}},
+		InhibitRules: inhibits,
 		Receivers: []amRecv{
 			{Name: ReceiverPage, WebhookConfigs: []amWebhook{{URL: "https://pager.example.invalid/cachewatch", SendResolved: true}}},
 			{Name: ReceiverTicket, WebhookConfigs: []amWebhook{{URL: "https://tickets.example.invalid/cachewatch", SendResolved: false}}},
@@ -93,4 +89,83 @@ func AlertmanagerConfig() ([]byte, error) {
 		return nil, err
 	}
 	return []byte(strings.Replace(string(out), generatedHeader, generatedHeader+amHeader, 1)), nil
+}
+
+// inhibitRules mutes a lesser alert while one that explains it fires. Each
+// rule's equal lists only labels both alerts carry (their definitions' by):
+// a label neither has would match everywhere.
+func inhibitRules(cfg Config) ([]amInhibit, error) {
+	defs := map[string]definition{}
+	var out []amInhibit
+	for _, d := range definitions(cfg) {
+		defs[d.name] = d
+		if len(d.levels) < 2 {
+			continue
+		}
+		// The warning of an alert while its critical fires for the same
+		// labels.
+		out = append(out, amInhibit{
+			SourceMatchers: []string{fmt.Sprintf("alertname=%q", d.name), `severity="critical"`},
+			TargetMatchers: []string{fmt.Sprintf("alertname=%q", d.name), `severity="warning"`},
+			Equal:          labelList(d.by),
+		})
+	}
+	for _, x := range explanations {
+		equal, err := sharedLabels(defs, x.sources, x.target)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, amInhibit{
+			SourceMatchers: []string{`alertname=~"` + strings.Join(x.sources, "|") + `"`},
+			TargetMatchers: []string{fmt.Sprintf("alertname=%q", x.target)},
+			Equal:          equal,
+		})
+	}
+	return out, nil
+}
+
+// explanations are alerts that explain another: while a source fires, the
+// target says nothing new.
+var explanations = []struct {
+	sources []string
+	target  string
+}{
+	// Stale-forever and callers getting errors explain a high stale share.
+	{[]string{"CachewatchStaleForever", "CachewatchCacheErrors"}, "CachewatchStaleServeRatioHigh"},
+	// An exporter that cannot be scraped explains its sampler's alerts.
+	{[]string{"CachewatchExporterDown"}, "CachewatchExporterSampleFailing"},
+	{[]string{"CachewatchExporterDown"}, "CachewatchExporterSampleErrors"},
+	{[]string{"CachewatchExporterDown"}, "CachewatchExporterKeyspaceCoverageLow"},
+}
+
+// sharedLabels are the labels every source and the target carry.
+func sharedLabels(defs map[string]definition, sources []string, target string) ([]string, error) {
+	t, ok := defs[target]
+	if !ok {
+		return nil, fmt.Errorf("alerts: inhibition target %s is not an alert", target)
+	}
+	shared := labelList(t.by)
+	for _, name := range sources {
+		src, ok := defs[name]
+		if !ok {
+			return nil, fmt.Errorf("alerts: inhibition source %s is not an alert", name)
+		}
+		have := labelList(src.by)
+		shared = slices.DeleteFunc(shared, func(l string) bool { return !slices.Contains(have, l) })
+	}
+	if len(shared) == 0 {
+		return nil, fmt.Errorf("alerts: %v and %s share no label to inhibit on", sources, target)
+	}
+	return shared, nil
+}
+
+// labelList splits a "job, key_group" list.
+func labelList(by string) []string {
+	var out []string
+	for _, l := range strings.Split(by, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }

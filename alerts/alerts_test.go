@@ -9,9 +9,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/grafana/grafana-foundation-sdk/go/alerting"
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cachewatch/cachewatch/signals"
@@ -86,16 +88,33 @@ func TestAtLeastFifteenAlertsNamedMixinStyle(t *testing.T) {
 var recordName = regexp.MustCompile(`^[a-z_]+:cachewatch_[a-z0-9_]+:[a-z0-9_]+$`)
 
 func TestRecordingRulesNamedLevelMetricOperations(t *testing.T) {
-	for _, r := range recordingRules(DefaultConfig()) {
-		if !recordName.MatchString(r.Record) {
-			t.Errorf("%s: not level:metric:operations", r.Record)
-		}
-		if recordingGroup[r.Record] == "" {
-			t.Errorf("%s: no rule group", r.Record)
+	groups, err := Rules(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inGroup := map[string]bool{}
+	for _, g := range groups {
+		for _, r := range g.Recording {
+			inGroup[r.Record] = true
 		}
 	}
-	if recLockContention != "key_group:cachewatch_lock_contention:ratio_rate5m" {
-		t.Errorf("contention rule named %s", recLockContention)
+	for _, rules := range recordingRules(DefaultConfig()) {
+		for _, r := range rules {
+			if !recordName.MatchString(r.Record) {
+				t.Errorf("%s: not level:metric:operations", r.Record)
+			}
+			if !inGroup[r.Record] {
+				t.Errorf("%s: in no rule group with alerts", r.Record)
+			}
+		}
+	}
+	if got := names(DefaultConfig()).lockContention; got != "key_group:cachewatch_lock_contention:ratio_rate5m" {
+		t.Errorf("contention rule named %s", got)
+	}
+	cfg := DefaultConfig()
+	cfg.RateWindow = model.Duration(time.Minute)
+	if got := names(cfg).lockContention; got != "key_group:cachewatch_lock_contention:ratio_rate1m" {
+		t.Errorf("with a 1m rate window, contention rule named %s", got)
 	}
 }
 
@@ -164,9 +183,11 @@ func TestEveryAlertHasPromtoolCases(t *testing.T) {
 			t.Errorf("%s: no promtool case without series", a.Name)
 		}
 	}
-	for _, r := range recordingRules(DefaultConfig()) {
-		if !recorded[r.Record] {
-			t.Errorf("recording rule %s: no promtool case", r.Record)
+	for _, rules := range recordingRules(DefaultConfig()) {
+		for _, r := range rules {
+			if !recorded[r.Record] {
+				t.Errorf("recording rule %s: no promtool case", r.Record)
+			}
 		}
 	}
 }
@@ -238,6 +259,7 @@ var (
 	promqlWords = map[string]bool{
 		"sum": true, "max": true, "min": true, "by": true, "on": true, "without": true, "and": true, "or": true,
 		"unless": true, "rate": true, "increase": true, "histogram_quantile": true, "max_over_time": true,
+		"min_over_time": true, "last_over_time": true, "group": true,
 	}
 	targetLabels = map[string]bool{"job": true, "instance": true}
 )
@@ -274,6 +296,10 @@ func (c *catalogCheck) errors(e string) []error {
 	var errs []error
 	for _, sel := range selectorRE.FindAllStringSubmatch(e, -1) {
 		name := sel[1]
+		if name == alertsMetric {
+			errs = append(errs, alertsMatcherErrors(sel[2])...)
+			continue
+		}
 		m, known := c.metrics[name]
 		if !known && name != upMetric {
 			errs = append(errs, errors.New("metric "+name+" is not in the catalog"))
@@ -303,6 +329,30 @@ func (c *catalogCheck) errors(e string) []error {
 		case c.metrics[id].Name != "":
 		default:
 			errs = append(errs, errors.New("unknown name "+id))
+		}
+	}
+	return errs
+}
+
+// alertsMatcherErrors checks a selector of ALERTS: it may only name
+// cachewatch's own alerts, states and severities.
+func alertsMatcherErrors(matchers string) []error {
+	allowed := map[string][]string{
+		"alertname":  AlertNames(),
+		"alertstate": {"firing", "pending"},
+		"severity":   {SeverityCritical, SeverityWarning, SeverityInfo},
+	}
+	var errs []error
+	for _, mt := range matcherRE.FindAllStringSubmatch(matchers, -1) {
+		values, ok := allowed[mt[1]]
+		if !ok {
+			errs = append(errs, errors.New("ALERTS has no label "+mt[1]+" of ours"))
+			continue
+		}
+		for _, v := range strings.Split(mt[3], "|") {
+			if !contains(values, v) {
+				errs = append(errs, errors.New("ALERTS{"+mt[1]+"} matches "+v+", which the rules do not produce"))
+			}
 		}
 	}
 	return errs
@@ -411,8 +461,8 @@ func TestGrafanaProvisioningShape(t *testing.T) {
 	if doc.APIVersion != 1 || len(doc.Groups) == 0 {
 		t.Fatalf("apiVersion %d, %d groups", doc.APIVersion, len(doc.Groups))
 	}
-	alerts, _ := Alerts(DefaultConfig())
 	uids, n := map[string]bool{}, 0
+	titles := map[string]bool{}
 	for _, g := range doc.Groups {
 		for _, r := range g.Rules {
 			n++
@@ -432,10 +482,26 @@ func TestGrafanaProvisioningShape(t *testing.T) {
 			if r.Labels["severity"] == "" {
 				t.Errorf("%s: no severity label", r.Title)
 			}
+			titles[r.Title] = true
 		}
 	}
-	if n != len(alerts) {
-		t.Errorf("%d Grafana rules, %d alerts", n, len(alerts))
+	// Grafana sets alertname from the title: every rule is titled by its
+	// alert's name, so routing, inhibitions and silences line up.
+	for _, name := range AlertNames() {
+		if !titles[name] {
+			t.Errorf("no Grafana rule titled %s", name)
+		}
+		delete(titles, name)
+	}
+	for title := range titles {
+		t.Errorf("Grafana rule titled %q, which is no alert's name", title)
+	}
+	want := 0
+	for _, g := range groups {
+		want += len(grafanaLevels(g.Alerts))
+	}
+	if n != want {
+		t.Errorf("%d Grafana rules, want %d (one per alert, one more per escalation)", n, want)
 	}
 }
 
@@ -453,7 +519,7 @@ func TestConfigYAMLOverridesAndStrictKeys(t *testing.T) {
 		switch {
 		case a.Name == "CachewatchLockContentionHigh" && a.Severity == SeverityWarning:
 			seen++
-			if !strings.HasPrefix(a.Expr, recLockContention+" > 0.1\n") {
+			if !strings.HasPrefix(a.Expr, names(cfg).lockContention+" > 0.1\n") {
 				t.Errorf("contention expr %q", a.Expr)
 			}
 			if !strings.Contains(a.Annotations["description"], "threshold 10%") {

@@ -41,6 +41,16 @@ type Config struct {
 	GrafanaDatasourceUID string `yaml:"grafana_datasource_uid"`
 	GrafanaFolder        string `yaml:"grafana_folder"`
 
+	// RateWindow is the window of every rate in the rules; the recording
+	// rules' names say it (ratio_rate5m). Keep it at least four scrape
+	// intervals long.
+	RateWindow model.Duration `yaml:"rate_window"`
+	// BlindLookback bounds how far back an alert whose data went missing
+	// (an exporter down or not sampling, a service not scraped) looks for
+	// the last value its description shows; the alert itself keeps firing
+	// until its source is seen again, however long that takes.
+	BlindLookback model.Duration `yaml:"blind_lookback"`
+
 	// Traffic floors: ratios over less traffic than this (per second)
 	// are noise and never alert.
 	MinLockAttemptsPerSecond float64 `yaml:"min_lock_attempts_per_second"`
@@ -69,15 +79,29 @@ type Config struct {
 
 	ConsecutiveRefreshFailures    float64        `yaml:"consecutive_refresh_failures"`
 	ConsecutiveRefreshFailuresFor model.Duration `yaml:"consecutive_refresh_failures_for"`
-	HardTTLRefusalsFor            model.Duration `yaml:"hard_ttl_refusals_for"`
+	// StaleForeverLookback is how far back a stale-forever episode still
+	// explains the errors callers get now (past the hard TTL): the alert
+	// keeps firing through them instead of resolving into the worse state.
+	StaleForeverLookback model.Duration `yaml:"stale_forever_lookback"`
+
+	// CacheErrors is the share of lookups that end in an error for the
+	// caller (loader failures with nothing to serve, hard-TTL refusals,
+	// failed fallbacks) that pages.
+	CacheErrors    float64        `yaml:"cache_errors"`
+	CacheErrorsFor model.Duration `yaml:"cache_errors_for"`
 
 	LoaderAmplification    float64        `yaml:"loader_amplification"`
 	LoaderAmplificationFor model.Duration `yaml:"loader_amplification_for"`
 
 	MissBurstFor model.Duration `yaml:"miss_burst_for"`
 
-	ScriptP99    model.Duration `yaml:"script_p99"`
-	ScriptP99For model.Duration `yaml:"script_p99_for"`
+	// ServerScriptMean is the server-side time per script call (INFO
+	// commandstats, from the exporter) above which scripts block Redis;
+	// ScriptP99 is the client-side p99 of a named script (the hook), which
+	// includes the network and the client's own scheduling.
+	ServerScriptMean model.Duration `yaml:"server_script_mean"`
+	ScriptP99        model.Duration `yaml:"script_p99"`
+	ScriptP99For     model.Duration `yaml:"script_p99_for"`
 
 	CommandErrorsWarning  float64        `yaml:"command_errors_warning"`
 	CommandErrorsCritical float64        `yaml:"command_errors_critical"`
@@ -127,6 +151,9 @@ func DefaultConfig() Config {
 		GrafanaDatasourceUID: "prometheus",
 		GrafanaFolder:        "cachewatch",
 
+		RateWindow:    minutes(5),
+		BlindLookback: minutes(24 * 60),
+
 		MinLockAttemptsPerSecond: 0.05,
 		MinLookupsPerSecond:      0.05,
 		MinCommandsPerSecond:     0.1,
@@ -150,15 +177,19 @@ func DefaultConfig() Config {
 
 		ConsecutiveRefreshFailures:    5,
 		ConsecutiveRefreshFailuresFor: minutes(10),
-		HardTTLRefusalsFor:            minutes(5),
+		StaleForeverLookback:          minutes(24 * 60),
+
+		CacheErrors:    0.01,
+		CacheErrorsFor: minutes(2),
 
 		LoaderAmplification:    1,
 		LoaderAmplificationFor: minutes(15),
 
 		MissBurstFor: minutes(5),
 
-		ScriptP99:    millis(10),
-		ScriptP99For: minutes(10),
+		ServerScriptMean: millis(5),
+		ScriptP99:        millis(10),
+		ScriptP99For:     minutes(10),
 
 		CommandErrorsWarning:  0.01,
 		CommandErrorsCritical: 0.10,
@@ -348,7 +379,7 @@ func validateField(f field) error {
 func isRatio(key string) bool {
 	switch key {
 	case "lock_contention_warning", "lock_contention_critical", "stale_ratio_warning",
-		"command_errors_warning", "command_errors_critical", "hit_ratio_drop", "keyspace_coverage":
+		"command_errors_warning", "command_errors_critical", "hit_ratio_drop", "keyspace_coverage", "cache_errors":
 		return true
 	}
 	return false

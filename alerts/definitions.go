@@ -1,6 +1,7 @@
 package alerts
 
 import (
+	"strings"
 	"time"
 
 	"github.com/cachewatch/cachewatch/signals"
@@ -38,6 +39,21 @@ func with(base map[string]string, kv ...string) map[string]string {
 
 func d(x interface{ String() string }) string { return x.String() }
 
+// lvl is a level that compares the value with threshold, shown as text.
+func lvl(severity string, threshold float64, text string) level {
+	return level{severity: severity, threshold: threshold, text: text}
+}
+
+// waiting and tryOnce are lock attempts of callers that wait for the lock
+// and of callers that try once.
+func waiting(attempt, result, values string) series {
+	return series{signals.LockAttempts.String() + `{` + svc + `, mode="wait", attempt="` + attempt + `", result="` + result + `"}`, values}
+}
+
+func tryOnce(attempt, result, values string) series {
+	return series{signals.LockAttempts.String() + `{` + svc + `, mode="try_once", attempt="` + attempt + `", result="` + result + `"}`, values}
+}
+
 // definitions returns every alert condition. Metric names come from the
 // signals catalog; thresholds and `for:` durations from cfg.
 func definitions(cfg Config) []definition {
@@ -51,18 +67,25 @@ func definitions(cfg Config) []definition {
 func lockDefinitions(cfg Config) []definition {
 	s := cfg.ServiceSelector
 	win := d(cfg.EventWindow)
+	r := names(cfg)
 	return []definition{{
-		group: "cachewatch-locks", name: "CachewatchLockAcquireLatencyHigh",
-		query: recLockAcquireP99, op: ">",
+		group: groupLocks, name: "CachewatchLockAcquireLatencyHigh",
+		query: r.lockAcquireP99, by: "job, key_group", op: ">",
 		levels: []level{
-			{SeverityWarning, time.Duration(cfg.LockAcquireP99Warning).Seconds(), d(cfg.LockAcquireP99Warning)},
-			{SeverityCritical, time.Duration(cfg.LockAcquireP99Critical).Seconds(), d(cfg.LockAcquireP99Critical)},
+			lvl(SeverityWarning, time.Duration(cfg.LockAcquireP99Warning).Seconds(), d(cfg.LockAcquireP99Warning)),
+			lvl(SeverityCritical, time.Duration(cfg.LockAcquireP99Critical).Seconds(), d(cfg.LockAcquireP99Critical)),
 		},
+		// Only waiting callers count, and only where some of them had to
+		// retry: a slow SET NX on an uncontended lock is a slow client or
+		// Redis (see the Redis board), not lock contention.
+		guard:       r.lockAttempts + " > " + num(cfg.MinLockAttemptsPerSecond) + " and " + r.lockRetries + " > 0",
+		guardOn:     "job, key_group",
+		seen:        serviceSight(cfg, signals.LockAttempts.String(), "0x59"),
 		forDur:      time.Duration(cfg.LockAcquireFor),
 		summary:     "Taking a lock is slow: callers wait on busy locks.",
 		description: `Lock acquire p99 of key group {{ $labels.key_group }} in {{ $labels.job }} is {{ $value | humanizeDuration }} (threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "The 99th percentile of the time from a lock's first acquire attempt to its outcome (retries and backoff included) is above the threshold: callers queue behind a lock that is held for long or fought over by many.",
+			meaning: "The 99th percentile of the time from a lock's first acquire attempt to its outcome (retries and backoff included), over callers that wait for the lock (`mode=\"wait\"`; try-once acquisitions do not count), is above the threshold while some of them had to retry: callers queue behind a lock that is held for long or fought over by many. It resolves when the p99 falls below the threshold or nobody has to retry any more; while the service is not scraped it stays as it was.",
 			causes: []string{
 				"Many workers want the same lock at once (a hot key, a cache stampede funnelled into a lock).",
 				"Backoff too aggressive or too lazy: fixed delays or a large `Backoff.Max` make waiters sleep past the release; no jitter makes them collide again.",
@@ -75,18 +98,20 @@ func lockDefinitions(cfg Config) []definition {
 		cases: []testCase{{
 			name: "p99 near 100ms",
 			series: []series{
-				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.05"}`, "0x59"},
-				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.1"}`, "0+60x59"},
-				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
+				waiting("first", "busy", "0+6x59"), waiting("first", "acquired", "0+54x59"), waiting("retry", "acquired", "0+6x59"),
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="0.05"}`, "0x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="0.1"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="+Inf"}`, "0+60x59"},
 			},
 			quietAt: []time.Duration{10 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "Lock acquire p99 of key group lock:report:* in api is 99.5ms (threshold 50ms)."}},
 		}, {
 			name: "p99 near 1s",
 			series: []series{
-				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.5"}`, "0x59"},
-				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="1"}`, "0+60x59"},
-				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
+				waiting("first", "busy", "0+6x59"), waiting("first", "acquired", "0+54x59"), waiting("retry", "acquired", "0+6x59"),
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="0.5"}`, "0x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="1"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="+Inf"}`, "0+60x59"},
 			},
 			want: []want{
 				{SeverityWarning, svcLabels, "Lock acquire p99 of key group lock:report:* in api is 995ms (threshold 50ms)."},
@@ -95,23 +120,41 @@ func lockDefinitions(cfg Config) []definition {
 		}, {
 			name: "healthy: p99 under 5ms",
 			series: []series{
-				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.005"}`, "0+60x59"},
-				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
+				waiting("first", "busy", "0+6x59"), waiting("first", "acquired", "0+54x59"), waiting("retry", "acquired", "0+6x59"),
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="0.005"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="+Inf"}`, "0+60x59"},
+			},
+		}, {
+			name: "quiet: p99 near 100ms but nobody had to retry (a slow client, not contention)",
+			series: []series{
+				waiting("first", "acquired", "0+60x59"),
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="0.05"}`, "0x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="0.1"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="+Inf"}`, "0+60x59"},
+			},
+		}, {
+			name: "quiet: try-once acquisitions near 1s",
+			series: []series{
+				tryOnce("first", "busy", "0+30x59"), tryOnce("first", "acquired", "0+30x59"),
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="try_once", outcome="acquired", le="0.5"}`, "0x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="try_once", outcome="acquired", le="1"}`, "0+60x59"},
+				{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="try_once", outcome="acquired", le="+Inf"}`, "0+60x59"},
 			},
 		}},
 	}, {
-		group: "cachewatch-locks", name: "CachewatchLockContentionHigh",
-		query: recLockContention, op: ">",
+		group: groupLocks, name: "CachewatchLockContentionHigh",
+		query: r.lockContention, by: "job, key_group", op: ">",
 		levels: []level{
-			{SeverityWarning, cfg.LockContentionWarning, pct(cfg.LockContentionWarning)},
-			{SeverityCritical, cfg.LockContentionCritical, pct(cfg.LockContentionCritical)},
+			lvl(SeverityWarning, cfg.LockContentionWarning, pct(cfg.LockContentionWarning)),
+			lvl(SeverityCritical, cfg.LockContentionCritical, pct(cfg.LockContentionCritical)),
 		},
-		guard: recLockAttempts + " > " + num(cfg.MinLockAttemptsPerSecond), guardOn: "job, key_group",
+		guard: r.lockAttempts + " > " + num(cfg.MinLockAttemptsPerSecond), guardOn: "job, key_group",
+		seen:        serviceSight(cfg, signals.LockAttempts.String(), "0x59"),
 		forDur:      time.Duration(cfg.LockContentionFor),
 		summary:     "Many first lock attempts find the lock already taken.",
 		description: `{{ $value | humanizePercentage }} of first lock attempts on key group {{ $labels.key_group }} in {{ $labels.job }} found the lock busy (threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "The share of first acquire attempts (one `SET NX` each) that found the lock held is above the threshold. The design brief calls more than 5 % bad: the losers retry, sleep and hold connections.",
+			meaning: "The share of first acquire attempts (one `SET NX` each) of callers that wait for the lock (`mode=\"wait\"`) that found it held is above the threshold. The design brief calls more than 5 % bad: the losers retry, sleep and hold connections. Try-once acquisitions (`LockOptions{Backoff: Backoff{Retries: -1}}`, a run-once job whose losers are meant to skip the work) do not count: their busy share is on the dashboard, not in the alert. It resolves when the share falls below the threshold; while the service is not scraped it stays as it was.",
 			causes: []string{
 				"Missing jitter: workers woken by the same event (an expiry, a deploy, a cron) retry in lockstep.",
 				"One lock guards too much (a global refresh lock) so unrelated work serialises.",
@@ -124,16 +167,16 @@ func lockDefinitions(cfg Config) []definition {
 		cases: []testCase{{
 			name: "10% busy",
 			series: []series{
-				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+6x59"},
-				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+54x59"},
+				waiting("first", "busy", "0+6x59"),
+				waiting("first", "acquired", "0+54x59"),
 			},
 			quietAt: []time.Duration{8 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "10% of first lock attempts on key group lock:report:* in api found the lock busy (threshold 5%)."}},
 		}, {
 			name: "50% busy",
 			series: []series{
-				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+30x59"},
-				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+30x59"},
+				waiting("first", "busy", "0+30x59"),
+				waiting("first", "acquired", "0+30x59"),
 			},
 			want: []want{
 				{SeverityWarning, svcLabels, "50% of first lock attempts on key group lock:report:* in api found the lock busy (threshold 5%)."},
@@ -142,20 +185,23 @@ func lockDefinitions(cfg Config) []definition {
 		}, {
 			name: "healthy: under 2% busy",
 			series: []series{
-				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+1x59"},
-				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+59x59"},
+				waiting("first", "busy", "0+1x59"),
+				waiting("first", "acquired", "0+59x59"),
 			},
+		}, {
+			name:   "quiet: a run-once job lock, 50% of its try-once attempts busy",
+			series: []series{tryOnce("first", "busy", "0+30x59"), tryOnce("first", "acquired", "0+30x59")},
 		}, {
 			name: "quiet: 50% busy but under the traffic floor",
 			series: []series{
-				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+1x59"},
-				{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+1x59"},
+				waiting("first", "busy", "0+1x59"),
+				waiting("first", "acquired", "0+1x59"),
 			},
 		}},
 	}, {
-		group: "cachewatch-locks", name: "CachewatchLocksLost",
-		query: sumBy("job, key_group, reason", increase(signals.LocksLost.String(), s, win)), op: ">",
-		levels:      []level{{SeverityWarning, 0, "0"}},
+		group: groupLocks, name: "CachewatchLocksLost",
+		query: sumBy("job, key_group, reason", increase(signals.LocksLost.String(), s, win)), by: "job, key_group, reason", op: ">",
+		levels:      []level{lvl(SeverityWarning, 0, "0")},
 		forDur:      time.Duration(cfg.LocksLostFor),
 		summary:     "Locks were lost before their holder released them: two workers may have run the same critical section.",
 		description: `{{ $value | humanize }} locks of key group {{ $labels.key_group }} in {{ $labels.job }} were lost before release ({{ $labels.reason }}) in the last ` + win + `.`,
@@ -180,9 +226,9 @@ func lockDefinitions(cfg Config) []definition {
 			series: []series{{signals.LocksLost.String() + `{` + svc + `, reason="expired"}`, "0x59"}},
 		}},
 	}, {
-		group: "cachewatch-locks", name: "CachewatchLockRenewalsFailing",
-		query: sumBy("job, key_group", increase(signals.LockRenewals.String(), s, win, `result=~"lost|error"`)), op: ">",
-		levels:      []level{{SeverityWarning, 0, "0"}},
+		group: groupLocks, name: "CachewatchLockRenewalsFailing",
+		query: sumBy("job, key_group", increase(signals.LockRenewals.String(), s, win, `result=~"lost|error"`)), by: "job, key_group", op: ">",
+		levels:      []level{lvl(SeverityWarning, 0, "0")},
 		forDur:      time.Duration(cfg.RenewalsFor),
 		summary:     "Lease renewals of held locks fail: long work is losing its locks.",
 		description: `{{ $value | humanize }} lease renewals of key group {{ $labels.key_group }} in {{ $labels.job }} failed in the last ` + win + `.`,
@@ -211,11 +257,50 @@ func lockDefinitions(cfg Config) []definition {
 func cacheDefinitions(cfg Config) []definition {
 	s := cfg.ServiceSelector
 	win := d(cfg.EventWindow)
+	r := names(cfg)
+	w := window(cfg.RateWindow.String())
+	cache := serviceSight(cfg, signals.CacheLookups.String(), "0x59")
+	lookups := func(result, values string) series {
+		return series{signals.CacheLookups.String() + `{` + svc + `, result="` + result + `"}`, values}
+	}
 	return []definition{{
-		group: "cachewatch-cache", name: "CachewatchStaleServeRatioHigh",
-		query: recStaleRatio, op: ">",
-		levels: []level{{SeverityWarning, cfg.StaleRatioWarning, pct(cfg.StaleRatioWarning)}},
-		guard:  recLookups + " > " + num(cfg.MinLookupsPerSecond), guardOn: "job, key_group",
+		group: groupCache, name: "CachewatchCacheErrors",
+		query: r.cacheErrors, by: "job, key_group", op: ">",
+		levels: []level{lvl(SeverityCritical, cfg.CacheErrors, pct(cfg.CacheErrors))},
+		guard:  r.lookups + " > " + num(cfg.MinLookupsPerSecond), guardOn: "job, key_group",
+		seen:        cache,
+		forDur:      time.Duration(cfg.CacheErrorsFor),
+		summary:     "Callers get errors instead of data from the cache: the source fails and nothing safe is left to serve.",
+		description: `{{ $value | humanizePercentage }} of cache lookups of key group {{ $labels.key_group }} in {{ $labels.job }} ended in an error for the caller (threshold {{threshold}}).`,
+		runbook: runbook{
+			meaning: "Lookups answered with an error (`" + signals.CacheLookups.String() + "{result=\"error\"}`): the loader failed and there was no value within its hard TTL to serve (a miss, or a value past its hard TTL refused: `" + signals.HardTTLExpired.String() + "`), or Redis was unavailable and the direct call to the source failed or found no free slot. This is the harm stale-while-revalidate exists to prevent, and it is now reaching users; it pages for as long as it lasts, whatever came before it. Resolved means the share of failing lookups over the rate window fell below the threshold: the source answers again, or traffic stopped. While the service is not scraped it stays as it was.",
+			causes: []string{
+				"The source (database, API) has been failing for longer than `HardTTL - FreshTTL`: stale-forever (CachewatchStaleForever) turned into errors.",
+				"A cold key (never cached, or invalidated) whose loader fails: nothing stale exists to serve.",
+				"Redis unavailable (the breaker open, CachewatchCircuitBreakerOpen) and the fallback to the source failing or out of slots (`FallbackConcurrency`).",
+				"A loader that fails for some keys only (a deleted row returned as an error instead of `instrument.ErrNotFound`).",
+			},
+			confirm: "On **" + boardContention + "**, panels *Cache lookups by result (share)* (the `error` band), *Hard-TTL refusals*, *Refresh failures* and *Recompute duration p50 / p99* by result; *Circuit breaker state* tells a Redis outage from a source outage.",
+			fix:     "Restore the source (or Redis). If serving older data beats an error, raise `CacheOptions.HardTTL`; keep `FailureHoldoff` so the recovering source is not stampeded; return `instrument.ErrNotFound` for missing rows so they are cached as absent rather than failing.",
+		},
+		cases: []testCase{{
+			name:    "10% of lookups fail past the hard TTL",
+			series:  []series{lookups("error", "0+6x59"), lookups("hit", "0+54x59")},
+			quietAt: []time.Duration{2 * time.Minute},
+			want:    []want{{SeverityCritical, svcLabels, "10% of cache lookups of key group lock:report:* in api ended in an error for the caller (threshold 1%)."}},
+		}, {
+			name:   "healthy: one error in an hour",
+			series: []series{lookups("error", "0x29 1x30"), lookups("hit", "0+60x59")},
+		}, {
+			name:   "recovered: the errors stopped a quarter of an hour ago",
+			series: []series{lookups("error", "0+6x29 180x30"), lookups("hit", "0+54x59")},
+		}},
+	}, {
+		group: groupCache, name: "CachewatchStaleServeRatioHigh",
+		query: r.staleRatio, by: "job, key_group", op: ">",
+		levels: []level{lvl(SeverityWarning, cfg.StaleRatioWarning, pct(cfg.StaleRatioWarning))},
+		guard:  r.lookups + " > " + num(cfg.MinLookupsPerSecond), guardOn: "job, key_group",
+		seen:        cache,
 		forDur:      time.Duration(cfg.StaleRatioFor),
 		summary:     "Most cache lookups are served stale data.",
 		description: `{{ $value | humanizePercentage }} of cache lookups of key group {{ $labels.key_group }} in {{ $labels.job }} were served stale (threshold {{threshold}}).`,
@@ -245,60 +330,54 @@ func cacheDefinitions(cfg Config) []definition {
 			},
 		}},
 	}, {
-		group: "cachewatch-cache", name: "CachewatchStaleForever",
-		query: "max by (job, key_group) (" + vec(signals.RefreshConsecutiveFailures.String(), s) + ")", op: ">=",
-		levels:      []level{{SeverityCritical, cfg.ConsecutiveRefreshFailures, num(cfg.ConsecutiveRefreshFailures)}},
+		group: groupCache, name: "CachewatchStaleForever",
+		query: "max by (job, key_group) (" + vec(signals.RefreshConsecutiveFailures.String(), s) + ")", by: "job, key_group", op: ">=",
+		levels: []level{lvl(SeverityCritical, cfg.ConsecutiveRefreshFailures, num(cfg.ConsecutiveRefreshFailures))},
+		// Past the hard TTL the failing values expire and leave the gauge,
+		// but callers now get errors: the same outage, worse.
+		worse: "max by (job, key_group) (max_over_time(" + vec(signals.RefreshConsecutiveFailures.String(), s) + "[" + d(cfg.StaleForeverLookback) + "])) >= " + num(cfg.ConsecutiveRefreshFailures) +
+			"\nand on (job, key_group)\n" + r.cacheErrors + " > 0",
+		seen:        cache,
 		forDur:      time.Duration(cfg.ConsecutiveRefreshFailuresFor),
 		summary:     "Every refresh of some cached values fails: stale-while-revalidate has become stale-forever.",
-		description: `A key of group {{ $labels.key_group }} in {{ $labels.job }} failed its last {{ $value }} refreshes in a row (threshold {{threshold}}); it is served stale until its hard TTL.`,
+		description: `A key of group {{ $labels.key_group }} in {{ $labels.job }} failed {{ $value }} refreshes in a row (threshold {{threshold}}): it is served stale until its hard TTL, then callers get errors.`,
 		runbook: runbook{
-			meaning: "The longest current run of consecutive failed refreshes among the group's keys reached the threshold. The cache keeps answering with old data and will refuse it once the hard TTL passes (CachewatchHardTTLRefusals).",
+			meaning: "The longest current run of consecutive failed refreshes among the group's keys reached the threshold. The cache keeps answering with old data and refuses it once the hard TTL passes; from then on callers get errors (CachewatchCacheErrors pages too) and this alert keeps firing while they do, so the page never reads as a recovery. Resolved means refreshes succeed again (the run ended) and no lookup of the group has failed within the rate window; while the service is not scraped it stays as it was.",
 			causes: []string{
 				"The source (database, API) is down or rejects the loader's queries.",
 				"The loader times out: its context is bounded by `CacheOptions.LeaseTTL`.",
 				"A bug makes the loader fail for some keys only (a deleted row, a bad payload).",
 			},
-			confirm: "On **" + boardContention + "**, panels *Consecutive refresh failures*, *Refresh failures* and *Recompute duration p50 / p99* by result; *Stale age served p50 / p99* grows while it lasts.",
+			confirm: "On **" + boardContention + "**, panels *Consecutive refresh failures*, *Refresh failures* and *Recompute duration p50 / p99* by result; *Stale age served p50 / p99* grows while it lasts; past the hard TTL, the `error` band of *Cache lookups by result (share)* and *Hard-TTL refusals*.",
 			fix:     "Fix the source or the loader. Meanwhile `CacheOptions.FailureHoldoff` keeps a failing source from being hammered (one retry per hold-off), and `HardTTL` bounds how old served data can get; lower it if stale data is worse than an error.",
 		},
 		cases: []testCase{{
 			name:    "7 failures in a row",
 			series:  []series{{signals.RefreshConsecutiveFailures.String() + `{` + svc + `}`, "7x59"}},
 			quietAt: []time.Duration{9 * time.Minute},
-			want:    []want{{SeverityCritical, svcLabels, "A key of group lock:report:* in api failed its last 7 refreshes in a row (threshold 5); it is served stale until its hard TTL."}},
+			want:    []want{{SeverityCritical, svcLabels, "A key of group lock:report:* in api failed 7 refreshes in a row (threshold 5): it is served stale until its hard TTL, then callers get errors."}},
+		}, {
+			name: "worse: past the hard TTL the run leaves the gauge and callers get errors",
+			series: []series{
+				{signals.RefreshConsecutiveFailures.String() + `{` + svc + `}`, "7x24 0x35"},
+				lookups("error", "0x24 0+6x35"), lookups("hit", "0+54x59"),
+			},
+			want: []want{{SeverityCritical, svcLabels, "A key of group lock:report:* in api failed 7 refreshes in a row (threshold 5): it is served stale until its hard TTL, then callers get errors."}},
+		}, {
+			name: "recovered: refreshes succeed and nothing fails any more",
+			series: []series{
+				{signals.RefreshConsecutiveFailures.String() + `{` + svc + `}`, "7x24 0x35"},
+				lookups("error", "0x24 0+6x9 54x25"), lookups("hit", "0+54x59"),
+			},
 		}, {
 			name:   "healthy: 2 failures then success",
 			series: []series{{signals.RefreshConsecutiveFailures.String() + `{` + svc + `}`, "2x59"}},
 		}},
 	}, {
-		group: "cachewatch-cache", name: "CachewatchHardTTLRefusals",
-		query: sumBy("job, key_group", increase(signals.HardTTLExpired.String(), s, win)), op: ">",
-		levels:      []level{{SeverityCritical, 0, "0"}},
-		forDur:      time.Duration(cfg.HardTTLRefusalsFor),
-		summary:     "Cached values passed their hard TTL and were refused: callers get errors instead of data.",
-		description: `{{ $value | humanize }} lookups of key group {{ $labels.key_group }} in {{ $labels.job }} found only data past its hard TTL in the last ` + win + `.`,
-		runbook: runbook{
-			meaning: "A lookup found a value older than its hard TTL and the refresh failed, so the caller got `ErrHardTTLExpired` instead of data. This is the end of stale-forever: the outage is now visible to users.",
-			causes: []string{
-				"Refreshes have failed for longer than `HardTTL - FreshTTL` (see CachewatchStaleForever).",
-				"Hard TTL set too close to the fresh TTL for the source's usual recovery time.",
-			},
-			confirm: "On **" + boardContention + "**, panels *Hard-TTL refusals*, *Consecutive refresh failures* and *Refresh failures*.",
-			fix:     "Restore the source. If serving older data is acceptable, raise `CacheOptions.HardTTL`; keep `FailureHoldoff` so the recovering source is not stampeded.",
-		},
-		cases: []testCase{{
-			name:    "3 refusals",
-			series:  []series{{signals.HardTTLExpired.String() + `{` + svc + `}`, "0x34 3x24"}},
-			quietAt: []time.Duration{38 * time.Minute},
-			want:    []want{{SeverityCritical, svcLabels, "3 lookups of key group lock:report:* in api found only data past its hard TTL in the last 15m."}},
-		}, {
-			name:   "healthy: none",
-			series: []series{{signals.HardTTLExpired.String() + `{` + svc + `}`, "0x59"}},
-		}},
-	}, {
-		group: "cachewatch-cache", name: "CachewatchLoaderAmplification",
-		query: recAmplification, op: ">",
-		levels:      []level{{SeverityWarning, cfg.LoaderAmplification, num(cfg.LoaderAmplification)}},
+		group: groupCache, name: "CachewatchLoaderAmplification",
+		query: r.amplification, by: "job, key_group", op: ">",
+		levels:      []level{lvl(SeverityWarning, cfg.LoaderAmplification, num(cfg.LoaderAmplification))},
+		seen:        cache,
 		forDur:      time.Duration(cfg.LoaderAmplificationFor),
 		summary:     "More than one source call per stored load: a stampede got through to the source.",
 		description: `Key group {{ $labels.key_group }} in {{ $labels.job }} makes {{ $value | humanize }} source calls per stored load (healthy: 1, threshold {{threshold}}).`,
@@ -325,9 +404,10 @@ func cacheDefinitions(cfg Config) []definition {
 			series: []series{{signals.SourceCalls.String() + `{` + svc + `, result="success"}`, "0+60x59"}},
 		}},
 	}, {
-		group: "cachewatch-cache", name: "CachewatchMissBurst",
-		query: recMissBursts + " * 60", op: ">",
-		levels:      []level{{SeverityWarning, 0, "0"}},
+		group: groupCache, name: "CachewatchMissBurst",
+		query: r.missBursts + " * 60", by: "job, key_group", op: ">",
+		levels:      []level{lvl(SeverityWarning, 0, "0")},
+		seen:        cache,
 		forDur:      time.Duration(cfg.MissBurstFor),
 		summary:     "Cache misses come in bursts: a stampede is in progress.",
 		description: `Key group {{ $labels.key_group }} in {{ $labels.job }} has {{ $value | humanize }} miss bursts a minute.`,
@@ -351,9 +431,9 @@ func cacheDefinitions(cfg Config) []definition {
 			series: []series{{signals.MissBursts.String() + `{` + svc + `}`, "0x59"}},
 		}},
 	}, {
-		group: "cachewatch-cache", name: "CachewatchWriteSkew",
-		query: sumBy("job, key_group", increase(signals.WriteSkew.String(), s, win)), op: ">",
-		levels:      []level{{SeverityInfo, 0, "0"}},
+		group: groupCache, name: "CachewatchWriteSkew",
+		query: sumBy("job, key_group", increase(signals.WriteSkew.String(), s, win)), by: "job, key_group", op: ">",
+		levels:      []level{lvl(SeverityInfo, 0, "0")},
 		forDur:      time.Duration(cfg.WriteSkewFor),
 		summary:     "Older results tried to overwrite newer ones (rejected by versioned writes).",
 		description: `{{ $value | humanize }} versioned writes of key group {{ $labels.key_group }} in {{ $labels.job }} carried an older version than the stored one in the last ` + win + `.`,
@@ -377,9 +457,9 @@ func cacheDefinitions(cfg Config) []definition {
 			series: []series{{signals.WriteSkew.String() + `{` + svc + `}`, "0x59"}},
 		}},
 	}, {
-		group: "cachewatch-cache", name: "CachewatchDuplicateRecompute",
-		query: sumBy("job, key_group", increase(signals.DuplicateRecompute.String(), s, win)), op: ">",
-		levels:      []level{{SeverityInfo, 0, "0"}},
+		group: groupCache, name: "CachewatchDuplicateRecompute",
+		query: sumBy("job, key_group", increase(signals.DuplicateRecompute.String(), s, win)), by: "job, key_group", op: ">",
+		levels:      []level{lvl(SeverityInfo, 0, "0")},
 		forDur:      time.Duration(cfg.DuplicatesFor),
 		summary:     "The same version was computed and written twice.",
 		description: `{{ $value | humanize }} versioned writes of key group {{ $labels.key_group }} in {{ $labels.job }} repeated a version already stored in the last ` + win + `.`,
@@ -402,14 +482,18 @@ func cacheDefinitions(cfg Config) []definition {
 			series: []series{{signals.DuplicateRecompute.String() + `{` + svc + `}`, "0x59"}},
 		}},
 	}, {
-		group: "cachewatch-cache", name: "CachewatchCircuitBreakerOpen",
-		query: "max by (job, instance, client) (max_over_time(" + vec(signals.CircuitBreakerState.String(), s) + "[" + rateWindow + "]))", op: ">=",
-		levels:      []level{{SeverityCritical, 2, "open"}},
+		group: groupCache, name: "CachewatchCircuitBreakerOpen",
+		// Closed is 0, half-open 1, open 2: a breaker that has not been
+		// closed once in the last minute keeps failing its trial calls.
+		// One short opening that closes again never fires.
+		query: "max by (job, instance, client) (min_over_time(" + vec(signals.CircuitBreakerState.String(), s) + "[" + breakerWindow + "]))", by: "job, instance, client", op: ">=",
+		levels:      []level{lvl(SeverityCritical, 1, "never closed")},
+		seen:        serviceSight(cfg, signals.CircuitBreakerState.String(), "0x59"),
 		forDur:      time.Duration(cfg.BreakerOpenFor),
-		summary:     "The circuit breaker guarding Redis is open: Redis calls fail and loads go straight to the source.",
-		description: `Circuit breaker {{ $labels.client }} of {{ $labels.instance }} in {{ $labels.job }} has been open in the last ` + rateWindow + `.`,
+		summary:     "The circuit breaker guarding Redis stays open: Redis calls fail and loads go straight to the source.",
+		description: `Circuit breaker {{ $labels.client }} of {{ $labels.instance }} in {{ $labels.job }} has not closed in the last ` + breakerWindow + `.`,
 		runbook: runbook{
-			meaning: "`CacheOptions.BreakerFailures` consecutive Redis failures opened the breaker (state 2). While open, `Fetch` skips Redis and calls the loader directly, bounded by `FallbackConcurrency`: the cache protects nothing and the source takes the load.",
+			meaning: "`CacheOptions.BreakerFailures` consecutive Redis failures opened the breaker (state 2), and its trial calls (half-open, state 1) keep failing: it has not been closed for a minute, and for the `for:` duration. While open, `Fetch` skips Redis and calls the loader directly, bounded by `FallbackConcurrency`: the cache protects nothing and the source takes the load. A breaker that opens for a few seconds and closes again does not fire. It resolves once the breaker has closed again.",
 			causes: []string{
 				"Redis down, unreachable, failing over or overloaded (timeouts).",
 				"`CacheOptions.RedisTimeout` too low for the Redis latency.",
@@ -419,18 +503,21 @@ func cacheDefinitions(cfg Config) []definition {
 			fix:     "Restore Redis. Keep `FallbackConcurrency` small enough for the source to survive; tune `RedisTimeout` and `BreakerOpenFor` if the breaker trips on normal latency.",
 		},
 		cases: []testCase{{
-			name:    "open",
-			series:  []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", client="products"}`, "2x59"}},
-			quietAt: []time.Duration{1 * time.Minute},
-			want:    []want{{SeverityCritical, map[string]string{"job": "api", "instance": "api-0:8080", "client": "products"}, "Circuit breaker products of api-0:8080 in api has been open in the last 5m."}},
+			name:    "open, its trial calls failing",
+			series:  []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", client="products"}`, "0x9 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2 2 1 2"}},
+			quietAt: []time.Duration{2 * time.Minute, 10 * time.Minute},
+			want:    []want{{SeverityCritical, map[string]string{"job": "api", "instance": "api-0:8080", "client": "products"}, "Circuit breaker products of api-0:8080 in api has not closed in the last 1m."}},
+		}, {
+			name:   "healthy: open for a few seconds, then closed",
+			series: []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", client="products"}`, "0x29 2 0x29"}},
 		}, {
 			name:   "healthy: closed, once half-open",
 			series: []series{{signals.CircuitBreakerState.String() + `{job="api", instance="api-0:8080", client="products"}`, "0x29 1 0x28"}},
 		}},
 	}, {
-		group: "cachewatch-cache", name: "CachewatchKeyGroupOverflow",
-		query: "sum by (job, instance) (" + rate(signals.KeyGroupOverflow.String(), s) + ") * 60", op: ">",
-		levels:      []level{{SeverityInfo, 0, "0"}},
+		group: groupCache, name: "CachewatchKeyGroupOverflow",
+		query: "sum by (job, instance) (" + w.rate(signals.KeyGroupOverflow.String(), s) + ") * 60", by: "job, instance", op: ">",
+		levels:      []level{lvl(SeverityInfo, 0, "0")},
 		forDur:      time.Duration(cfg.KeyGroupOverflowFor),
 		summary:     "Keys fold into the `other` key group: the cap on distinct groups is reached.",
 		description: `{{ $labels.instance }} in {{ $labels.job }} classifies {{ $value | humanize }} keys a minute into the other key group.`,
@@ -457,15 +544,61 @@ func cacheDefinitions(cfg Config) []definition {
 
 func redisDefinitions(cfg Config) []definition {
 	clientLabels := map[string]string{"job": "api", "client": "orders"}
+	r := names(cfg)
+	hook := serviceSight(cfg, signals.CommandDuration.String()+"_count", "0x59")
+	scriptServer := func(m signals.ID, values string) series {
+		return series{m.String() + `{` + exp + `, command="evalsha"}`, values}
+	}
 	return []definition{{
-		group: "cachewatch-redis", name: "CachewatchScriptLatencyHigh",
-		query: recScriptP99, op: ">",
-		levels:      []level{{SeverityWarning, time.Duration(cfg.ScriptP99).Seconds(), d(cfg.ScriptP99)}},
+		group: groupRedis, name: "CachewatchRedisScriptsSlow",
+		query: r.serverScriptMean, by: "job, node, command", op: ">",
+		levels: []level{lvl(SeverityWarning, time.Duration(cfg.ServerScriptMean).Seconds(), d(cfg.ServerScriptMean))},
+		guard: sumBy("job, node, command", window(cfg.RateWindow.String()).rate(signals.ServerCommandCalls.String(), cfg.ExporterSelector, scriptCommands)) +
+			" > " + num(cfg.MinCommandsPerSecond), guardOn: "job, node, command",
+		seen:        exporterSight(cfg),
 		forDur:      time.Duration(cfg.ScriptP99For),
-		summary:     "Lua scripts run slowly and block the Redis engine.",
-		description: `Script {{ $labels.script }} in {{ $labels.job }} has a p99 of {{ $value | humanizeDuration }} (threshold {{threshold}}).`,
+		summary:     "Lua scripts take long on the Redis server and block every other command.",
+		description: `{{ $labels.command }} on {{ $labels.node }} takes {{ $value | humanizeDuration }} of server time per call (threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "EVAL/EVALSHA/FCALL latency of a named script, seen by the client, is above the threshold. Redis runs scripts on its single thread: while one runs, every other command waits.",
+			meaning: "The server-side time per call of a script command (EVAL, EVALSHA, FCALL and their read-only forms), from INFO commandstats as the exporter samples it, is above the threshold. This is what Redis itself spends: it runs scripts on its single thread, so while one runs every other command waits. It resolves when the mean over the rate window falls below the threshold.",
+			causes: []string{
+				"A script that loops over many keys or a large collection.",
+				"A script that calls slow commands (`KEYS`, large `SMEMBERS`, `DEL` of big keys).",
+				"A busy or swapping server: every command is slow, scripts included.",
+			},
+			confirm: "On **" + boardKeyspace + "**, panels *Server time per call* and *Server command latency percentiles*; on **" + boardRedis + "**, *Script latency p99 by script* names the script (client-side).",
+			fix:     "Keep scripts O(1) like cachewatch's release/extend scripts; move bulk work out of Lua (SCAN + UNLINK in batches, as `InvalidateMatch` does); name third-party scripts with `hooks.Options.Scripts` to find the slow one.",
+		},
+		cases: []testCase{{
+			name: "20ms per call",
+			series: []series{
+				scriptServer(signals.ServerCommandSeconds, "0+1.2x59"),
+				scriptServer(signals.ServerCommandCalls, "0+60x59"),
+			},
+			quietAt: []time.Duration{9 * time.Minute},
+			want:    []want{{SeverityWarning, with(expNode, "command", "evalsha"), "evalsha on redis:6379 takes 20ms of server time per call (threshold 5ms)."}},
+		}, {
+			name: "healthy: 100µs per call",
+			series: []series{
+				scriptServer(signals.ServerCommandSeconds, "0+0.006x59"),
+				scriptServer(signals.ServerCommandCalls, "0+60x59"),
+			},
+		}, {
+			name: "quiet: one slow call a minute",
+			series: []series{
+				scriptServer(signals.ServerCommandSeconds, "0+0.02x59"),
+				scriptServer(signals.ServerCommandCalls, "0+1x59"),
+			},
+		}},
+	}, {
+		group: groupRedis, name: "CachewatchScriptLatencyHigh",
+		query: r.scriptP99, by: "job, script", op: ">",
+		levels:      []level{lvl(SeverityInfo, time.Duration(cfg.ScriptP99).Seconds(), d(cfg.ScriptP99))},
+		forDur:      time.Duration(cfg.ScriptP99For),
+		summary:     "Lua scripts are slow as the client sees them (client-side: network, pool and process scheduling included).",
+		description: `Script {{ $labels.script }} in {{ $labels.job }} has a client-side p99 of {{ $value | humanizeDuration }} (threshold {{threshold}}).`,
+		runbook: runbook{
+			meaning: "EVAL/EVALSHA/FCALL latency of a named script, seen by the client, is above the threshold. Client-side time includes the network, the wait for a pooled connection and the client process's own scheduling: on a busy host an O(1) script can read tens of milliseconds while Redis spends microseconds on it. That is why this alert only informs (nobody is notified); what the server spends pages through CachewatchRedisScriptsSlow, from the exporter.",
 			causes: []string{
 				"A script that loops over many keys or a large collection.",
 				"A busy or swapping server: every command is slow, scripts included.",
@@ -482,7 +615,7 @@ func redisDefinitions(cfg Config) []definition {
 				{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
 			},
 			quietAt: []time.Duration{9 * time.Minute},
-			want:    []want{{SeverityWarning, map[string]string{"job": "api", "script": "release"}, "Script release in api has a p99 of 24.85ms (threshold 10ms)."}},
+			want:    []want{{SeverityInfo, map[string]string{"job": "api", "script": "release"}, "Script release in api has a client-side p99 of 24.85ms (threshold 10ms)."}},
 		}, {
 			name: "healthy: under 1ms",
 			series: []series{
@@ -491,13 +624,14 @@ func redisDefinitions(cfg Config) []definition {
 			},
 		}},
 	}, {
-		group: "cachewatch-redis", name: "CachewatchCommandErrorsHigh",
-		query: recCommandErrors, op: ">",
+		group: groupRedis, name: "CachewatchCommandErrorsHigh",
+		query: r.commandErrors, by: "job, client", op: ">",
 		levels: []level{
-			{SeverityWarning, cfg.CommandErrorsWarning, pct(cfg.CommandErrorsWarning)},
-			{SeverityCritical, cfg.CommandErrorsCritical, pct(cfg.CommandErrorsCritical)},
+			lvl(SeverityWarning, cfg.CommandErrorsWarning, pct(cfg.CommandErrorsWarning)),
+			lvl(SeverityCritical, cfg.CommandErrorsCritical, pct(cfg.CommandErrorsCritical)),
 		},
-		guard: recCommands + " > " + num(cfg.MinCommandsPerSecond), guardOn: "job, client",
+		guard: r.commands + " > " + num(cfg.MinCommandsPerSecond), guardOn: "job, client",
+		seen:        hook,
 		forDur:      time.Duration(cfg.CommandErrorsFor),
 		summary:     "Many Redis commands fail.",
 		description: `{{ $value | humanizePercentage }} of Redis commands of client {{ $labels.client }} in {{ $labels.job }} failed (threshold {{threshold}}).`,
@@ -538,9 +672,10 @@ func redisDefinitions(cfg Config) []definition {
 			},
 		}},
 	}, {
-		group: "cachewatch-redis", name: "CachewatchPoolTimeouts",
-		query: recPoolTimeouts + " * 60", op: ">",
-		levels:      []level{{SeverityWarning, 0, "0"}},
+		group: groupRedis, name: "CachewatchPoolTimeouts",
+		query: r.poolTimeouts + " * 60", by: "job, instance, client", op: ">",
+		levels:      []level{lvl(SeverityWarning, 0, "0")},
+		seen:        hook,
 		forDur:      time.Duration(cfg.PoolTimeoutsFor),
 		summary:     "Callers time out waiting for a Redis connection: the pool is starved.",
 		description: `{{ $value | humanize }} waits a minute for a pool connection of client {{ $labels.client }} on {{ $labels.instance }} in {{ $labels.job }} timed out.`,
@@ -568,6 +703,8 @@ func redisDefinitions(cfg Config) []definition {
 
 func keyspaceDefinitions(cfg Config) []definition {
 	e := cfg.ExporterSelector
+	r := names(cfg)
+	sampled := exporterSight(cfg)
 	kgNode := with(expNode, "key_group", "lock:report:*")
 	byGroup := func(m signals.ID) string {
 		return "max by (job, node, key_group) (" + vec(m.String(), e) + ")"
@@ -576,9 +713,10 @@ func keyspaceDefinitions(cfg Config) []definition {
 		return []series{{m.String() + `{` + exp + `, key_group="lock:report:*"}`, v}}
 	}
 	return []definition{{
-		group: "cachewatch-keyspace", name: "CachewatchLocksWithoutTTL",
-		query: byGroup(signals.LocksWithoutTTL), op: ">",
-		levels:      []level{{SeverityCritical, 0, "0"}},
+		group: groupKeyspace, name: "CachewatchLocksWithoutTTL",
+		query: byGroup(signals.LocksWithoutTTL), by: "job, node, key_group", op: ">",
+		levels:      []level{lvl(SeverityCritical, 0, "0")},
+		seen:        sampled,
 		forDur:      time.Duration(cfg.LocksWithoutTTLFor),
 		summary:     "Lock keys without expiry exist: a crashed owner holds them forever.",
 		description: `{{ $value }} lock keys of group {{ $labels.key_group }} on {{ $labels.node }} have no TTL.`,
@@ -602,9 +740,10 @@ func keyspaceDefinitions(cfg Config) []definition {
 			series: lockSeries(signals.LocksWithoutTTL, "0x59"),
 		}},
 	}, {
-		group: "cachewatch-keyspace", name: "CachewatchLocksLongHeld",
-		query: byGroup(signals.LocksLongHeld), op: ">",
-		levels:      []level{{SeverityWarning, 0, "0"}},
+		group: groupKeyspace, name: "CachewatchLocksLongHeld",
+		query: byGroup(signals.LocksLongHeld), by: "job, node, key_group", op: ">",
+		levels:      []level{lvl(SeverityWarning, 0, "0")},
+		seen:        sampled,
 		forDur:      time.Duration(cfg.LocksLongHeldFor),
 		summary:     "Locks are held by the same owner far longer than expected.",
 		description: `{{ $value }} locks of group {{ $labels.key_group }} on {{ $labels.node }} have kept the same owner token past the long-held threshold.`,
@@ -628,10 +767,11 @@ func keyspaceDefinitions(cfg Config) []definition {
 			series: lockSeries(signals.LocksLongHeld, "0x59"),
 		}},
 	}, {
-		group: "cachewatch-keyspace", name: "CachewatchExpirySynchronised",
-		query: byGroup(signals.ExpirySync), op: ">",
-		levels: []level{{SeverityWarning, cfg.ExpirySync, num(cfg.ExpirySync)}},
+		group: groupKeyspace, name: "CachewatchExpirySynchronised",
+		query: byGroup(signals.ExpirySync), by: "job, node, key_group", op: ">",
+		levels: []level{lvl(SeverityWarning, cfg.ExpirySync, num(cfg.ExpirySync))},
 		guard:  byGroup(signals.KeysSampled) + " >= " + num(cfg.ExpirySyncMinKeys), guardOn: "job, node, key_group",
+		seen:        sampled,
 		forDur:      time.Duration(cfg.ExpirySyncFor),
 		summary:     "Many keys of a group expire in the same second: a stampede is coming.",
 		description: `Keys of group {{ $labels.key_group }} on {{ $labels.node }} expire {{ $value | humanize }} times more often in their busiest second than an even spread would give (threshold {{threshold}}).`,
@@ -660,10 +800,11 @@ func keyspaceDefinitions(cfg Config) []definition {
 				lockSeries(signals.KeysSampled, "500x59")...),
 		}},
 	}, {
-		group: "cachewatch-keyspace", name: "CachewatchServerHitRatioDrop",
-		query: recServerHitRatio1 + " - " + recServerHitRatio, op: ">",
-		levels: []level{{SeverityWarning, cfg.HitRatioDrop, pct(cfg.HitRatioDrop)}},
-		guard:  recServerLookups + " > " + num(cfg.MinLookupsPerSecond), guardOn: "job, node",
+		group: groupKeyspace, name: "CachewatchServerHitRatioDrop",
+		query: r.serverHitRatio1 + " - " + r.serverHitRatio, by: "job, node", op: ">",
+		levels: []level{lvl(SeverityWarning, cfg.HitRatioDrop, pct(cfg.HitRatioDrop))},
+		guard:  r.serverLookups + " > " + num(cfg.MinLookupsPerSecond), guardOn: "job, node",
+		seen:        sampled,
 		forDur:      time.Duration(cfg.HitRatioDropFor),
 		summary:     "The Redis server's hit ratio dropped sharply.",
 		description: `The keyspace hit ratio of {{ $labels.node }} is {{ $value | humanizePercentage }} below its last-hour average (threshold {{threshold}}).`,
@@ -696,9 +837,10 @@ func keyspaceDefinitions(cfg Config) []definition {
 			evalAt: 50 * time.Minute,
 		}},
 	}, {
-		group: "cachewatch-keyspace", name: "CachewatchQueueOldestAgeHigh",
-		query: "max by (job, node, queue) (" + vec(signals.QueueOldestAge.String(), e) + ")", op: ">",
-		levels:      []level{{SeverityWarning, time.Duration(cfg.QueueOldestAge).Seconds(), d(cfg.QueueOldestAge)}},
+		group: groupKeyspace, name: "CachewatchQueueOldestAgeHigh",
+		query: "max by (job, node, queue) (" + vec(signals.QueueOldestAge.String(), e) + ")", by: "job, node, queue", op: ">",
+		levels:      []level{lvl(SeverityWarning, time.Duration(cfg.QueueOldestAge).Seconds(), d(cfg.QueueOldestAge))},
+		seen:        sampled,
 		forDur:      time.Duration(cfg.QueueOldestAgeFor),
 		summary:     "The oldest message of a queue is old: workers do not keep up.",
 		description: `The oldest entry of queue {{ $labels.queue }} on {{ $labels.node }} is {{ $value | humanizeDuration }} old (threshold {{threshold}}).`,
@@ -722,9 +864,10 @@ func keyspaceDefinitions(cfg Config) []definition {
 			series: []series{{signals.QueueOldestAge.String() + `{` + exp + `, queue="orders"}`, "5x59"}},
 		}},
 	}, {
-		group: "cachewatch-keyspace", name: "CachewatchStreamLagHigh",
-		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupLag.String(), e) + ")", op: ">",
-		levels:      []level{{SeverityWarning, cfg.StreamLag, num(cfg.StreamLag)}},
+		group: groupKeyspace, name: "CachewatchStreamLagHigh",
+		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupLag.String(), e) + ")", by: "job, node, queue, group", op: ">",
+		levels:      []level{lvl(SeverityWarning, cfg.StreamLag, num(cfg.StreamLag))},
+		seen:        sampled,
 		forDur:      time.Duration(cfg.StreamFor),
 		summary:     "A stream consumer group lags far behind the stream.",
 		description: `Consumer group {{ $labels.group }} of stream {{ $labels.queue }} on {{ $labels.node }} has {{ $value | humanize }} entries not yet delivered (threshold {{threshold}}).`,
@@ -747,9 +890,10 @@ func keyspaceDefinitions(cfg Config) []definition {
 			series: []series{{signals.StreamGroupLag.String() + `{` + exp + `, queue="orders", group="billing"}`, "3x59"}},
 		}},
 	}, {
-		group: "cachewatch-keyspace", name: "CachewatchStreamPendingStuck",
-		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupOldestPending.String(), e) + ")", op: ">",
-		levels:      []level{{SeverityWarning, time.Duration(cfg.StreamPendingAge).Seconds(), d(cfg.StreamPendingAge)}},
+		group: groupKeyspace, name: "CachewatchStreamPendingStuck",
+		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupOldestPending.String(), e) + ")", by: "job, node, queue, group", op: ">",
+		levels:      []level{lvl(SeverityWarning, time.Duration(cfg.StreamPendingAge).Seconds(), d(cfg.StreamPendingAge))},
+		seen:        sampled,
 		forDur:      time.Duration(cfg.StreamFor),
 		summary:     "A stream message was delivered but not acknowledged for a long time.",
 		description: `The oldest unacknowledged message of group {{ $labels.group }} on stream {{ $labels.queue }} ({{ $labels.node }}) is {{ $value | humanizeDuration }} old (threshold {{threshold}}).`,
@@ -779,15 +923,28 @@ func exporterDefinitions(cfg Config) []definition {
 	e := cfg.ExporterSelector
 	inst := map[string]string{"job": "cachewatch-exporter", "instance": "exporter:9121"}
 	instNode := with(inst, "node", "redis:6379")
+	// An exporter that goes blind while one of its critical alerts fires
+	// is itself critical: that alert keeps firing on its last data, but
+	// nobody can see whether the harm goes on or gets worse.
+	blindCritical := func(on string) string {
+		return "max by (" + on + ") (" + alertsMetric + `{alertstate="firing", severity="critical", alertname=~"` + strings.Join(exporterCriticals(cfg), "|") + `"})`
+	}
+	lockBlind := []series{
+		{signals.LocksWithoutTTL.String() + `{` + exp + `, key_group="lock:report:*"}`, "2x19 stale"},
+		{signals.ExporterUp.String() + `{` + exp + `}`, "1x19 stale"},
+	}
 	return []definition{{
-		group: "cachewatch-exporter", name: "CachewatchExporterDown",
-		query: "min by (job, instance) (" + vec(upMetric, e) + ")", op: "<",
-		levels:      []level{{SeverityWarning, 1, "1"}},
+		group: groupExporter, name: "CachewatchExporterDown",
+		query: "min by (job, instance) (" + vec(upMetric, e) + ")", by: "job, instance", op: "<",
+		levels: []level{
+			{severity: SeverityWarning, threshold: 1, text: "1"},
+			{severity: SeverityCritical, threshold: 1, text: "1", also: blindCritical("job"), alsoOn: "job"},
+		},
 		forDur:      time.Duration(cfg.ExporterDownFor),
 		summary:     "Prometheus cannot scrape the cachewatch exporter: keyspace and lock alerts are blind.",
 		description: `The cachewatch exporter {{ $labels.instance }} of job {{ $labels.job }} has not been scraped successfully.`,
 		runbook: runbook{
-			meaning: "Prometheus's own `up` series for the exporter's target is 0: the scrape failed. Every alert on the exporter's metrics (locks without TTL, queues, expiry synchronisation) is silent meanwhile.",
+			meaning: "Prometheus's own `up` series for the exporter's target is 0: the scrape failed. The alerts on the exporter's metrics cannot see the Redis any more: those that were firing keep firing on their last data (blindness is not recovery), none can start. Critical when one of them is critical (`" + strings.Join(exporterCriticals(cfg), "`, `") + "`): the harm may go on or get worse unseen. It resolves when a scrape succeeds again; the blind alerts then resolve or go on as the fresh data say.",
 			causes: []string{
 				"The exporter process is down or restarting.",
 				"Network, TLS or basic-auth mismatch between Prometheus and `--web.config.file`.",
@@ -807,16 +964,27 @@ func exporterDefinitions(cfg Config) []definition {
 		}, {
 			name:   "quiet: another job is down",
 			series: []series{{upMetric + `{job="api", instance="api-0:8080"}`, "0x59"}},
+		}, {
+			name:    "critical: down while a lock without TTL was paging",
+			series:  append(lockBlind, series{upMetric + `{job="cachewatch-exporter", instance="exporter:9121"}`, "1x19 0x40"}),
+			quietAt: []time.Duration{22 * time.Minute},
+			want: []want{
+				{SeverityWarning, inst, "The cachewatch exporter exporter:9121 of job cachewatch-exporter has not been scraped successfully."},
+				{SeverityCritical, inst, "The cachewatch exporter exporter:9121 of job cachewatch-exporter has not been scraped successfully."},
+			},
 		}},
 	}, {
-		group: "cachewatch-exporter", name: "CachewatchExporterSampleFailing",
-		query: "min by (job, instance, node) (" + vec(signals.ExporterUp.String(), e) + ")", op: "<",
-		levels:      []level{{SeverityWarning, 1, "1"}},
+		group: groupExporter, name: "CachewatchExporterSampleFailing",
+		query: "min by (job, instance, node) (" + vec(signals.ExporterUp.String(), e) + ")", by: "job, instance, node", op: "<",
+		levels: []level{
+			{severity: SeverityWarning, threshold: 1, text: "1"},
+			{severity: SeverityCritical, threshold: 1, text: "1", also: blindCritical("job, node"), alsoOn: "job, node"},
+		},
 		forDur:      time.Duration(cfg.ExporterFailingFor),
 		summary:     "The cachewatch exporter cannot sample a Redis node.",
 		description: `The exporter {{ $labels.instance }} fails to sample Redis node {{ $labels.node }}.`,
 		runbook: runbook{
-			meaning: "The exporter is scraped but its last sample of the node failed (`" + signals.ExporterUp.String() + "` is 0): the node is unreachable or refuses the exporter's commands.",
+			meaning: "The exporter is scraped but its last sample of the node failed (`" + signals.ExporterUp.String() + "` is 0): the node is unreachable or refuses the exporter's commands. The alerts on the node's sampled data keep firing on their last data meanwhile, none can start; critical when one of them is critical.",
 			causes: []string{
 				"Redis down or unreachable from the exporter.",
 				"Wrong password or ACL user (`$REDIS_PASSWORD`, `--redis.password-file`, `--redis.user`), or an ACL without `INFO`/`SCAN`/`TTL` rights.",
@@ -833,11 +1001,22 @@ func exporterDefinitions(cfg Config) []definition {
 		}, {
 			name:   "healthy: sampling",
 			series: []series{{signals.ExporterUp.String() + `{` + exp + `}`, "1x59"}},
+		}, {
+			name: "critical: failing while a lock without TTL was paging",
+			series: []series{
+				{signals.LocksWithoutTTL.String() + `{` + exp + `, key_group="lock:report:*"}`, "2x19 stale"},
+				{signals.ExporterUp.String() + `{` + exp + `}`, "1x19 0x40"},
+			},
+			quietAt: []time.Duration{22 * time.Minute},
+			want: []want{
+				{SeverityWarning, instNode, "The exporter exporter:9121 fails to sample Redis node redis:6379."},
+				{SeverityCritical, instNode, "The exporter exporter:9121 fails to sample Redis node redis:6379."},
+			},
 		}},
 	}, {
-		group: "cachewatch-exporter", name: "CachewatchExporterSampleErrors",
-		query: "sum by (job, instance, node, stage) (" + rate(signals.ExporterErrors.String(), e) + ") * 60", op: ">",
-		levels:      []level{{SeverityInfo, 0, "0"}},
+		group: groupExporter, name: "CachewatchExporterSampleErrors",
+		query: "sum by (job, instance, node, stage) (" + window(cfg.RateWindow.String()).rate(signals.ExporterErrors.String(), e) + ") * 60", by: "job, instance, node, stage", op: ">",
+		levels:      []level{lvl(SeverityInfo, 0, "0")},
 		forDur:      time.Duration(cfg.ExporterErrorsFor),
 		summary:     "The exporter keeps failing one sampling stage; its other figures are still served.",
 		description: `The exporter {{ $labels.instance }} fails stage {{ $labels.stage }} on {{ $labels.node }} {{ $value | humanize }} times a minute.`,
@@ -861,9 +1040,9 @@ func exporterDefinitions(cfg Config) []definition {
 			series: []series{{signals.ExporterErrors.String() + `{` + exp + `, stage="queues", class="noperm"}`, "0x59"}},
 		}},
 	}, {
-		group: "cachewatch-exporter", name: "CachewatchExporterKeyspaceCoverageLow",
-		query: "min by (job, instance, node) (" + vec(signals.ExporterKeyspaceCoverage.String(), e) + ")", op: "<",
-		levels:      []level{{SeverityWarning, cfg.KeyspaceCoverage, pct(cfg.KeyspaceCoverage)}},
+		group: groupExporter, name: "CachewatchExporterKeyspaceCoverageLow",
+		query: "min by (job, instance, node) (" + vec(signals.ExporterKeyspaceCoverage.String(), e) + ")", by: "job, instance, node", op: "<",
+		levels:      []level{lvl(SeverityWarning, cfg.KeyspaceCoverage, pct(cfg.KeyspaceCoverage))},
 		forDur:      time.Duration(cfg.KeyspaceCoverageFor),
 		summary:     "The exporter does not cover the whole keyspace: lock and expiry figures are partial.",
 		description: `The exporter {{ $labels.instance }} covers {{ $value | humanizePercentage }} of the keyspace of {{ $labels.node }} (threshold {{threshold}}).`,
@@ -886,4 +1065,41 @@ func exporterDefinitions(cfg Config) []definition {
 			series: []series{{signals.ExporterKeyspaceCoverage.String() + `{` + exp + `}`, "1x59"}},
 		}},
 	}}
+}
+
+// exporterCriticals names the critical alerts computed from the exporter's
+// samples.
+func exporterCriticals(cfg Config) []string {
+	var out []string
+	for _, d := range keyspaceDefinitions(cfg) {
+		for _, l := range d.levels {
+			if l.severity == SeverityCritical && d.seen != nil {
+				out = append(out, d.name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// serviceSight: the service's data are seen while any series of live (a
+// metric its emitters export from their start) of the job is scraped. It
+// reads the services' own series, not Prometheus's up, so that services
+// pushing OTLP are judged the same way.
+func serviceSight(cfg Config, live, healthyValues string) *sight {
+	return &sight{
+		on:      "job",
+		healthy: "group by (job) (" + vec(live, cfg.ServiceSelector) + ")",
+		fixture: series{live + `{job="api", instance="api-1:8080"}`, healthyValues},
+	}
+}
+
+// exporterSight: a node's data are seen while an exporter scrapes and
+// samples it.
+func exporterSight(cfg Config) *sight {
+	return &sight{
+		on:      "job, node",
+		healthy: "max by (job, node) (" + vec(signals.ExporterUp.String(), cfg.ExporterSelector) + ") == 1",
+		fixture: series{signals.ExporterUp.String() + `{` + exp + `}`, "1x59"},
+	}
 }

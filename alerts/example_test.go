@@ -20,14 +20,16 @@ func Example() {
 	}
 	for _, a := range all {
 		if a.Name == "CachewatchLocksWithoutTTL" {
-			fmt.Println(a.Severity, a.For)
-			fmt.Println(a.Expr)
+			fmt.Println(a.Severity, a.For, a.Op, a.Threshold)
+			// The first line compares the value; the rest keeps the alert
+			// firing while the exporter is blind.
+			fmt.Println(strings.SplitN(a.Expr, "\n", 2)[0])
 			_, anchor, _ := strings.Cut(a.Annotations["runbook_url"], "#")
 			fmt.Println(anchor)
 		}
 	}
 	// Output:
-	// critical 30s
+	// critical 30s > 0
 	// max by (job, node, key_group) (cachewatch_exporter_locks_without_ttl{job="cachewatch-exporter"}) > 0
 	// cachewatchlockswithoutttl
 }

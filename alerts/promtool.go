@@ -3,7 +3,11 @@ package alerts
 import (
 	"bytes"
 	"fmt"
-
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -14,10 +18,11 @@ import (
 
 // File names written by WriteFiles.
 const (
-	RulesFile        = "cachewatch-rules.yaml"
-	RulesTestFile    = "cachewatch-rules.test.yaml"
-	GrafanaFile      = "grafana-alert-rules.yaml"
-	AlertmanagerFile = "alertmanager.yaml"
+	RulesFile          = "cachewatch-rules.yaml"
+	RulesTestFile      = "cachewatch-rules.test.yaml"
+	GrafanaFile        = "grafana-alert-rules.yaml"
+	GrafanaRoutingFile = "grafana-notification-policies.yaml"
+	AlertmanagerFile   = "alertmanager.yaml"
 )
 
 // testCase is one promtool unit test of an alert: input series, and the
@@ -29,6 +34,10 @@ type testCase struct {
 	evalAt  time.Duration
 	quietAt []time.Duration
 	want    []want
+	// firingOnly checks only which alerts fire (their ALERTS series), not
+	// their annotations: for values that depend on how Prometheus
+	// extrapolates a rate over data that stopped.
+	firingOnly bool
 }
 
 // series is one input series in promtool's expanding notation.
@@ -56,14 +65,16 @@ type recordingCase struct {
 
 func recordingCases() []recordingCase {
 	const kg = `job="api", key_group="lock:report:*"`
+	r := names(DefaultConfig())
 	attempts := []series{
-		{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="busy"}`, "0+6x59"},
-		{signals.LockAttempts.String() + `{` + svc + `, attempt="first", result="acquired"}`, "0+54x59"},
-		{signals.LockAttempts.String() + `{` + svc + `, attempt="retry", result="acquired"}`, "0+60x59"},
+		waiting("first", "busy", "0+6x59"), waiting("first", "acquired", "0+54x59"), waiting("retry", "acquired", "0+60x59"),
+		// A run-once job's try-once attempts are not contention.
+		tryOnce("first", "busy", "0+600x59"),
 	}
 	lookups := []series{
 		{signals.CacheLookups.String() + `{` + svc + `, result="stale"}`, "0+15x59"},
-		{signals.CacheLookups.String() + `{` + svc + `, result="hit"}`, "0+45x59"},
+		{signals.CacheLookups.String() + `{` + svc + `, result="hit"}`, "0+42x59"},
+		{signals.CacheLookups.String() + `{` + svc + `, result="error"}`, "0+3x59"},
 	}
 	server := []series{
 		{signals.ServerKeyspaceHits.String() + `{` + exp + `}`, "0+54x59"},
@@ -74,35 +85,45 @@ func recordingCases() []recordingCase {
 		{signals.CommandDuration.String() + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
 	}
 	return []recordingCase{
-		{recLockAcquireP99, []series{
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.05"}`, "0x59"},
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="0.1"}`, "0+60x59"},
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="gave_up", le="0.1"}`, "0x59"},
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="acquired", le="+Inf"}`, "0+60x59"},
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, outcome="gave_up", le="+Inf"}`, "0x59"},
+		{r.lockAcquireP99, []series{
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="0.05"}`, "0x59"},
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="0.1"}`, "0+60x59"},
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="gave_up", le="0.1"}`, "0x59"},
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="+Inf"}`, "0+60x59"},
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="gave_up", le="+Inf"}`, "0x59"},
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="try_once", outcome="acquired", le="0.05"}`, "0+600x59"},
+			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="try_once", outcome="acquired", le="+Inf"}`, "0+600x59"},
 		}, kg, 0.0995},
-		{recLockAttempts, attempts, kg, 2},
-		{recLockContention, attempts, kg, 0.1},
-		{recLookups, lookups, kg, 1},
-		{recStaleRatio, lookups, kg, 0.25},
-		{recAmplification, []series{
+		{r.lockAttempts, attempts, kg, 2},
+		{r.lockRetries, attempts, kg, 1},
+		{r.lockContention, attempts, kg, 0.1},
+		{r.lookups, lookups, kg, 1},
+		{r.cacheErrors, lookups, kg, 0.05},
+		{r.staleRatio, lookups, kg, 0.25},
+		{r.amplification, []series{
 			{signals.SourceCalls.String() + `{` + svc + `, result="success"}`, "0+48x59"},
 			{signals.SourceCalls.String() + `{` + svc + `, result="error"}`, "0+12x59"},
 			{signals.SourceCalls.String() + `{` + svc + `, result="rejected"}`, "0+60x59"},
 			{signals.StaleWritesRefused.String() + `{` + svc + `}`, "0+30x59"},
 		}, kg, 2},
-		{recMissBursts, []series{{signals.MissBursts.String() + `{` + svc + `}`, "0+6x59"}}, kg, 0.1},
-		{recScriptP99, []series{
+		{r.missBursts, []series{{signals.MissBursts.String() + `{` + svc + `}`, "0+6x59"}}, kg, 0.1},
+		{r.scriptP99, []series{
 			{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.01"}`, "0x59"},
 			{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.025"}`, "0+60x59"},
 			{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
 		}, `job="api", script="release"`, 0.02485},
-		{recCommands, commands, `job="api", client="orders"`, 1},
-		{recCommandErrors, commands, `job="api", client="orders"`, 0.05},
-		{recPoolTimeouts, []series{{signals.PoolTimeouts.String() + `{` + cli + `}`, "0+6x59"}}, `job="api", instance="api-0:8080", client="orders"`, 0.1},
-		{recServerLookups, server, `job="cachewatch-exporter", node="redis:6379"`, 1},
-		{recServerHitRatio, server, `job="cachewatch-exporter", node="redis:6379"`, 0.9},
-		{recServerHitRatio1, server, `job="cachewatch-exporter", node="redis:6379"`, 0.9},
+		{r.serverScriptMean, []series{
+			{signals.ServerCommandSeconds.String() + `{` + exp + `, command="evalsha"}`, "0+15x59"},
+			{signals.ServerCommandCalls.String() + `{` + exp + `, command="evalsha"}`, "0+60x59"},
+			{signals.ServerCommandSeconds.String() + `{` + exp + `, command="get"}`, "0+60x59"},
+			{signals.ServerCommandCalls.String() + `{` + exp + `, command="get"}`, "0+60x59"},
+		}, `job="cachewatch-exporter", node="redis:6379", command="evalsha"`, 0.25},
+		{r.commands, commands, `job="api", client="orders"`, 1},
+		{r.commandErrors, commands, `job="api", client="orders"`, 0.05},
+		{r.poolTimeouts, []series{{signals.PoolTimeouts.String() + `{` + cli + `}`, "0+6x59"}}, `job="api", instance="api-0:8080", client="orders"`, 0.1},
+		{r.serverLookups, server, `job="cachewatch-exporter", node="redis:6379"`, 1},
+		{r.serverHitRatio, server, `job="cachewatch-exporter", node="redis:6379"`, 0.9},
+		{r.serverHitRatio1, server, `job="cachewatch-exporter", node="redis:6379"`, 0.9},
 	}
 }
 
@@ -184,6 +205,7 @@ func alertTestGroups(cfg Config, d definition) ([]testGroup, error) {
 		byLevel[a.Severity] = a
 	}
 	cases := append(append([]testCase(nil), d.cases...), testCase{name: "quiet: no series"})
+	cases = append(cases, blindCases(d)...)
 	var out []testGroup
 	for _, c := range cases {
 		at := c.evalAt
@@ -191,6 +213,11 @@ func alertTestGroups(cfg Config, d definition) ([]testGroup, error) {
 			at = defaultEvalAt
 		}
 		tg := testGroup{Name: d.name + ": " + c.name, Interval: "1m", InputSeries: inputs(c.series)}
+		if c.firingOnly {
+			tg.ExprTests = []exprTest{firingTest(d.name, promDuration(at), c.want)}
+			out = append(out, tg)
+			continue
+		}
 		for _, q := range c.quietAt {
 			tg.AlertTests = append(tg.AlertTests, alertTest{EvalTime: promDuration(q), Alertname: d.name, ExpAlerts: []expAlert{}})
 		}
@@ -267,3 +294,104 @@ func marshalYAML(v any) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// firingTest expects exactly the alerts of wants to fire at evalTime, by
+// their ALERTS series.
+func firingTest(name, evalTime string, wants []want) exprTest {
+	t := exprTest{Expr: fmt.Sprintf(`%s{alertname=%q, alertstate="firing"}`, alertsMetric, name), EvalTime: evalTime, ExpSamples: []expSample{}}
+	for _, w := range wants {
+		labels := []string{fmt.Sprintf("alertname=%q", name), `alertstate="firing"`, fmt.Sprintf("severity=%q", w.severity)}
+		for _, k := range slices.Sorted(maps.Keys(w.labels)) {
+			labels = append(labels, fmt.Sprintf("%s=%q", k, w.labels[k]))
+		}
+		t.ExpSamples = append(t.ExpSamples, expSample{Labels: alertsMetric + "{" + strings.Join(labels, ", ") + "}", Value: 1})
+	}
+	return t
+}
+
+// blindCases prove an alert with a source (definition.seen) keeps firing
+// while the source is not seen and only then: its first firing case with
+// every series cut off at 40m (the source's too), then with the source
+// still seen, then cut off before the alert could fire.
+func blindCases(d definition) []testCase {
+	if d.seen == nil {
+		return nil
+	}
+	var firing testCase
+	for _, c := range d.cases {
+		if len(c.want) > 0 && c.evalAt == 0 {
+			firing = c
+			break
+		}
+	}
+	if firing.name == "" {
+		return nil
+	}
+	const cut, after = 40, 55 * time.Minute
+	with := append(append([]series(nil), firing.series...), d.seen.fixture)
+	out := []testCase{{
+		name:   "blind: its source is not seen, so it keeps firing (" + firing.name + ")",
+		series: cutOff(with, cut), evalAt: after, want: firing.want, firingOnly: true,
+	}, {
+		name:   "seen: its source is seen and its data are gone, so it resolves (" + firing.name + ")",
+		series: append(cutOff(firing.series, cut), d.seen.fixture), evalAt: after, firingOnly: true,
+	}}
+	if d.forDur > 2*time.Minute {
+		out = append(out, testCase{
+			name:   "blind before it fired: it never fires (" + firing.name + ")",
+			series: cutOff(with, 2), evalAt: after, firingOnly: true,
+		})
+	}
+	return out
+}
+
+// cutOff ends every series after its first n samples with a staleness
+// marker, as a target that stops being scraped leaves it.
+func cutOff(ss []series, n int) []series {
+	out := make([]series, len(ss))
+	for i, s := range ss {
+		vals := expandSeries(s.values)
+		if len(vals) > n {
+			vals = vals[:n]
+		}
+		out[i] = series{s.name, strings.Join(append(vals, "stale"), " ")}
+	}
+	return out
+}
+
+// expandSeries expands promtool's notation (a, axn, a+bxn, a-bxn, _, _xn,
+// stale) into one value per sample.
+func expandSeries(values string) []string {
+	var out []string
+	for _, tok := range strings.Fields(values) {
+		m := seriesToken.FindStringSubmatch(tok)
+		if m == nil {
+			out = append(out, tok)
+			continue
+		}
+		start, n := m[1], 0
+		if m[4] != "" {
+			n, _ = strconv.Atoi(m[4])
+		}
+		if start == "_" {
+			for range n + 1 {
+				out = append(out, "_")
+			}
+			continue
+		}
+		a, _ := strconv.ParseFloat(start, 64)
+		step := 0.0
+		if m[3] != "" {
+			step, _ = strconv.ParseFloat(m[3], 64)
+			if m[2] == "-" {
+				step = -step
+			}
+		}
+		for i := range n + 1 {
+			out = append(out, num(a+float64(i)*step))
+		}
+	}
+	return out
+}
+
+var seriesToken = regexp.MustCompile(`^(_|-?[0-9.e+]+?)(?:([+-])([0-9.e]+))?(?:x([0-9]+))?$`)

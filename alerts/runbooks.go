@@ -22,7 +22,7 @@ func Runbooks(cfg Config) ([]byte, error) {
 	defs := definitions(cfg)
 	for _, d := range defs {
 		for _, l := range d.levels {
-			fmt.Fprintf(&b, "| [%s](#%s) | %s | %s | %s |\n", d.name, RunbookAnchor(d.name), l.severity, mdCell(d.condition(l)), promDuration(d.forDur))
+			fmt.Fprintf(&b, "| [%s](#%s) | %s | %s | %s |\n", d.name, RunbookAnchor(d.name), l.severity, mdCell(d.conditionWords(l)), promDuration(d.forDur))
 		}
 	}
 	for _, d := range defs {
@@ -36,7 +36,7 @@ func Runbooks(cfg Config) ([]byte, error) {
 }
 
 // condition describes when a level fires, in words.
-func (d definition) condition(l level) string {
+func (d definition) conditionWords(l level) string {
 	words := map[string]string{">": "is above", ">=": "is at least", "<": "is below"}
 	noun := valueNames[d.name]
 	if noun == "" {
@@ -53,14 +53,15 @@ var valueNames = map[string]string{
 	"CachewatchLockRenewalsFailing":         "failed renewals in the event window",
 	"CachewatchStaleServeRatioHigh":         "share of stale lookups",
 	"CachewatchStaleForever":                "longest run of failed refreshes",
-	"CachewatchHardTTLRefusals":             "hard-TTL refusals in the event window",
+	"CachewatchCacheErrors":                 "share of lookups that ended in an error",
 	"CachewatchLoaderAmplification":         "source calls per stored load",
 	"CachewatchMissBurst":                   "miss bursts a minute",
 	"CachewatchWriteSkew":                   "older-version writes in the event window",
 	"CachewatchDuplicateRecompute":          "repeated versions in the event window",
-	"CachewatchCircuitBreakerOpen":          "breaker state in the last 5m",
+	"CachewatchCircuitBreakerOpen":          "lowest breaker state in the last " + breakerWindow + " (0 closed, 1 half-open, 2 open)",
 	"CachewatchKeyGroupOverflow":            "keys folded into other a minute",
-	"CachewatchScriptLatencyHigh":           "script p99",
+	"CachewatchRedisScriptsSlow":            "server time per script call",
+	"CachewatchScriptLatencyHigh":           "client-side script p99",
 	"CachewatchCommandErrorsHigh":           "share of failed commands",
 	"CachewatchPoolTimeouts":                "pool wait timeouts a minute",
 	"CachewatchLocksWithoutTTL":             "lock keys without TTL",
@@ -83,7 +84,7 @@ func writeSection(b *bytes.Buffer, d definition) {
 	fmt.Fprintf(b, "*%s*\n\n", d.summary)
 	var sev []string
 	for _, l := range d.levels {
-		sev = append(sev, fmt.Sprintf("%s when the %s", l.severity, strings.TrimPrefix(d.condition(l), "the ")))
+		sev = append(sev, fmt.Sprintf("%s when the %s", l.severity, strings.TrimPrefix(d.conditionWords(l), "the ")))
 	}
 	fmt.Fprintf(b, "**Severity:** %s, for %s.\n\n", strings.Join(sev, "; "), promDuration(d.forDur))
 	fmt.Fprintf(b, "**What it means.** %s\n\n", d.runbook.meaning)

@@ -8,8 +8,9 @@ import (
 	"slices"
 )
 
-// WriteFiles writes the Prometheus rule file, the Grafana alert-rule
-// provisioning file and the Alertmanager configuration for cfg into dir,
+// WriteFiles writes the Prometheus rule file, the Grafana alert-rule and
+// notification-policy provisioning files and the Alertmanager
+// configuration for cfg into dir,
 // creating it if needed.
 func WriteFiles(dir string, cfg Config) error {
 	files, err := render(cfg)
@@ -45,5 +46,9 @@ func render(cfg Config) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{RulesFile: rules, GrafanaFile: grafana, AlertmanagerFile: am}, nil
+	routing, err := GrafanaRouting()
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{RulesFile: rules, GrafanaFile: grafana, GrafanaRoutingFile: routing, AlertmanagerFile: am}, nil
 }

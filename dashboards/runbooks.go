@@ -31,7 +31,7 @@ var (
 	rbLockRenewals       = runbook{alert: "CachewatchLockRenewalsFailing"}
 	rbStaleServes        = runbook{alert: "CachewatchStaleServeRatioHigh"}
 	rbStaleForever       = runbook{alert: "CachewatchStaleForever"}
-	rbHardTTL            = runbook{alert: "CachewatchHardTTLRefusals"}
+	rbHardTTL            = runbook{alert: "CachewatchCacheErrors"}
 	rbLoaderAmplified    = runbook{alert: "CachewatchLoaderAmplification"}
 	rbMissBurst          = runbook{alert: "CachewatchMissBurst"}
 	rbWriteSkew          = runbook{alert: "CachewatchWriteSkew"}

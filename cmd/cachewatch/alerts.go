@@ -27,7 +27,7 @@ type alertsFlags struct {
 
 func defineAlerts(cmd *kingpin.CmdClause) action {
 	f := &alertsFlags{overrides: map[string]*string{}, rule: alerts.PrometheusRuleOptions{Labels: map[string]string{}}}
-	cmd.Flag("out", "Directory to write "+alerts.RulesFile+", "+alerts.GrafanaFile+" and "+alerts.AlertmanagerFile+
+	cmd.Flag("out", "Directory to write "+alerts.RulesFile+", "+alerts.GrafanaFile+", "+alerts.GrafanaRoutingFile+" and "+alerts.AlertmanagerFile+
 		" to (--format rules), or "+alerts.PrometheusRuleFile+" (--format prometheusrule; default: stdout).").
 		PlaceHolder("DIR").StringVar(&f.out)
 	cmd.Flag("format", "rules: Prometheus rule file, Grafana rules, Alertmanager config; prometheusrule: a prometheus-operator PrometheusRule.").
@@ -64,7 +64,7 @@ func (f *alertsFlags) run(_ context.Context, c *cli) int {
 		fmt.Fprintf(c.stderr, "cachewatch %s: %s\n", c.command, oneLine(err))
 		return 1
 	}
-	fmt.Fprintf(c.stdout, "wrote %s, %s and %s to %s\n", alerts.RulesFile, alerts.GrafanaFile, alerts.AlertmanagerFile, f.out)
+	fmt.Fprintf(c.stdout, "wrote %s, %s, %s and %s to %s\n", alerts.RulesFile, alerts.GrafanaFile, alerts.GrafanaRoutingFile, alerts.AlertmanagerFile, f.out)
 	return 0
 }
 
