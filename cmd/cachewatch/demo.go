@@ -32,9 +32,9 @@ func init() {
 }
 
 type demoFlags struct {
-	redisURL, format, reportFile, listen string
-	duration                             time.Duration
-	instances, callers, keys             int
+	redisURL, format, reportFile, listen, phase string
+	duration                                    time.Duration
+	instances, callers, keys                    int
 }
 
 func defineDemo(cmd *kingpin.CmdClause) action {
@@ -42,6 +42,8 @@ func defineDemo(cmd *kingpin.CmdClause) action {
 	cmd.Flag("redis", "Redis URL redis://[user@]host:port[/db] to run against (password in $"+PasswordEnv+"); default an embedded miniredis.").
 		PlaceHolder("URL").StringVar(&f.redisURL)
 	cmd.Flag("duration", "Length of the whole run, both phases.").Default(demo.DefaultDuration.String()).DurationVar(&f.duration)
+	cmd.Flag("phase", "Run one phase only, for the whole duration: "+demo.PhaseUnprotected+" or "+demo.PhaseCachewatch+" (default both, half the duration each).").
+		PlaceHolder("PHASE").EnumVar(&f.phase, demo.PhaseUnprotected, demo.PhaseCachewatch)
 	cmd.Flag("instances", "Simulated service instances.").Default(strconv.Itoa(demo.DefaultInstances)).IntVar(&f.instances)
 	cmd.Flag("callers", "Concurrent callers per instance.").Default(strconv.Itoa(demo.DefaultCallers)).IntVar(&f.callers)
 	cmd.Flag("keys", "Hot keys.").Default(strconv.Itoa(demo.DefaultKeys)).IntVar(&f.keys)
@@ -88,12 +90,16 @@ func (f *demoFlags) run(ctx context.Context, c *cli) int {
 	defer srv.Close()
 
 	opts := demo.Options{
-		RedisURL: f.redisURL, Password: os.Getenv(PasswordEnv), Duration: f.duration,
+		RedisURL: f.redisURL, Password: os.Getenv(PasswordEnv), Duration: f.duration, Phase: f.phase,
 		Instances: f.instances, Callers: f.callers, Keys: f.keys, Registry: reg,
 		Announce: func(server string) {
 			fmt.Fprintf(progressOut, "cachewatch demo on %s\n", server)
 			fmt.Fprintf(progressOut, "metrics: http://%s/metrics (Prometheus can scrape it while the demo runs)\n", ln.Addr())
-			fmt.Fprintf(progressOut, "running %v: %v unprotected, then %v on cachewatch\n", f.duration, f.duration/2, f.duration/2)
+			if f.phase != "" {
+				fmt.Fprintf(progressOut, "running %v, %s only\n", f.duration, f.phase)
+			} else {
+				fmt.Fprintf(progressOut, "running %v: %v unprotected, then %v on cachewatch\n", f.duration, f.duration/2, f.duration/2)
+			}
 		},
 		Progress: demo.ProgressPrinter(progressOut, terminal, width),
 	}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -55,6 +56,10 @@ type Options struct {
 	Password string
 	// Duration of the whole run, both phases (default 36s, at least 4s).
 	Duration time.Duration
+	// Phase, when set, runs that phase only (PhaseUnprotected or
+	// PhaseCachewatch) for the whole Duration: a fleet on cachewatch to
+	// watch on dashboards and alerts for as long as you like, say.
+	Phase string
 	// Instances is the number of simulated service instances (default 6),
 	// Callers the concurrent callers in each (default 4), Keys the number
 	// of hot keys (default 4).
@@ -74,7 +79,8 @@ type Options struct {
 // Progress is the state of a run at one moment.
 type Progress struct {
 	Phase             string
-	PhaseIndex        int // 1 or 2
+	PhaseIndex        int // from 1
+	Phases            int // how many the run has: 2, or 1 with Options.Phase
 	Elapsed, Total    time.Duration
 	Requests, Misses  int64
 	DatabaseCalls     int64
@@ -111,6 +117,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: --keys %d not in 1..1000", ErrBadOptions, o.Keys)
 	case o.FreshTTL < 100*time.Millisecond:
 		return fmt.Errorf("%w: fresh TTL %v is under 100ms", ErrBadOptions, o.FreshTTL)
+	case o.Phase != "" && o.Phase != PhaseUnprotected && o.Phase != PhaseCachewatch:
+		return fmt.Errorf("%w: --phase %q is neither %s nor %s", ErrBadOptions, o.Phase, PhaseUnprotected, PhaseCachewatch)
 	}
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
@@ -214,12 +222,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	rep := &Report{Server: target.server, Embedded: target.embedded, Instances: o.Instances,
 		CallersPerInstance: o.Callers, Keys: o.Keys, FreshTTL: o.FreshTTL.String()}
-	specs := []phaseSpec{
-		{name: PhaseUnprotected, newInst: newUnprotected},
-		{name: PhaseCachewatch, newInst: newProtected},
-	}
+	specs := phases(o.Phase)
 	for i, spec := range specs {
-		spec.instances, spec.callers, spec.keys, spec.duration = o.Instances, o.Callers, o.Keys, o.Duration/2
+		spec.instances, spec.callers, spec.keys, spec.duration = o.Instances, o.Callers, o.Keys, o.Duration/time.Duration(len(specs))
 		pr, err := runMeasured(ctx, e, spec, i+1, o)
 		if err != nil {
 			stopExporter()
@@ -239,6 +244,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			"script call the cachewatch client makes, one at a time, and this machine's load; run with --redis for latency figures")
 	}
 	return rep, nil
+}
+
+// phases are the phases a run goes through: both, or the one named.
+func phases(only string) []phaseSpec {
+	all := []phaseSpec{
+		{name: PhaseUnprotected, newInst: newUnprotected},
+		{name: PhaseCachewatch, newInst: newProtected},
+	}
+	if only == "" {
+		return all
+	}
+	return slices.DeleteFunc(all, func(p phaseSpec) bool { return p.name != only })
 }
 
 // cleanup removes the demo's keys (SCAN + UNLINK, never KEYS or FLUSHDB: the
@@ -289,8 +306,8 @@ func runMeasured(ctx context.Context, e *env, spec phaseSpec, index int, o Optio
 		timeline = append(timeline, Point{T: elapsed.Seconds(),
 			LoaderCallsMetric: loaderCalls(spec.name, sig), LoaderCallsTruth: float64(db.calls - dbBefore.calls)})
 		if o.Progress != nil {
-			o.Progress(Progress{Phase: spec.name, PhaseIndex: index,
-				Elapsed: time.Duration(index-1)*(o.Duration/2) + elapsed, Total: o.Duration,
+			o.Progress(Progress{Phase: spec.name, PhaseIndex: index, Phases: len(phases(o.Phase)),
+				Elapsed: time.Duration(index-1)*spec.duration + elapsed, Total: o.Duration,
 				Requests: t.requests.Load(), Misses: t.misses.Load(),
 				DatabaseCalls: db.calls - dbBefore.calls, Refreshes: db.refreshes - dbBefore.refreshes,
 				LockBusy: t.firstBusy.Load(), LockAll: t.firstAttempts.Load(), LocksLost: t.locksLost.Load(),

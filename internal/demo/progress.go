@@ -50,7 +50,7 @@ func progressLine(p Progress) string {
 	if p.Refreshes > 0 {
 		perRefresh = float64(p.DatabaseCalls) / float64(p.Refreshes)
 	}
-	return fmt.Sprintf("%d/2 %-11s %4.1fs/%.0fs  req %d  db %d (%.1f/refresh)  miss %d  lock busy %d/%d lost %d  older writes %d",
-		p.PhaseIndex, p.Phase, p.Elapsed.Seconds(), p.Total.Seconds(), p.Requests, p.DatabaseCalls, perRefresh,
+	return fmt.Sprintf("%d/%d %-11s %4.1fs/%.0fs  req %d  db %d (%.1f/refresh)  miss %d  lock busy %d/%d lost %d  older writes %d",
+		p.PhaseIndex, max(p.Phases, p.PhaseIndex), p.Phase, p.Elapsed.Seconds(), p.Total.Seconds(), p.Requests, p.DatabaseCalls, perRefresh,
 		p.Misses, p.LockBusy, p.LockAll, p.LocksLost, p.OlderWrites)
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,6 +72,47 @@ func (w *webhook) find(name string) (webhookAlert, bool) {
 		}
 	}
 	return webhookAlert{}, false
+}
+
+// first returns the first notification of alertname with status whose
+// labels include want, received after from.
+func (w *webhook) first(alertname, status string, want map[string]string, from time.Time) (webhookAlert, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.alerts {
+		if a.Labels["alertname"] != alertname || a.Status != status || a.received.Before(from) {
+			continue
+		}
+		if hasLabels(a.Labels, want) {
+			return a, true
+		}
+	}
+	return webhookAlert{}, false
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// all returns every notified alert so far.
+func (w *webhook) all() []webhookAlert {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]webhookAlert(nil), w.alerts...)
+}
+
+// summary lists the notifications so far, one per line, for failures.
+func (w *webhook) summary() string {
+	var b strings.Builder
+	for _, a := range w.all() {
+		fmt.Fprintf(&b, "\n  %s %s %s %s %v", a.received.Format(time.TimeOnly), a.receiver, a.Status, a.Labels["alertname"], a.Labels)
+	}
+	return b.String()
 }
 
 // bySeverity returns the names of the delivered alerts of a severity.
