@@ -3,7 +3,10 @@
 // writes them. Override them in your own _config+:: { … }.
 {
   _config+:: {
+    blindLookback: "1d",
     breakerOpenFor: "2m",
+    cacheErrors: 0.01,
+    cacheErrorsFor: "2m",
     commandErrorsCritical: 0.1,
     commandErrorsFor: "10m",
     commandErrorsWarning: 0.01,
@@ -18,7 +21,6 @@
     exporterErrorsFor: "15m",
     exporterFailingFor: "5m",
     exporterSelector: "job=\"cachewatch-exporter\"",
-    hardTtlRefusalsFor: "5m",
     hitRatioDrop: 0.2,
     hitRatioDropFor: "10m",
     keygroupOverflowFor: "15m",
@@ -42,11 +44,14 @@
     poolTimeoutsFor: "5m",
     queueOldestAge: "5m",
     queueOldestAgeFor: "10m",
+    rateWindow: "5m",
     renewalsFor: "5m",
     runbookBaseUrl: "https://github.com/cachewatch/cachewatch/blob/main/docs/runbooks.md",
     scriptP99: "10ms",
     scriptP99For: "10m",
+    serverScriptMean: "5ms",
     serviceSelector: "job=~\".+\"",
+    staleForeverLookback: "1d",
     staleRatioFor: "15m",
     staleRatioWarning: 0.5,
     streamFor: "10m",
