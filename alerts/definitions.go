@@ -85,7 +85,8 @@ func lockDefinitions(cfg Config) []definition {
 		summary:     "Taking a lock is slow: callers wait on busy locks.",
 		description: `Lock acquire p99 of key group {{ $labels.key_group }} in {{ $labels.job }} is {{ $value | humanizeDuration }} (threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "The 99th percentile of the time from a lock's first acquire attempt to its outcome (retries and backoff included), over callers that wait for the lock (`mode=\"wait\"`; try-once acquisitions do not count), is above the threshold while some of them had to retry: callers queue behind a lock that is held for long or fought over by many. It resolves when the p99 falls below the threshold or nobody has to retry any more; while the service is not scraped it stays as it was.",
+			meaning:  "The 99th percentile of the time from a lock's first acquire attempt to its outcome (retries and backoff included), over callers that wait for the lock (`mode=\"wait\"`; try-once acquisitions do not count), is above the threshold while some of them had to retry: callers queue behind a lock that is held for long or fought over by many.",
+			resolves: "It resolves when the p99 falls below the threshold or no waiting caller has to retry any more.",
 			causes: []string{
 				"Many workers want the same lock at once (a hot key, a cache stampede funnelled into a lock).",
 				"Backoff too aggressive or too lazy: fixed delays or a large `Backoff.Max` make waiters sleep past the release; no jitter makes them collide again.",
@@ -154,7 +155,8 @@ func lockDefinitions(cfg Config) []definition {
 		summary:     "Many first lock attempts find the lock already taken.",
 		description: `{{ $value | humanizePercentage }} of first lock attempts on key group {{ $labels.key_group }} in {{ $labels.job }} found the lock busy (threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "The share of first acquire attempts (one `SET NX` each) of callers that wait for the lock (`mode=\"wait\"`) that found it held is above the threshold. The design brief calls more than 5 % bad: the losers retry, sleep and hold connections. Try-once acquisitions (`LockOptions{Backoff: Backoff{Retries: -1}}`, a run-once job whose losers are meant to skip the work) do not count: their busy share is on the dashboard, not in the alert. It resolves when the share falls below the threshold; while the service is not scraped it stays as it was.",
+			meaning:  "The share of first acquire attempts (one `SET NX` each) of callers that wait for the lock (`mode=\"wait\"`) that found it held is above the threshold. The design brief calls more than 5 % bad: the losers retry, sleep and hold connections. Try-once acquisitions (`LockOptions{Backoff: Backoff{Retries: -1}}`, a run-once job whose losers are meant to skip the work) do not count: their busy share is on the dashboard, not in the alert.",
+			resolves: "It resolves when the share of busy first attempts of waiting callers falls below the threshold.",
 			causes: []string{
 				"Missing jitter: workers woken by the same event (an expiry, a deploy, a cron) retry in lockstep.",
 				"One lock guards too much (a global refresh lock) so unrelated work serialises.",
@@ -273,7 +275,8 @@ func cacheDefinitions(cfg Config) []definition {
 		summary:     "Callers get errors instead of data from the cache: the source fails and nothing safe is left to serve.",
 		description: `{{ $value | humanizePercentage }} of cache lookups of key group {{ $labels.key_group }} in {{ $labels.job }} ended in an error for the caller (threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "Lookups answered with an error (`" + signals.CacheLookups.String() + "{result=\"error\"}`): the loader failed and there was no value within its hard TTL to serve (a miss, or a value past its hard TTL refused: `" + signals.HardTTLExpired.String() + "`), or Redis was unavailable and the direct call to the source failed or found no free slot. This is the harm stale-while-revalidate exists to prevent, and it is now reaching users; it pages for as long as it lasts, whatever came before it. Resolved means the share of failing lookups over the rate window fell below the threshold: the source answers again, or traffic stopped. While the service is not scraped it stays as it was.",
+			meaning:  "Lookups answered with an error (`" + signals.CacheLookups.String() + "{result=\"error\"}`): the loader failed and there was no value within its hard TTL to serve (a miss, or a value past its hard TTL refused: `" + signals.HardTTLExpired.String() + "`), or Redis was unavailable and the direct call to the source failed or found no free slot. This is the harm stale-while-revalidate exists to prevent, and it is now reaching users; it pages for as long as it lasts, whatever came before it.",
+			resolves: "It resolves when the share of failing lookups over the rate window falls below the threshold: the source (or Redis) answers again, or traffic stopped.",
 			causes: []string{
 				"The source (database, API) has been failing for longer than `HardTTL - FreshTTL`: stale-forever (CachewatchStaleForever) turned into errors.",
 				"A cold key (never cached, or invalidated) whose loader fails: nothing stale exists to serve.",
@@ -342,7 +345,8 @@ func cacheDefinitions(cfg Config) []definition {
 		summary:     "Every refresh of some cached values fails: stale-while-revalidate has become stale-forever.",
 		description: `A key of group {{ $labels.key_group }} in {{ $labels.job }} failed {{ $value }} refreshes in a row (threshold {{threshold}}): it is served stale until its hard TTL, then callers get errors.`,
 		runbook: runbook{
-			meaning: "The longest current run of consecutive failed refreshes among the group's keys reached the threshold. The cache keeps answering with old data and refuses it once the hard TTL passes; from then on callers get errors (CachewatchCacheErrors pages too) and this alert keeps firing while they do, so the page never reads as a recovery. Resolved means refreshes succeed again (the run ended) and no lookup of the group has failed within the rate window; while the service is not scraped it stays as it was.",
+			meaning:  "The longest current run of consecutive failed refreshes among the group's keys reached the threshold. The cache keeps answering with old data and refuses it once the hard TTL passes; from then on callers get errors (CachewatchCacheErrors pages too) and this alert keeps firing while they do, so the page never reads as a recovery.",
+			resolves: "It resolves when refreshes succeed again (the run ended) and no lookup of the group failed within the rate window; it does not resolve into the errors that follow the hard TTL.",
 			causes: []string{
 				"The source (database, API) is down or rejects the loader's queries.",
 				"The loader times out: its context is bounded by `CacheOptions.LeaseTTL`.",
@@ -493,7 +497,8 @@ func cacheDefinitions(cfg Config) []definition {
 		summary:     "The circuit breaker guarding Redis stays open: Redis calls fail and loads go straight to the source.",
 		description: `Circuit breaker {{ $labels.client }} of {{ $labels.instance }} in {{ $labels.job }} has not closed in the last ` + breakerWindow + `.`,
 		runbook: runbook{
-			meaning: "`CacheOptions.BreakerFailures` consecutive Redis failures opened the breaker (state 2), and its trial calls (half-open, state 1) keep failing: it has not been closed for a minute, and for the `for:` duration. While open, `Fetch` skips Redis and calls the loader directly, bounded by `FallbackConcurrency`: the cache protects nothing and the source takes the load. A breaker that opens for a few seconds and closes again does not fire. It resolves once the breaker has closed again.",
+			meaning:  "`CacheOptions.BreakerFailures` consecutive Redis failures opened the breaker (state 2), and its trial calls (half-open, state 1) keep failing: it has not been closed for a minute, and for the `for:` duration. While open, `Fetch` skips Redis and calls the loader directly, bounded by `FallbackConcurrency`: the cache protects nothing and the source takes the load.",
+			resolves: "It resolves once the breaker has closed again; a breaker that opens for a few seconds and closes never fires.",
 			causes: []string{
 				"Redis down, unreachable, failing over or overloaded (timeouts).",
 				"`CacheOptions.RedisTimeout` too low for the Redis latency.",
@@ -560,7 +565,8 @@ func redisDefinitions(cfg Config) []definition {
 		summary:     "Lua scripts take long on the Redis server and block every other command.",
 		description: `{{ $labels.command }} on {{ $labels.node }} takes {{ $value | humanizeDuration }} of server time per call (threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "The server-side time per call of a script command (EVAL, EVALSHA, FCALL and their read-only forms), from INFO commandstats as the exporter samples it, is above the threshold. This is what Redis itself spends: it runs scripts on its single thread, so while one runs every other command waits. It resolves when the mean over the rate window falls below the threshold.",
+			meaning:  "The server-side time per call of a script command (EVAL, EVALSHA, FCALL and their read-only forms), from INFO commandstats as the exporter samples it, is above the threshold. This is what Redis itself spends: it runs scripts on its single thread, so while one runs every other command waits.",
+			resolves: "It resolves when the server time per call over the rate window falls below the threshold.",
 			causes: []string{
 				"A script that loops over many keys or a large collection.",
 				"A script that calls slow commands (`KEYS`, large `SMEMBERS`, `DEL` of big keys).",
@@ -944,7 +950,8 @@ func exporterDefinitions(cfg Config) []definition {
 		summary:     "Prometheus cannot scrape the cachewatch exporter: keyspace and lock alerts are blind.",
 		description: `The cachewatch exporter {{ $labels.instance }} of job {{ $labels.job }} has not been scraped successfully.`,
 		runbook: runbook{
-			meaning: "Prometheus's own `up` series for the exporter's target is 0: the scrape failed. The alerts on the exporter's metrics cannot see the Redis any more: those that were firing keep firing on their last data (blindness is not recovery), none can start. Critical when one of them is critical (`" + strings.Join(exporterCriticals(cfg), "`, `") + "`): the harm may go on or get worse unseen. It resolves when a scrape succeeds again; the blind alerts then resolve or go on as the fresh data say.",
+			meaning:  "Prometheus's own `up` series for the exporter's target is 0: the scrape failed. The alerts on the exporter's metrics cannot see the Redis any more: those that were firing keep firing on their last data (blindness is not recovery), none can start. Critical when one of them is critical (`" + strings.Join(exporterCriticals(cfg), "`, `") + "`): the harm may go on or get worse unseen.",
+			resolves: "It resolves when a scrape succeeds again; the blind alerts then resolve or go on as the fresh data say.",
 			causes: []string{
 				"The exporter process is down or restarting.",
 				"Network, TLS or basic-auth mismatch between Prometheus and `--web.config.file`.",
@@ -1088,6 +1095,7 @@ func exporterCriticals(cfg Config) []string {
 // pushing OTLP are judged the same way.
 func serviceSight(cfg Config, live, healthyValues string) *sight {
 	return &sight{
+		who:     "the service not scraped",
 		on:      "job",
 		healthy: "group by (job) (" + vec(live, cfg.ServiceSelector) + ")",
 		fixture: series{live + `{job="api", instance="api-1:8080"}`, healthyValues},
@@ -1098,6 +1106,7 @@ func serviceSight(cfg Config, live, healthyValues string) *sight {
 // samples it.
 func exporterSight(cfg Config) *sight {
 	return &sight{
+		who:     "no exporter scraped and sampling the node",
 		on:      "job, node",
 		healthy: "max by (job, node) (" + vec(signals.ExporterUp.String(), cfg.ExporterSelector) + ") == 1",
 		fixture: series{signals.ExporterUp.String() + `{` + exp + `}`, "1x59"},

@@ -135,7 +135,11 @@ type level struct {
 // runbook is an alert's section of docs/runbooks.md.
 type runbook struct {
 	meaning string
-	causes  []string
+	// resolves says what a resolution means, when the generic sentence
+	// (the value back under the threshold, the events out of the window)
+	// does not say enough.
+	resolves string
+	causes   []string
 	// confirm names the board and panels that show the problem.
 	confirm string
 	fix     string
@@ -176,6 +180,8 @@ type definition struct {
 // sight is where an alert's data come from: healthy returns, per label set
 // of on, a series while that source is seen (scraped and sampling).
 type sight struct {
+	// who names the source in the runbooks.
+	who         string
 	on, healthy string
 	// fixture is a series that makes healthy true for the test cases'
 	// labels (job api, node redis:6379).

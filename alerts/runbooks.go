@@ -35,6 +35,30 @@ func Runbooks(cfg Config) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// resolution says what it means when the alert resolves: the runbook's
+// own words or the generic ones, and, for an alert with a source, that
+// missing data never resolve it.
+func (d definition) resolution() string {
+	text := d.runbook.resolves
+	switch {
+	case text != "":
+	case strings.Contains(d.query, "increase("):
+		text = "It resolves once no such event happened within the event window: the events stopped, which does not prove their cause is gone."
+	default:
+		noun := valueNames[d.name]
+		if noun == "" {
+			noun = "the value"
+		}
+		text = fmt.Sprintf("It resolves when its value (%s) is no longer %s the threshold.", noun, opWords[d.op])
+	}
+	if d.seen != nil {
+		text += " While its data are missing (" + d.seen.who + "), it keeps firing on its last data and none like it can start: blindness is not recovery."
+	}
+	return text
+}
+
+var opWords = map[string]string{">": "above", ">=": "at or above", "<": "below"}
+
 // condition describes when a level fires, in words.
 func (d definition) conditionWords(l level) string {
 	words := map[string]string{">": "is above", ">=": "is at least", "<": "is below"}
@@ -88,6 +112,7 @@ func writeSection(b *bytes.Buffer, d definition) {
 	}
 	fmt.Fprintf(b, "**Severity:** %s, for %s.\n\n", strings.Join(sev, "; "), promDuration(d.forDur))
 	fmt.Fprintf(b, "**What it means.** %s\n\n", d.runbook.meaning)
+	fmt.Fprintf(b, "**When it resolves.** %s\n\n", d.resolution())
 	b.WriteString("**Likely causes.**\n\n")
 	for _, c := range d.runbook.causes {
 		fmt.Fprintf(b, "- %s\n", c)
