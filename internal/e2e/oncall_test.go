@@ -9,18 +9,21 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/alerts"
+	"github.com/cachewatch/cachewatch/dashboards"
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/childproc"
 	"github.com/cachewatch/cachewatch/internal/demo"
@@ -100,6 +103,7 @@ func TestOnCall(t *testing.T) {
 	}
 	wg.Wait()
 	t.Run("the demo's fleet on cachewatch pages nobody", func(t *testing.T) { quietScenario(t, hook) })
+	t.Run("every dashboard query finds the data the scenarios produced", func(t *testing.T) { panelsFindData(t, api) })
 	t.Logf("on-call: elapsed %v", time.Since(began).Round(time.Second))
 }
 
@@ -218,6 +222,47 @@ func quietScenario(t *testing.T, hook *webhook) {
 		}
 	}
 	t.Logf("demo's protected phase over %v: no page; tickets: %v", demoRun, tickets)
+}
+
+// selectorRE finds the vector selectors of cachewatch metrics in a query.
+var selectorRE = regexp.MustCompile(`cachewatch_[a-z0-9_]+(?:\{[^}]*\})?`)
+
+// panelsFindData runs every dashboard query against the Prometheus that
+// scraped the scenarios: none may fail, and none may come back empty while
+// every series it selects exists (the data are there, the query misses
+// them).
+func panelsFindData(t *testing.T, api promv1.API) {
+	ctx := context.Background()
+	checked := 0
+	for _, p := range dashboards.Queries() {
+		e := panelExpr(t, p)
+		n, err := query(ctx, api, e)
+		if err != nil {
+			t.Errorf("%s / %s: %v\n  %s", p.Board, p.Panel, err, e)
+			continue
+		}
+		if n > 0 {
+			checked++
+			continue
+		}
+		if allSelected(ctx, t, api, selectorRE.FindAllString(e, -1)) {
+			t.Errorf("%s / %s returns nothing, though every series it selects exists:\n  %s", p.Board, p.Panel, e)
+		}
+	}
+	t.Logf("%d panel queries returned data; none missed data that exists", checked)
+}
+
+// allSelected tells whether every selector has at least one series.
+func allSelected(ctx context.Context, t *testing.T, api promv1.API, selectors []string) bool {
+	if len(selectors) == 0 {
+		return false
+	}
+	for _, sel := range selectors {
+		if n, err := query(ctx, api, "count("+sel+")"); err != nil || n == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func withLabel(base map[string]string, k, v string) map[string]string {
