@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -93,7 +95,7 @@ func TestOnCall(t *testing.T) {
 	for name, scenario := range map[string]func(*testing.T){
 		"source outage past the hard TTL pages until the loader recovers": func(t *testing.T) { outageScenario(t, hook, outage) },
 		"a dead exporter is no recovery and escalates":                    func(t *testing.T) { blindExporterScenario(t, hook, exp, live.Addr) },
-		"a critical inhibits its warning":                                 func(t *testing.T) { inhibitionScenario(t, hook, contention) },
+		"a critical inhibits its warning":                                 func(t *testing.T) { inhibitionScenario(t, hook, amAddr, contention) },
 	} {
 		wg.Add(1)
 		go func() {
@@ -193,14 +195,51 @@ func blindExporterScenario(t *testing.T, hook *webhook, exp *restartable, redisA
 	t.Logf("CachewatchLocksWithoutTTL resolved %s after the lock was removed", since(fixed, a))
 }
 
-// inhibitionScenario: every first attempt of waiting callers on one lock
-// is busy, far past both thresholds: the critical pages, the warning of the
-// same alert and labels never reaches the ticket queue.
-func inhibitionScenario(t *testing.T, hook *webhook, s *contentionService) {
+// inhibitionScenario: nearly every first attempt of waiting callers on one
+// lock is busy, far past both thresholds: the critical pages; the warning
+// of the same alert and labels fires too, but Alertmanager holds it,
+// inhibited, and it never reaches the ticket queue.
+func inhibitionScenario(t *testing.T, hook *webhook, am string, s *contentionService) {
 	is := labelsOf(contentionJob, "lock:ledger:*")
 	critical := waitNotified(t, hook, "CachewatchLockContentionHigh", "firing", withLabel(is, "severity", alerts.SeverityCritical), s.started)
 	t.Logf("CachewatchLockContentionHigh critical paged %s after the contention began", since(s.started, critical))
+	err := poll(context.Background(), alertTimeout, time.Second, func() error {
+		return inhibited(am, "CachewatchLockContentionHigh", withLabel(is, "severity", alerts.SeverityWarning))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	holdQuiet(t, hook, "CachewatchLockContentionHigh", "firing", withLabel(is, "severity", alerts.SeverityWarning), s.started)
+}
+
+// inhibited tells whether Alertmanager at am holds the alert named
+// alertname with labels want, suppressed by an inhibition.
+func inhibited(am, alertname string, want map[string]string) error {
+	url := "http://" + am + "/api/v2/alerts?filter=" + neturl.QueryEscape(fmt.Sprintf("alertname=%q", alertname))
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var got []struct {
+		Labels map[string]string `json:"labels"`
+		Status struct {
+			State       string   `json:"state"`
+			InhibitedBy []string `json:"inhibitedBy"`
+		} `json:"status"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		return err
+	}
+	for _, a := range got {
+		if hasLabels(a.Labels, want) {
+			if a.Status.State == "suppressed" && len(a.Status.InhibitedBy) > 0 {
+				return nil
+			}
+			return fmt.Errorf("%s %v is %s, inhibited by %v", alertname, want, a.Status.State, a.Status.InhibitedBy)
+		}
+	}
+	return fmt.Errorf("Alertmanager holds no %s %v", alertname, want)
 }
 
 // quietScenario: over the demo's whole protected phase, nothing of the
@@ -348,7 +387,7 @@ func startOutageService(t *testing.T, redisAddr string) *outageService {
 	return s
 }
 
-// contentionService: four workers wait for one ledger lock each in turn.
+// contentionService: eight workers wait for one ledger lock each in turn.
 type contentionService struct {
 	addr    string
 	started time.Time
@@ -360,7 +399,7 @@ func startContentionService(t *testing.T, redisAddr string) *contentionService {
 	s := &contentionService{started: time.Now()}
 	opts := instrument.LockOptions{TTL: 2 * time.Second,
 		Backoff: instrument.Backoff{Base: 5 * time.Millisecond, Max: 20 * time.Millisecond, Retries: 100}}
-	background(t, 4, time.Millisecond, func(ctx context.Context) {
+	background(t, 8, time.Millisecond, func(ctx context.Context) {
 		l, err := cw.Lock(ctx, "lock:ledger:7", opts)
 		if err != nil {
 			return
