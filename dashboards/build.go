@@ -10,8 +10,10 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 
+	"github.com/cachewatch/cachewatch/alerts"
 	"github.com/cachewatch/cachewatch/signals"
 )
 
@@ -42,6 +44,9 @@ type panelKind int
 const (
 	timeSeries panelKind = iota
 	heatmapPanel
+	// statPanel is one big number of a board's first row: the figure
+	// now, coloured by its alert's thresholds, over a sparkline.
+	statPanel
 )
 
 type panel struct {
@@ -54,8 +59,12 @@ type panel struct {
 	stacked bool
 	// max caps the y axis (ratios: 1); zero leaves it free.
 	max float64
-	// limit, when set, draws the healthy limit as a dashed red line.
-	limit *float64
+	// scale says whether the panel plots the value its runbook's alert
+	// compares; if so it carries that alert's thresholds.
+	scale alertScale
+	// noValue is what a stat panel shows when its query finds no series
+	// (Grafana's "No data" otherwise).
+	noValue string
 }
 
 type target struct {
@@ -69,15 +78,24 @@ type help struct {
 	runbook       runbook
 }
 
-func (h help) String() string {
-	return h.what + "\n\n**Healthy:** " + h.healthy + "\n\n**Runbook:** " + h.runbook.markdown()
+// text is the panel description; alert, when set, says which alert's
+// thresholds the panel draws.
+func (h help) text(alert string) string {
+	s := h.what + "\n\n**Healthy:** " + h.healthy
+	if alert != "" {
+		s += "\n\n" + alert
+	}
+	return s + "\n\n**Runbook:** " + h.runbook.markdown()
 }
 
-// Layout: panels are this tall, and up to four share a line.
+// Layout: panels are this tall, and up to four share a line; the stat
+// panels of a board's first row are lower, up to six on a line.
 const (
 	panelHeight   = 8
+	statHeight    = 4
 	gridWidth     = 24
 	maxPerLine    = 4
+	statsPerLine  = 6
 	dashboardTags = "cachewatch"
 )
 
@@ -98,6 +116,9 @@ func (b *board) build(links []*board) (dashboard.Dashboard, error) {
 	for _, v := range b.variables() {
 		d.WithVariable(v)
 	}
+	for _, a := range alertAnnotations() {
+		d.Annotation(a)
+	}
 	for _, l := range links {
 		d.Link(dashboard.NewDashboardLinkBuilder(l.title).
 			Type(dashboard.DashboardLinkTypeLink).
@@ -113,31 +134,85 @@ func (b *board) build(links []*board) (dashboard.Dashboard, error) {
 	for _, r := range b.rows {
 		id++
 		d.WithRow(dashboard.NewRowBuilder(r.title).Id(id).Collapsed(false))
-		span := uint32(gridWidth / min(len(r.panels), maxPerLine))
 		for _, p := range r.panels {
 			id++
-			d.WithPanel(p.builder(id, span))
+			pb, err := p.builder(id, r.span())
+			if err != nil {
+				return dashboard.Dashboard{}, err
+			}
+			d.WithPanel(pb)
 		}
 	}
 	model, err := d.Build()
-	// The SDK files every link under the controls menu, a place newer
-	// Grafanas fold away; without a placement they sit in the top bar.
+	// The SDK files every link and annotation toggle under the controls
+	// menu, a place newer Grafanas fold away; without a placement they sit
+	// in the top bar.
 	for i := range model.Links {
 		model.Links[i].Placement = nil
 	}
+	for i := range model.Annotations.List {
+		model.Annotations.List[i].Placement = nil
+	}
+	// A panel link has no placement in Grafana's model at all.
+	for _, p := range model.Panels {
+		if p.Panel != nil {
+			for i := range p.Panel.Links {
+				p.Panel.Links[i].Placement = nil
+			}
+		}
+	}
 	return model, err
 }
+
+// span is the width of each of the row's panels: a line shared by up to
+// four panels, or six stat panels.
+func (r row) span() uint32 {
+	perLine := maxPerLine
+	if len(r.panels) > 0 && r.panels[0].kind == statPanel {
+		perLine = statsPerLine
+	}
+	return uint32(gridWidth / min(len(r.panels), perLine))
+}
+
+// alertAnnotations mark on every time series panel when cachewatch alerts
+// fired: Prometheus's ALERTS series of the rules it evaluates, one toggle
+// per severity in the severity's colour, filtered by the board's jobs
+// (every cachewatch alert keeps job). Grafana-managed rules have no ALERTS
+// series; Grafana shows their state in its alerting pages.
+func alertAnnotations() []cog.Builder[dashboard.AnnotationQuery] {
+	var out []cog.Builder[dashboard.AnnotationQuery]
+	for _, s := range severities {
+		expr := `ALERTS{alertname=~"` + alertNamePrefix + `.+", alertstate="firing", severity="` + s.name + `", ` +
+			varJob + `=~"$` + varJob + `"}`
+		out = append(out, dashboard.NewAnnotationQueryBuilder().
+			Name("Firing "+s.name+" alerts").
+			Datasource(datasourceRef).
+			// Info alerts page nobody: their marks are one toggle away.
+			Enable(s.name != alerts.SeverityInfo).
+			Hide(false).
+			IconColor(s.colour).
+			Expr(expr).
+			Step("30s").
+			TitleFormat("{{alertname}} ({{severity}})").
+			TextFormat("{{job}} {{instance}} {{client}} {{node}} {{key_group}}").
+			TagKeys("alertname,severity"))
+	}
+	return out
+}
+
+// alertNamePrefix starts the name of every cachewatch alert.
+const alertNamePrefix = "Cachewatch"
 
 func (b *board) variables() []cog.Builder[dashboard.VariableModel] {
 	vars := []cog.Builder[dashboard.VariableModel]{
 		dashboard.NewDatasourceVariableBuilder(varDatasource).
 			Label("Data source").
 			Type("prometheus"),
-		queryVariable(varJob, "job", labelValues(b.anchors, nil, "job")),
-		queryVariable(varInstance, "instance", labelValues(b.anchors, []string{varJob}, "instance")),
+		queryVariable(varJob, "Job", labelValues(b.anchors, nil, "job")),
+		queryVariable(varInstance, "Instance", labelValues(b.anchors, []string{varJob}, "instance")),
 	}
 	if b.client {
-		vars = append(vars, queryVariable(varClient, "client",
+		vars = append(vars, queryVariable(varClient, "Client",
 			labelValues(b.anchors, []string{varJob, varInstance}, clientLabel)))
 	}
 	if b.keyGroup {
@@ -145,7 +220,7 @@ func (b *board) variables() []cog.Builder[dashboard.VariableModel] {
 		if anchors == nil {
 			anchors = b.anchors
 		}
-		vars = append(vars, queryVariable(varKeyGroup, "key group",
+		vars = append(vars, queryVariable(varKeyGroup, "Key group",
 			labelValues(anchors, []string{varJob, varInstance}, keyGroupLabel)))
 	}
 	return vars
@@ -194,8 +269,25 @@ func labelValues(anchors []signals.ID, filters []string, label string) string {
 	return "label_values(" + selector + ", " + label + ")"
 }
 
-func (p panel) builder(id, span uint32) cog.Builder[dashboard.Panel] {
-	targets := make([]cog.Builder[variants.Dataquery], len(p.targets))
+// panelParts are what every kind of panel is built from.
+type panelParts struct {
+	id, span    uint32
+	description string
+	targets     []cog.Builder[variants.Dataquery]
+	links       []cog.Builder[dashboard.DashboardLink]
+	// steps are the thresholds of the panel's alert; nil for none.
+	steps []dashboard.Threshold
+}
+
+func (p panel) builder(id, span uint32) (cog.Builder[dashboard.Panel], error) {
+	if err := p.help.runbook.check(); err != nil {
+		return nil, fmt.Errorf("%w (panel %q)", err, p.title)
+	}
+	steps, alert, err := p.thresholdsFor()
+	if err != nil {
+		return nil, err
+	}
+	parts := panelParts{id: id, span: span, description: p.help.text(alert), steps: steps}
 	for i, t := range p.targets {
 		q := prometheus.NewDataqueryBuilder().
 			Datasource(datasourceRef).
@@ -205,29 +297,70 @@ func (p panel) builder(id, span uint32) cog.Builder[dashboard.Panel] {
 		if p.kind == heatmapPanel {
 			q.Format(prometheus.PromQueryFormatHeatmap)
 		}
-		targets[i] = q
+		parts.targets = append(parts.targets, q)
 	}
-	if p.kind == heatmapPanel {
-		return heatmap.NewPanelBuilder().
-			Id(id).Title(p.title).Description(p.help.String()).
-			Datasource(datasourceRef).Targets(targets).
-			Span(span).Height(panelHeight).
-			Unit(p.unit).
-			Calculate(false).
-			YAxis(heatmap.NewYAxisConfigBuilder().Unit(p.unit)).
-			Color(heatmap.NewHeatmapColorOptionsBuilder().
-				Mode(heatmap.HeatmapColorModeScheme).
-				Scheme("Oranges").
-				Scale(heatmap.HeatmapColorScaleExponential).
-				Exponent(0.5).
-				Steps(64)).
-			Tooltip(heatmap.NewHeatmapTooltipBuilder().Mode(common.TooltipDisplayModeSingle).YHistogram(true).ShowColorScale(true)).
-			CellGap(1)
+	parts.links = []cog.Builder[dashboard.DashboardLink]{dashboard.NewDashboardLinkBuilder(p.help.runbook.title()).
+		Type(dashboard.DashboardLinkTypeLink).
+		Url(p.help.runbook.url()).
+		Tooltip("What this panel's signal means, its likely causes and the fix").
+		TargetBlank(true)}
+	switch p.kind {
+	case heatmapPanel:
+		return p.heatmap(parts), nil
+	case statPanel:
+		return p.stat(parts), nil
 	}
+	return p.timeSeries(parts), nil
+}
+
+func (p panel) heatmap(parts panelParts) cog.Builder[dashboard.Panel] {
+	return heatmap.NewPanelBuilder().
+		Id(parts.id).Title(p.title).Description(parts.description).Links(parts.links).
+		Datasource(datasourceRef).Targets(parts.targets).
+		Span(parts.span).Height(panelHeight).
+		Unit(p.unit).
+		Calculate(false).
+		YAxis(heatmap.NewYAxisConfigBuilder().Unit(p.unit)).
+		Color(heatmap.NewHeatmapColorOptionsBuilder().
+			Mode(heatmap.HeatmapColorModeScheme).
+			Scheme("Oranges").
+			Scale(heatmap.HeatmapColorScaleExponential).
+			Exponent(0.5).
+			Steps(64)).
+		Tooltip(heatmap.NewHeatmapTooltipBuilder().Mode(common.TooltipDisplayModeSingle).YHistogram(true).ShowColorScale(true)).
+		CellGap(1)
+}
+
+// stat is one big figure, its background in its alert's colour, over a
+// sparkline of the time range.
+func (p panel) stat(parts panelParts) cog.Builder[dashboard.Panel] {
+	st := stat.NewPanelBuilder().
+		Id(parts.id).Title(p.title).Description(parts.description).Links(parts.links).
+		Datasource(datasourceRef).Targets(parts.targets).
+		Span(parts.span).Height(statHeight).
+		Unit(p.unit).
+		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}).Values(false)).
+		ColorMode(common.BigValueColorModeBackground).
+		GraphMode(common.BigValueGraphModeArea).
+		TextMode(common.BigValueTextModeValue).
+		JustifyMode(common.BigValueJustifyModeCenter).
+		Orientation(common.VizOrientationAuto).
+		Thresholds(thresholdsConfig(parts.steps))
+	if p.max != 0 {
+		st.Max(p.max)
+	}
+	if p.noValue != "" {
+		st.NoValue(p.noValue)
+	}
+	return st
+}
+
+// timeSeries draws the alert's thresholds as dashed lines.
+func (p panel) timeSeries(parts panelParts) cog.Builder[dashboard.Panel] {
 	ts := timeseries.NewPanelBuilder().
-		Id(id).Title(p.title).Description(p.help.String()).
-		Datasource(datasourceRef).Targets(targets).
-		Span(span).Height(panelHeight).
+		Id(parts.id).Title(p.title).Description(parts.description).Links(parts.links).
+		Datasource(datasourceRef).Targets(parts.targets).
+		Span(parts.span).Height(panelHeight).
 		Unit(p.unit).
 		Min(0).
 		FillOpacity(10).
@@ -242,13 +375,20 @@ func (p panel) builder(id, span uint32) cog.Builder[dashboard.Panel] {
 	if p.max != 0 {
 		ts.Max(p.max)
 	}
-	if p.limit != nil {
-		ts.Thresholds(dashboard.NewThresholdsConfigBuilder().
-			Mode(dashboard.ThresholdsModeAbsolute).
-			Steps([]dashboard.Threshold{{Color: "green"}, {Value: p.limit, Color: "red"}})).
+	if parts.steps != nil {
+		ts.Thresholds(thresholdsConfig(parts.steps)).
 			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeDashed))
 	}
 	return ts
+}
+
+// thresholdsConfig is absolute threshold steps; none leaves every value
+// the healthy colour (a stat panel whose figure no alert compares).
+func thresholdsConfig(steps []dashboard.Threshold) *dashboard.ThresholdsConfigBuilder {
+	if steps == nil {
+		steps = []dashboard.Threshold{{Color: colourHealthy}}
+	}
+	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps(steps)
 }
 
 func (b *board) String() string { return fmt.Sprintf("%s (%s)", b.title, b.uid) }

@@ -1,7 +1,6 @@
 package dashboards
 
 import (
-	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/units"
 
 	s "github.com/cachewatch/cachewatch/signals"
@@ -20,9 +19,7 @@ var kg = []string{keyGroupLabel}
 // hook saw of locks and the cache, per key group.
 func contention() (*board, error) {
 	x := &exprs{client: true, keyGroup: true}
-	firstTry := x.is(s.LockAttempts, "attempt", "first")
-	allFirst := x.rate(s.LockAttempts, kg, firstTry)
-	sourceCalls := x.rate(s.SourceCalls, kg, x.is(s.SourceCalls, "result", "success", "error"))
+	e := contentionQueries(x)
 
 	b := &board{
 		uid:         ContentionUID,
@@ -32,22 +29,26 @@ func contention() (*board, error) {
 		client:      true,
 		keyGroup:    true,
 		rows: []row{{
+			title:  "At a glance",
+			panels: contentionGlance(x, e),
+		}, {
 			title: "Symptom: callers wait for locks",
 			panels: []panel{{
 				title: "Lock acquire time p50 / p99",
 				help: help{"Time from the first acquire attempt to the outcome, retries and backoff included, per key group.",
-					"p99 below 50 ms (dashed line); a p99 near the give-up time means callers queue behind one holder.", rbLockAcquireSlow},
-				unit: units.Seconds, limit: cog.ToPtr(0.05),
+					"p99 below the alert's lines; a p99 near the give-up time means callers queue behind one holder.", rbLockAcquireSlow},
+				// The lines are the p99's thresholds; the p50 shares the axis.
+				unit: units.Seconds, scale: alertValue,
 				targets: []target{
 					{x.quantile(0.5, s.LockAcquireDuration, kg), "p50 {{key_group}}"},
-					{x.quantile(0.99, s.LockAcquireDuration, kg), "p99 {{key_group}}"},
+					{e.acquireP99, "p99 {{key_group}}"},
 				},
 			}, {
 				title: "Contention rate (busy first attempts / first attempts)",
 				help: help{"Share of first acquire attempts that found the lock already held, per key group.",
-					"below 5 % (dashed line); higher means many workers want the same lock at once.", rbLockContention},
-				unit: units.PercentUnit, max: 1, limit: cog.ToPtr(0.05),
-				targets: []target{{ratio(orZero(x.rate(s.LockAttempts, kg, firstTry, x.is(s.LockAttempts, "result", "busy")), allFirst), allFirst), "{{key_group}}"}},
+					"a few percent; higher means many workers want the same lock at once.", rbLockContention},
+				unit: units.PercentUnit, max: 1, scale: alertValue,
+				targets: []target{{e.contention, "{{key_group}}"}},
 			}, {
 				title: "Lock attempts by result",
 				help: help{"Single SET NX attempts per second by result and by first try or retry.",
@@ -70,12 +71,13 @@ func contention() (*board, error) {
 				title: "Lost locks by reason",
 				help: help{"Locks lost before their holder released them: expired, renewal failed, or owned by someone else at release.",
 					"0: every lost lock let a second worker into the critical section.", rbLocksLost},
-				unit:    units.OpsPerSecond,
+				unit: units.OpsPerSecond, scale: anyEvent,
 				targets: []target{{x.rate(s.LocksLost, []string{keyGroupLabel, "reason"}), "{{key_group}} {{reason}}"}},
 			}, {
 				title: "Lease renewals by result",
 				help: help{"Heartbeats extending held locks, by result.",
 					"all renewed; lost or error means the holder is working without a lease.", rbLockRenewals},
+				// No thresholds: the healthy renewals share the axis.
 				unit:    units.OpsPerSecond,
 				targets: []target{{x.rate(s.LockRenewals, []string{keyGroupLabel, "result"}), "{{key_group}} {{result}}"}},
 			}},
@@ -85,6 +87,7 @@ func contention() (*board, error) {
 				title: "Cache lookups by result (share)",
 				help: help{"Share of lookups that were hit, stale (served while refreshing), miss, coalesced (waited for another caller's load), fallback (Redis unavailable) or error, per key group.",
 					"mostly hit; stale a small share; no fallback or error.", rbStaleServes},
+				// No thresholds: the stale share's would colour every result.
 				unit: units.PercentUnit, max: 1, stacked: true,
 				targets: []target{{x.ratioOfTotal(s.CacheLookups, "result", kg), "{{key_group}} {{result}}"}},
 			}, {
@@ -100,7 +103,7 @@ func contention() (*board, error) {
 				title: "Miss bursts",
 				help: help{"Windows in which a key group's misses reached the burst threshold: a stampede in progress.",
 					"0; bursts right after a group's keys expire together point at missing TTL jitter.", rbMissBurst},
-				unit:    units.OpsPerSecond,
+				unit: units.OpsPerSecond, scale: anyEvent,
 				targets: []target{{x.rate(s.MissBursts, kg), "{{key_group}}"}},
 			}},
 		}, {
@@ -115,13 +118,15 @@ func contention() (*board, error) {
 				title: "Consecutive refresh failures",
 				help: help{"Longest current run of failed refreshes among the group's keys.",
 					"0 or 1; a growing run is stale-forever.", rbStaleForever},
-				unit:    units.Short,
+				unit: units.Short, scale: alertValue,
 				targets: []target{{x.agg("max", s.RefreshConsecutiveFailures, kg), "{{key_group}}"}},
 			}, {
 				title: "Hard-TTL refusals",
 				help: help{"Lookups that found only data past its hard TTL and refused to serve it.",
-					"0; refusals mean the source has been failing for longer than the hard TTL.", rbHardTTL},
-				unit:    units.OpsPerSecond,
+					"0; refusals mean the source has been failing for longer than the hard TTL.", rbCacheErrors},
+				// No thresholds: the alert compares the share of lookups
+				// that end in an error, refused or not.
+				unit: units.OpsPerSecond,
 				targets: []target{{x.rate(s.HardTTLExpired, kg), "{{key_group}}"}},
 			}},
 		}, {
@@ -129,10 +134,9 @@ func contention() (*board, error) {
 			panels: []panel{{
 				title: "Loader amplification (source calls per kept result)",
 				help: help{"Source (loader) calls per call whose result was kept: calls divided by calls less the loaded values thrown away because the key was invalidated or the lease passed to another loader while loading. Above 1, loads overlapped: a stampede got through the coalescing, or leases expire before loads end.",
-					"exactly 1 (dashed line).", rbLoaderAmplified},
-				unit: units.Short, limit: cog.ToPtr(1.0),
-				targets: []target{{ratio(sourceCalls, "("+sourceCalls+" - "+
-					orZero(x.rate(s.StaleWritesRefused, kg), sourceCalls)+")"), "{{key_group}}"}},
+					"exactly 1.", rbLoaderAmplified},
+				unit: units.Short, scale: alertValue,
+				targets: []target{{e.amplification, "{{key_group}}"}},
 			}, {
 				title: "Source calls by result",
 				help: help{"Calls that reached the source by result; rejected means the fallback concurrency limit refused them.",
@@ -155,6 +159,7 @@ func contention() (*board, error) {
 				title: "Write skew and refused stale writes",
 				help: help{"Versioned writes rejected because a newer version was stored, and loaded values not stored because the key was invalidated or the lease moved on while loading.",
 					"0 write skew; refused stale writes are prevented damage, rare.", rbWriteSkew},
+				// No thresholds: the refused stale writes share the axis.
 				unit: units.OpsPerSecond,
 				targets: []target{
 					{x.rate(s.WriteSkew, kg), "write skew {{key_group}}"},
@@ -164,7 +169,7 @@ func contention() (*board, error) {
 				title: "Duplicate recomputes",
 				help: help{"Versioned writes of a version already stored: the same work done twice.",
 					"0.", rbDuplicateWork},
-				unit:    units.OpsPerSecond,
+				unit: units.OpsPerSecond, scale: anyEvent,
 				targets: []target{{x.rate(s.DuplicateRecompute, kg), "{{key_group}}"}},
 			}, {
 				title: "Idempotency checks by result",
@@ -194,7 +199,9 @@ func contention() (*board, error) {
 				title: "Circuit breaker state",
 				help: help{"State of the breaker guarding Redis: 0 closed, 1 half-open, 2 open (lookups go straight to the source).",
 					"0.", rbBreakerOpen},
-				unit:    units.Short,
+				// The alert compares the state over a window of it: the
+				// same scale of states.
+				unit: units.Short, scale: alertValue,
 				targets: []target{{x.agg("max", s.CircuitBreakerState, []string{"client"}), "{{client}}"}},
 			}, {
 				title: "Fallback calls in flight",
@@ -209,10 +216,41 @@ func contention() (*board, error) {
 				title: "Key-group overflow",
 				help: help{"Classifications folded into the `other` key group because the cap on distinct groups was reached.",
 					"0; overflow hides which keys are hot: add a rule for the missing groups.", rbKeyGroups},
-				unit:    units.OpsPerSecond,
+				unit: units.OpsPerSecond, scale: anyEvent,
 				targets: []target{{x.rate(s.KeyGroupOverflow, nil), "overflow"}},
 			}},
 		}},
 	}
 	return b, x.err
+}
+
+// contentionExprs are the queries the board's first row shares with the
+// panels below it.
+type contentionExprs struct {
+	// contention is the share of busy first attempts, per key group.
+	contention string
+	// staleShare is the share of stale lookups, per key group.
+	staleShare string
+	// errorShare is the share of lookups that ended in an error, per
+	// key group.
+	errorShare string
+	// acquireP99 is the lock acquire p99, per key group.
+	acquireP99 string
+	// amplification is source calls per kept result, per key group.
+	amplification string
+}
+
+func contentionQueries(x *exprs) contentionExprs {
+	firstTry := x.is(s.LockAttempts, "attempt", "first")
+	allFirst := x.rate(s.LockAttempts, kg, firstTry)
+	lookups := x.rate(s.CacheLookups, kg)
+	sourceCalls := x.rate(s.SourceCalls, kg, x.is(s.SourceCalls, "result", "success", "error"))
+	return contentionExprs{
+		contention: ratio(orZero(x.rate(s.LockAttempts, kg, firstTry, x.is(s.LockAttempts, "result", "busy")), allFirst), allFirst),
+		staleShare: ratio(orZero(x.rate(s.CacheLookups, kg, x.is(s.CacheLookups, "result", "stale")), lookups), lookups),
+		errorShare: ratio(orZero(x.rate(s.CacheLookups, kg, x.is(s.CacheLookups, "result", "error")), lookups), lookups),
+		acquireP99: x.quantile(0.99, s.LockAcquireDuration, kg),
+		amplification: ratio(sourceCalls, "("+sourceCalls+" - "+
+			orZero(x.rate(s.StaleWritesRefused, kg), sourceCalls)+")"),
+	}
 }

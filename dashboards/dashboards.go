@@ -11,8 +11,17 @@
 //     view of the server: locks, expiry shape, server stats, queues, and the
 //     sampler's own health.
 //
+// Each board opens with a row of stat panels, the figures an on-call
+// engineer checks first. A panel that plots the value an alert of package
+// alerts compares carries that alert's thresholds (default configuration;
+// warning orange, critical red), every panel links to its runbook section,
+// and the firing cachewatch alerts (Prometheus's ALERTS series) are
+// annotations. The exporter's figures are the max per node over the
+// exporters sampling it, as in the alerts.
+//
 // Every metric and label name in a query comes from package signals, so a
-// renamed metric renames its panels. The generated JSON is committed in
+// renamed metric renames its panels; a panel whose runbook names an alert
+// package alerts does not define does not build. The generated JSON is committed in
 // dashboards/json; `go generate ./...` rewrites it and a test fails while
 // it is stale. Import it into Grafana by hand, provision it from files, or
 // send it with [Push].

@@ -6,17 +6,24 @@ import (
 	s "github.com/cachewatch/cachewatch/signals"
 )
 
-var node = []string{"node"}
+// perInstance groups the sampler's own figures by exporter and node.
+var perInstance = []string{"instance", "node"}
+
+// Why the keyspace panels aggregate as they do, in their help.
+const (
+	haMax       = " Exporters sampling the same node (an HA pair) report the same figures, so each node's figure is the max over its exporters, as in the alerts: never doubled."
+	perExporter = " Per exporter and node, as the alerts watch them: in an HA pair each exporter samples on its own."
+)
 
 // keyspace is the server-side view from the exporter: what the Redis
 // nodes hold (locks, expiry shape, queues) and how they cope.
 func keyspace() (*board, error) {
 	x := &exprs{keyGroup: true}
 	// The exporter exports both counters from the first sample on.
-	hits := x.rate(s.ServerKeyspaceHits, node)
-	misses := x.rate(s.ServerKeyspaceMisses, node)
-	cmdCalls := x.rate(s.ServerCommandCalls, []string{"node", "command"})
-	nodeKG := []string{"node", keyGroupLabel}
+	hits := x.nodeRate(s.ServerKeyspaceHits, nil)
+	misses := x.nodeRate(s.ServerKeyspaceMisses, nil)
+	cmdCalls := x.nodeRate(s.ServerCommandCalls, []string{"command"})
+	hitRatio := ratio(hits, "("+hits+" + "+misses+")")
 
 	b := &board{
 		uid:         KeyspaceUID,
@@ -27,29 +34,32 @@ func keyspace() (*board, error) {
 		keyGroupAnchors: []s.ID{s.KeysSampled},
 		keyGroup:        true,
 		rows: []row{{
+			title:  "At a glance",
+			panels: keyspaceGlance(x, hitRatio),
+		}, {
 			title: "Symptom: locks pile up or never expire",
 			panels: []panel{{
 				title: "Locks held",
-				help: help{"Lock keys present in the last complete pass, per node and key group.",
+				help: help{"Lock keys present in the last complete pass, per node and key group." + haMax,
 					"about the number of workers doing locked work; a steady climb means locks are not released.", rbLocksLongHeld},
 				unit:    units.Short,
-				targets: []target{{x.agg("sum", s.LocksHeld, nodeKG), "{{node}} {{key_group}}"}},
+				targets: []target{{x.nodeMax(s.LocksHeld, kg), "{{node}} {{key_group}}"}},
 			}, {
 				title: "Locks without TTL",
-				help: help{"Lock keys with no expiry: held forever if their owner crashed.",
+				help: help{"Lock keys with no expiry: held forever if their owner crashed." + haMax,
 					"0: every lock needs a TTL.", rbLocksWithoutTTL},
-				unit:    units.Short,
-				targets: []target{{x.agg("sum", s.LocksWithoutTTL, nodeKG), "{{node}} {{key_group}}"}},
+				unit: units.Short, scale: alertValue,
+				targets: []target{{x.nodeMax(s.LocksWithoutTTL, kg), "{{node}} {{key_group}}"}},
 			}, {
 				title: "Long-held locks",
-				help: help{"Locks whose owner token has been seen unchanged for longer than the long-held threshold.",
+				help: help{"Locks whose owner token has been seen unchanged for longer than the long-held threshold." + haMax,
 					"0; a long-held lock is a stuck holder or a lease renewed forever.", rbLocksLongHeld},
-				unit:    units.Short,
-				targets: []target{{x.agg("sum", s.LocksLongHeld, nodeKG), "{{node}} {{key_group}}"}},
+				unit: units.Short, scale: alertValue,
+				targets: []target{{x.nodeMax(s.LocksLongHeld, kg), "{{node}} {{key_group}}"}},
 			}, {
 				kind:  heatmapPanel,
 				title: "Lock remaining TTL (heatmap)",
-				help: help{"Distribution of the remaining TTL of sampled lock keys in the last pass (locks without expiry are counted separately).",
+				help: help{"Distribution of the remaining TTL of sampled lock keys in the last pass (locks without expiry are counted separately)." + haMax,
 					"spread below the lock TTL; a band near 0 means holders run out of lease.", rbLocksLost},
 				unit:    units.Seconds,
 				targets: []target{{x.snapshotBuckets(s.LockRemainingTTL, nil), "{{le}}"}},
@@ -58,108 +68,117 @@ func keyspace() (*board, error) {
 			title: "Cause: keys expire together (coming stampede)",
 			panels: []panel{{
 				title: "Expiry synchronisation per key group",
-				help: help{"Keys of the group expiring in its busiest second, divided by the count an even spread would give.",
-					"close to 1; far above 1 means TTLs without jitter and a stampede when they expire.", rbExpirySync},
-				unit:    units.Short,
+				help: help{"Keys of the group expiring in its busiest second, divided by the count an even spread would give; the worst node's figure." + haMax,
+					"close to 1; far above 1 means TTLs without jitter and a stampede when they expire (the alert ignores groups with few sampled keys).", rbExpirySync},
+				unit: units.Short, scale: alertValue,
 				targets: []target{{x.agg("max", s.ExpirySync, kg), "{{key_group}}"}},
 			}, {
 				title: "Keys expiring within 1 s / 10 s / 1 min",
-				help: help{"Sampled keys of each group expiring within the horizon (cumulative).",
+				help: help{"Sampled keys of each group expiring within the horizon (cumulative), over all nodes." + haMax,
 					"a small share of the group; a large share within 1 s is a wave of expiries.", rbExpirySync},
 				unit: units.Short,
-				targets: []target{{x.agg("sum", s.KeysExpiring, []string{keyGroupLabel, "within"}, x.is(s.KeysExpiring, "within", "1s", "10s", "1m")),
+				targets: []target{{x.nodeTotal(s.KeysExpiring, []string{keyGroupLabel, "within"}, x.is(s.KeysExpiring, "within", "1s", "10s", "1m")),
 					"{{key_group}} within {{within}}"}},
 			}, {
 				title: "Keys sampled and keys without TTL",
-				help: help{"Keys of each group seen in the last complete pass, and those that never expire.",
+				help: help{"Keys of each group seen in the last complete pass, and those that never expire, over all nodes." + haMax,
 					"no keys without TTL in cache groups: they grow until eviction.", rbKeysWithoutTTL},
 				unit: units.Short,
 				targets: []target{
-					{x.agg("sum", s.KeysSampled, kg), "sampled {{key_group}}"},
-					{x.agg("sum", s.KeysWithoutTTL, kg), "without TTL {{key_group}}"},
+					{x.nodeTotal(s.KeysSampled, kg), "sampled {{key_group}}"},
+					{x.nodeTotal(s.KeysWithoutTTL, kg), "without TTL {{key_group}}"},
 				},
 			}},
 		}, {
 			title: "Server: hits, misses, evictions",
 			panels: []panel{{
 				title: "Server hit ratio",
-				help: help{"Keyspace hits divided by lookups, per node (the exporter's own lookups excluded).",
+				help: help{"Keyspace hits divided by lookups, per node (the exporter's own lookups excluded)." + haMax,
 					"steady; a sudden drop is a mass expiry or an eviction storm.", rbServerHitRatio},
+				// No thresholds: the alert compares the fall of this ratio
+				// against its last hour, not the ratio itself.
 				unit: units.PercentUnit, max: 1,
-				targets: []target{{ratio(hits, "("+hits+" + "+misses+")"), "{{node}}"}},
+				targets: []target{{hitRatio, "{{node}}"}},
 			}, {
 				title: "Server miss bursts",
-				help: help{"Samples in which a node's keyspace misses grew by at least the burst threshold.",
+				help: help{"Samples in which a node's keyspace misses grew by at least the burst threshold." + haMax,
 					"0.", rbMissBurst},
-				unit:    units.OpsPerSecond,
-				targets: []target{{x.rate(s.ServerMissBursts, node), "{{node}}"}},
+				unit: units.OpsPerSecond,
+				// No thresholds: CachewatchMissBurst counts the services'
+				// miss bursts, not the server's.
+				targets: []target{{x.nodeRate(s.ServerMissBursts, nil), "{{node}}"}},
 			}, {
 				title: "Expired and evicted keys",
-				help: help{"Keys the server expired, and keys it evicted under maxmemory.",
+				help: help{"Keys the server expired, and keys it evicted under maxmemory." + haMax,
 					"evictions 0 for locks and sessions; expirations steady, not in waves.", rbServerResources},
 				unit: units.OpsPerSecond,
 				targets: []target{
-					{x.rate(s.ServerExpiredKeys, node), "expired {{node}}"},
-					{x.rate(s.ServerEvictedKeys, node), "evicted {{node}}"},
+					{x.nodeRate(s.ServerExpiredKeys, nil), "expired {{node}}"},
+					{x.nodeRate(s.ServerEvictedKeys, nil), "evicted {{node}}"},
 				},
 			}, {
 				title: "Memory used and limit",
-				help: help{"Memory used by each node, and its maxmemory (0 means no limit).",
+				help: help{"Memory used by each node, and its maxmemory (0 means no limit)." + haMax,
 					"used well below the limit; at the limit the server evicts or refuses writes (OOM).", rbServerResources},
 				unit: units.BytesIEC,
 				targets: []target{
-					{x.agg("max", s.ServerMemoryUsed, node), "used {{node}}"},
-					{x.agg("max", s.ServerMemoryMax, node), "limit {{node}}"},
+					{x.nodeMax(s.ServerMemoryUsed, nil), "used {{node}}"},
+					{x.nodeMax(s.ServerMemoryMax, nil), "limit {{node}}"},
 				},
 			}, {
 				title: "Clients",
-				help: help{"Client connections per node, connected and blocked (BLPOP, XREAD BLOCK…).",
+				help: help{"Client connections per node, connected and blocked (BLPOP, XREAD BLOCK…)." + haMax,
 					"steady; a climb in connected clients is pools growing under lock contention.", rbServerResources},
 				unit:    units.Short,
-				targets: []target{{x.agg("max", s.ServerClients, []string{"node", "state"}), "{{node}} {{state}}"}},
+				targets: []target{{x.nodeMax(s.ServerClients, []string{"state"}), "{{node}} {{state}}"}},
 			}},
 		}, {
 			title: "Server: command latency",
 			panels: []panel{{
 				title: "Server command latency percentiles",
-				help: help{"Server-side latency percentiles per command (INFO latencystats, Redis 7+), without the network.",
-					"microseconds; a slow script here blocks every other client.", rbScriptSlow},
+				help: help{"Server-side latency percentiles per command (INFO latencystats, Redis 7+), without the network; the worst node's." + haMax,
+					"microseconds; a slow script here blocks every other client.", rbServerScriptsSlow},
+				// No thresholds: the alert compares the mean time per call.
 				unit:    units.Seconds,
 				targets: []target{{x.agg("max", s.ServerCommandLatency, []string{"command", "percentile"}), "{{command}} {{percentile}}"}},
 			}, {
 				title: "Server time per call",
-				help: help{"Average server time per call of each command (INFO commandstats).",
-					"microseconds for GET/SET; scripts as short as possible.", rbServerCommandStats},
+				help: help{"Average server time per call of each command (INFO commandstats)." + haMax,
+					"microseconds for GET/SET; scripts as short as possible.", rbServerScriptsSlow},
+				// No thresholds: the alert watches the script commands
+				// only, and every other command shares the axis.
 				unit:    units.Seconds,
-				targets: []target{{ratio(x.rate(s.ServerCommandSeconds, []string{"node", "command"}), cmdCalls), "{{node}} {{command}}"}},
+				targets: []target{{ratio(x.nodeRate(s.ServerCommandSeconds, []string{"command"}), cmdCalls), "{{node}} {{command}}"}},
 			}, {
 				title: "Server calls and failed calls",
-				help: help{"Calls per second per command, and calls that failed or were rejected.",
+				help: help{"Calls per second per command, and calls that failed or were rejected." + haMax,
 					"failures 0.", rbServerCommandStats},
 				unit: units.OpsPerSecond,
 				targets: []target{
 					{cmdCalls, "{{node}} {{command}}"},
-					{x.rate(s.ServerCommandFailed, []string{"node", "command"}), "failed {{node}} {{command}}"},
+					{x.nodeRate(s.ServerCommandFailed, []string{"command"}), "failed {{node}} {{command}}"},
 				},
 			}},
 		}, {
 			title: "Queues: backlog behind the locks",
 			panels: []panel{{
 				title: "Queue length",
-				help: help{"Entries in each configured queue key: list or stream length, or delayed jobs in a sorted set.",
+				help: help{"Entries in each configured queue key: list or stream length, or delayed jobs in a sorted set." + haMax,
 					"steady or draining; growth means consumers fall behind.", rbQueueBacklog},
 				unit:    units.Short,
 				targets: []target{{x.agg("max", s.QueueLength, []string{"queue", "type"}), "{{queue}} ({{type}})"}},
 			}, {
 				title: "Oldest entry age",
-				help: help{"Age of each queue's oldest entry, or how overdue its earliest delayed job is.",
+				help: help{"Age of each queue's oldest entry, or how overdue its earliest delayed job is." + haMax,
 					"below the processing time you promise.", rbQueueBacklog},
-				unit:    units.Seconds,
+				unit: units.Seconds, scale: alertValue,
 				targets: []target{{x.agg("max", s.QueueOldestAge, []string{"queue"}), "{{queue}}"}},
 			}, {
 				title: "Stream lag and pending per consumer group",
-				help: help{"Entries not yet delivered to each consumer group (lag) and delivered but not acknowledged (pending).",
+				help: help{"Entries not yet delivered to each consumer group (lag) and delivered but not acknowledged (pending)." + haMax,
 					"both near 0; pending that only grows is consumers crashing before XACK.", rbStreamLag},
+				// No thresholds: the lag's would be read against the
+				// pending count that shares the axis.
 				unit: units.Short,
 				targets: []target{
 					{x.agg("max", s.StreamGroupLag, []string{"queue", "group"}), "lag {{queue}} {{group}}"},
@@ -167,13 +186,13 @@ func keyspace() (*board, error) {
 				},
 			}, {
 				title: "Oldest pending message age",
-				help: help{"Age of each consumer group's oldest unacknowledged message.",
+				help: help{"Age of each consumer group's oldest unacknowledged message." + haMax,
 					"below the consumer's visibility timeout.", rbStreamPending},
-				unit:    units.Seconds,
+				unit: units.Seconds, scale: alertValue,
 				targets: []target{{x.agg("max", s.StreamGroupOldestPending, []string{"queue", "group"}), "{{queue}} {{group}}"}},
 			}, {
 				title: "Consumer groups not exported",
-				help: help{"Consumer groups of a stream left out because the stream has more groups than the exporter's per-stream cap.",
+				help: help{"Consumer groups of a stream left out because the stream has more groups than the exporter's per-stream cap." + haMax,
 					"0; raise the cap or the lag of the missing groups is invisible.", rbStreamLag},
 				unit:    units.Short,
 				targets: []target{{x.agg("max", s.StreamGroupsDropped, []string{"queue"}), "{{queue}}"}},
@@ -182,45 +201,45 @@ func keyspace() (*board, error) {
 			title: "Sampler health: can this board be trusted?",
 			panels: []panel{{
 				title: "Exporter up",
-				help: help{"1 when the last sample of the node succeeded, 0 otherwise.",
-					"1 for every node.", rbExporterDown},
-				unit: units.Short, max: 1,
-				targets: []target{{x.agg("min", s.ExporterUp, node), "{{node}}"}},
+				help: help{"1 when the exporter's last sample of the node succeeded, 0 otherwise." + perExporter,
+					"1 for every exporter and node.", rbExporterDown},
+				unit: units.Short, max: 1, scale: alertValue,
+				targets: []target{{x.agg("min", s.ExporterUp, perInstance), "{{instance}} {{node}}"}},
 			}, {
 				title: "Keyspace coverage",
-				help: help{"Fraction of each node's keyspace covered by the keyspace figures on this board; below 1 the view is partial.",
+				help: help{"Fraction of each node's keyspace covered by the keyspace figures on this board; below 1 the view is partial." + perExporter,
 					"1.", rbExporterCoverage},
-				unit: units.PercentUnit, max: 1,
-				targets: []target{{x.agg("min", s.ExporterKeyspaceCoverage, node), "{{node}}"}},
+				unit: units.PercentUnit, max: 1, scale: alertValue,
+				targets: []target{{x.agg("min", s.ExporterKeyspaceCoverage, perInstance), "{{instance}} {{node}}"}},
 			}, {
 				title: "Sample duration",
-				help: help{"Duration of the last sample of each node.",
+				help: help{"Duration of the last sample of each node." + perExporter,
 					"well below the scrape interval.", rbExporterCoverage},
 				unit:    units.Seconds,
-				targets: []target{{x.agg("max", s.ExporterSampleDuration, node), "{{node}}"}},
+				targets: []target{{x.agg("max", s.ExporterSampleDuration, perInstance), "{{instance}} {{node}}"}},
 			}, {
 				title: "Scan cycles, truncated samples and keys scanned",
-				help: help{"Complete SCAN passes, samples cut short by the key or time budget, and keys inspected, per second.",
+				help: help{"Complete SCAN passes, samples cut short by the key or time budget, and keys inspected, per second." + perExporter,
 					"cycles steady; truncations mean a pass spans several samples (coverage tells how much is seen).", rbExporterCoverage},
 				unit: units.OpsPerSecond,
 				targets: []target{
-					{x.rate(s.ExporterScanCycles, node), "cycles {{node}}"},
-					{x.rate(s.ExporterTruncated, node), "truncated {{node}}"},
-					{x.rate(s.ExporterKeysScanned, node), "keys {{node}}"},
+					{x.rate(s.ExporterScanCycles, perInstance), "cycles {{instance}} {{node}}"},
+					{x.rate(s.ExporterTruncated, perInstance), "truncated {{instance}} {{node}}"},
+					{x.rate(s.ExporterKeysScanned, perInstance), "keys {{instance}} {{node}}"},
 				},
 			}, {
 				title: "Sampler errors by stage and class",
-				help: help{"Sampler errors per second by stage (connect, info, scan, keys, locks, queues, latency) and class; the other stages are still sampled.",
+				help: help{"Sampler errors per second by stage (connect, info, scan, keys, locks, queues, latency) and class; the other stages are still sampled." + perExporter,
 					"0; noperm means the exporter's ACL user lacks a command.", rbExporterFailing},
-				unit:    units.OpsPerSecond,
-				targets: []target{{x.rate(s.ExporterErrors, []string{"node", "stage", "class"}), "{{node}} {{stage}} {{class}}"}},
+				unit: units.OpsPerSecond, scale: anyEvent,
+				targets: []target{{x.rate(s.ExporterErrors, []string{"instance", "node", "stage", "class"}), "{{instance}} {{node}} {{stage}} {{class}}"}},
 			}, {
 				title: "Time since last successful sample",
-				help: help{"Seconds since each node was last sampled successfully.",
+				help: help{"Seconds since each node was last sampled successfully." + perExporter,
 					"about one scrape interval.", rbExporterDown},
 				unit: units.Seconds,
 				targets: []target{
-					{"time() - " + x.agg("max", s.ExporterLastSuccess, node), "{{node}}"},
+					{"time() - " + x.agg("max", s.ExporterLastSuccess, perInstance), "{{instance}} {{node}}"},
 				},
 			}},
 		}},

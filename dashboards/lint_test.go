@@ -6,14 +6,17 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/cachewatch/cachewatch/alerts"
 	"github.com/cachewatch/cachewatch/dashboards"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -137,6 +140,90 @@ var rules = map[string]rule{
 		}
 		return nil
 	},
+	"template-labels": func(b boardJSON) []string {
+		var problems []string
+		for _, v := range b.variables() {
+			name, _ := v["name"].(string)
+			if want := variableLabels[name]; v["label"] != want {
+				problems = append(problems, fmt.Sprintf("variable $%s is labelled %q, want %q", name, v["label"], want))
+			}
+		}
+		return problems
+	},
+	"panel-runbook-link": func(b boardJSON) []string {
+		var problems []string
+		for _, p := range b.panels() {
+			if problem := runbookLinkProblem(p); problem != "" {
+				problems = append(problems, fmt.Sprintf("panel %q: %s", p["title"], problem))
+			}
+		}
+		return problems
+	},
+	"alert-annotations": func(b boardJSON) []string {
+		enabled := map[string]bool{}
+		annotations, _ := b["annotations"].(map[string]any)
+		for _, a := range objects(annotations["list"]) {
+			e, err := parsePromQL(str(a, "expr"))
+			if err != nil || len(e.selectors) != 1 || a["enable"] != true || str(a, "datasource", "uid") != "$datasource" {
+				continue
+			}
+			sel := e.selectors[0]
+			if sel.metric == "ALERTS" && sel.has("alertname", "=~", "Cachewatch.+") && sel.has("alertstate", "=", "firing") && sel.has("job", "=~", "$job") {
+				for _, m := range sel.matchers {
+					if m.label == "severity" && m.op == "=" {
+						enabled[m.value] = true
+					}
+				}
+			}
+		}
+		var problems []string
+		for _, sev := range []string{alerts.SeverityCritical, alerts.SeverityWarning} {
+			if !enabled[sev] {
+				problems = append(problems, "no enabled annotation of firing "+sev+` ALERTS{alertname=~"Cachewatch.+", job=~"$job"} on $datasource`)
+			}
+		}
+		return problems
+	},
+	"glance-row": func(b boardJSON) []string {
+		top := objects(b["panels"])
+		if len(top) == 0 || top[0]["type"] != "row" {
+			return []string{"the board does not open with a row"}
+		}
+		var stats, coloured int
+		for _, p := range top[1:] {
+			if p["type"] == "row" {
+				break
+			}
+			if p["type"] != "stat" {
+				return []string{fmt.Sprintf("panel %q of the first row is a %v, not a stat", p["title"], p["type"])}
+			}
+			stats++
+			if len(thresholdSteps(p)) > 1 {
+				coloured++
+			}
+		}
+		if stats < 3 || stats > 6 || coloured < 2 {
+			return []string{fmt.Sprintf("the first row has %d stat panels, %d coloured by an alert's thresholds: want 3 to 6, most coloured", stats, coloured)}
+		}
+		return nil
+	},
+	"target-exporter-per-node": eachSelector(func(_ map[string]any, _ map[string]any, s selector, around []frame) []string {
+		m, ok := signals.Names()[s.metric]
+		if !ok || !m.HasSource(signals.Exporter) || !slices.Contains(m.LabelNames(), "node") {
+			return nil
+		}
+		// The aggregation right around the series (or their rate):
+		// max or min count a node's figure once however many exporters
+		// sample it; grouping by instance shows each exporter's own.
+		i := len(around) - 1
+		if innermost(around) == "rate" {
+			i--
+		}
+		if i >= 0 && (around[i].fn == "max" || around[i].fn == "min" || slices.Contains(around[i].by, "instance")) {
+			return nil
+		}
+		return []string{s.metric + " is not reduced per node with max or min (nor grouped by exporter instance): two exporters of one node would double it"}
+	}),
 	"template-job":       queryVariableRule("job"),
 	"template-instance":  queryVariableRule("instance"),
 	"template-client":    labelVariableRule("client"),
@@ -220,9 +307,13 @@ var rules = map[string]rule{
 		if !strings.HasSuffix(s.metric, "_bucket") {
 			return nil
 		}
-		// The buckets must be summed by le (directly, or around rate)…
+		// The buckets must be summed by le (directly, or around rate, or
+		// around the max per node that counts an exporter's node once)…
 		i := len(around) - 1
 		if innermost(around) == "rate" {
+			i--
+		}
+		if i >= 0 && around[i].fn == "max" && slices.Contains(around[i].by, "le") && slices.Contains(around[i].by, "node") {
 			i--
 		}
 		if i < 0 || around[i].fn != "sum" || !slices.Contains(around[i].by, "le") {
@@ -231,13 +322,64 @@ var rules = map[string]rule{
 		// …and then either be the whole query of a heatmap, or the
 		// argument of histogram_quantile.
 		heat := p["type"] == "heatmap" && tg["format"] == "heatmap" && i == 0
-		quantile := i == 1 && around[0].fn == "histogram_quantile"
+		quantile := i >= 1 && around[i-1].fn == "histogram_quantile"
 		if !heat && !quantile {
 			return []string{s.metric + " neither in a heatmap nor in histogram_quantile(q, sum by (le, …)(…))"}
 		}
 		return nil
 	}),
 }
+
+// variableLabels are the labels grafana/dashboard-linter's strict mode
+// wants on the variables.
+var variableLabels = map[string]string{
+	"datasource": "Data source", "job": "Job", "instance": "Instance", "client": "Client", "key_group": "Key group",
+}
+
+// runbookLinkProblem checks a panel links to the runbook section its
+// description names, and that docs/runbooks.md has that section.
+func runbookLinkProblem(p map[string]any) string {
+	links := objects(p["links"])
+	if len(links) != 1 {
+		return fmt.Sprintf("%d links, want one to its runbook section", len(links))
+	}
+	url := str(links[0], "url")
+	base, anchor, _ := strings.Cut(url, "#")
+	if base != dashboards.RunbookURL || !runbookAnchors()[anchor] {
+		return fmt.Sprintf("link %s is no section of docs/runbooks.md", url)
+	}
+	desc := str(p, "description")
+	named := ""
+	if m := descriptionAlert.FindStringSubmatch(desc); m != nil {
+		named = alerts.RunbookAnchor(m[1])
+	} else if m := descriptionSection.FindStringSubmatch(desc); m != nil {
+		named = dashboards.HeadingAnchor(m[1])
+	}
+	if named == "" || named != anchor {
+		return fmt.Sprintf("link #%s, but the description names another runbook", anchor)
+	}
+	return ""
+}
+
+var (
+	descriptionAlert   = regexp.MustCompile(`\*\*Runbook:\*\* \[(Cachewatch[A-Za-z]+)\]`)
+	descriptionSection = regexp.MustCompile(`\*\*Runbook:\*\* docs/runbooks\.md, section "([^"]+)"`)
+	runbookHeading     = regexp.MustCompile(`(?m)^#{2,3} (.+)$`)
+)
+
+// runbookAnchors are the anchors GitHub gives the headings of
+// docs/runbooks.md.
+var runbookAnchors = sync.OnceValue(func() map[string]bool {
+	md, err := os.ReadFile(filepath.Join("..", "docs", "runbooks.md"))
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]bool{}
+	for _, h := range runbookHeading.FindAllStringSubmatch(string(md), -1) {
+		out[dashboards.HeadingAnchor(h[1])] = true
+	}
+	return out
+})
 
 func queryVariableRule(name string) rule {
 	return func(b boardJSON) []string {
@@ -401,15 +543,24 @@ func TestLint(t *testing.T) {
 // TestLintRulesCanFail breaks each rule once on a copy of a real board and
 // checks that the rule reports it.
 func TestLintRulesCanFail(t *testing.T) {
-	firstPanel := func(b boardJSON) map[string]any { return b.panels()[0] }
+	firstPanel := func(b boardJSON) map[string]any { return panelTitled(b, "Lock acquire time p50 / p99") }
 	firstTarget := func(b boardJSON) map[string]any { return objects(firstPanel(b)["targets"])[0] }
-	// The contention board's first panel reads a key_group histogram
-	// through histogram_quantile: every target rule can be broken on it.
+	// The contention board's lock acquire panel reads a key_group
+	// histogram through histogram_quantile: every target rule can be
+	// broken on it.
 	mutations := map[string]func(b boardJSON){
-		"uneditable":              func(b boardJSON) { b["editable"] = true },
-		"stable-uid":              func(b boardJSON) { b["uid"] = "contention" },
-		"links":                   func(b boardJSON) { b["links"] = []any{} },
-		"template-datasource":     func(b boardJSON) { b.variable("datasource")["label"] = "Datasource" },
+		"uneditable":          func(b boardJSON) { b["editable"] = true },
+		"stable-uid":          func(b boardJSON) { b["uid"] = "contention" },
+		"links":               func(b boardJSON) { b["links"] = []any{} },
+		"template-datasource": func(b boardJSON) { b.variable("datasource")["label"] = "Datasource" },
+		"template-labels":     func(b boardJSON) { b.variable("job")["label"] = "job" },
+		"panel-runbook-link":  func(b boardJSON) { firstPanel(b)["links"] = []any{} },
+		"alert-annotations":   func(b boardJSON) { b["annotations"] = map[string]any{} },
+		"glance-row":          func(b boardJSON) { objects(b["panels"])[1]["type"] = "timeseries" },
+		"target-exporter-per-node": func(b boardJSON) {
+			replaceInExpr(func(b boardJSON) map[string]any { return objects(panelTitled(b, "Locks without TTL")["targets"])[0] },
+				"max by (node, key_group) (", "sum by (node, key_group) (")(b)
+		},
 		"template-job":            func(b boardJSON) { b.variable("job")["allValue"] = "" },
 		"template-instance":       func(b boardJSON) { b.variable("instance")["refresh"] = 1.0 },
 		"template-client":         dropVariable("client"),
@@ -435,9 +586,14 @@ func TestLintRulesCanFail(t *testing.T) {
 			t.Errorf("rule %s has no mutation: nothing shows it can fail", name)
 		}
 	}
+	// Rules about exporter series break on the keyspace board.
+	onBoard := map[string]string{"target-exporter-per-node": dashboards.KeyspaceUID}
 	for name, mutate := range mutations {
 		t.Run(name, func(t *testing.T) {
 			b := contentionBoard(t)
+			if uid := onBoard[name]; uid != "" {
+				b = boardByUID(t, uid)
+			}
 			mutate(b)
 			got := lint(b)
 			if len(got[name]) == 0 {
@@ -466,12 +622,24 @@ func replaceInExpr(target func(boardJSON) map[string]any, old, new string) func(
 	}
 }
 
-func contentionBoard(t *testing.T) boardJSON {
+func contentionBoard(t *testing.T) boardJSON { return boardByUID(t, dashboards.ContentionUID) }
+
+func boardByUID(t *testing.T, uid string) boardJSON {
+	t.Helper()
 	for _, b := range generated(t) {
-		if b.uid() == dashboards.ContentionUID {
+		if b.uid() == uid {
 			return b
 		}
 	}
-	t.Fatal("no contention board")
+	t.Fatalf("no board %s", uid)
 	return nil
+}
+
+func panelTitled(b boardJSON, title string) map[string]any {
+	for _, p := range b.panels() {
+		if p["title"] == title {
+			return p
+		}
+	}
+	panic(fmt.Sprintf("%s has no panel %q", b.uid(), title))
 }

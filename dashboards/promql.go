@@ -97,7 +97,9 @@ func (x *exprs) by(m signals.ID, labels ...string) string {
 		return ""
 	}
 	for _, l := range labels {
-		if l != "le" {
+		// le is a histogram's; job and instance are the scrape target's,
+		// on every series.
+		if l != "le" && l != varJob && l != varInstance {
 			x.label(m, l)
 		}
 	}
@@ -134,9 +136,36 @@ func (x *exprs) heatmap(m signals.ID) string {
 	return x.rateOf(m, "_bucket", []string{"le"})
 }
 
-// snapshotBuckets is the buckets of a snapshot histogram summed by le.
+// snapshotBuckets is the buckets of a snapshot histogram summed by le,
+// each node's buckets counted once (nodeMax).
 func (x *exprs) snapshotBuckets(m signals.ID, by []string) string {
-	return "sum " + x.by(m, append([]string{"le"}, by...)...) + "(" + x.sel(m, "_bucket") + ")"
+	perNode := "max " + x.by(m, append([]string{"le"}, m.LabelNames()...)...) + "(" + x.sel(m, "_bucket") + ")"
+	return "sum " + x.by(m, append([]string{"le"}, by...)...) + "(" + perNode + ")"
+}
+
+// The exporter's figures describe a Redis node, and every exporter that
+// samples the node reports the same ones: an HA pair reports each twice.
+// Its series are therefore reduced per node with max, as the alerts do,
+// before anything adds nodes up; a board never shows a figure that grows
+// with the number of exporters. (Figures about the exporters themselves,
+// the sampler's health, are shown per exporter instead.)
+
+// nodeMax is max by (node, by…) (m{…}) for a gauge the exporter reports
+// per node.
+func (x *exprs) nodeMax(m signals.ID, by []string, matchers ...string) string {
+	return x.agg("max", m, append([]string{"node"}, by...), matchers...)
+}
+
+// nodeTotal is sum by (by…) of nodeMax: a total over the nodes that
+// counts each node once.
+func (x *exprs) nodeTotal(m signals.ID, by []string, matchers ...string) string {
+	return "sum " + x.by(m, by...) + "(" + x.nodeMax(m, by, matchers...) + ")"
+}
+
+// nodeRate is max by (node, by…) (rate(m{…}[$__rate_interval])) for a
+// server counter (INFO) that every exporter of the node reads.
+func (x *exprs) nodeRate(m signals.ID, by []string, matchers ...string) string {
+	return "max " + x.by(m, append([]string{"node"}, by...)...) + "(rate(" + x.sel(m, "", matchers...) + "[" + rateInterval + "]))"
 }
 
 // agg is op by (labels) (m{…}) for a gauge.

@@ -21,6 +21,9 @@ func redis() (*board, error) {
 		anchors:     []s.ID{s.CommandDuration},
 		client:      true,
 		rows: []row{{
+			title:  "At a glance",
+			panels: redisGlance(x),
+		}, {
 			title: "Symptom: commands are slow",
 			panels: []panel{{
 				kind:  heatmapPanel,
@@ -48,7 +51,7 @@ func redis() (*board, error) {
 				title: "Script latency p99 by script",
 				help: help{"99th percentile of EVAL/EVALSHA/FCALL latency per script name (never a SHA).",
 					"below 1 ms: a script blocks the whole server while it runs.", rbScriptSlow},
-				unit:    units.Seconds,
+				unit: units.Seconds, scale: alertValue,
 				targets: []target{{x.quantile(0.99, s.ScriptDuration, []string{"client", "script"}), "{{client}} {{script}}"}},
 			}, {
 				title: "Script calls by script",
@@ -74,7 +77,10 @@ func redis() (*board, error) {
 			}, {
 				title: "Command error ratio by command",
 				help: help{"Share of each command's calls that failed.",
-					"0; above 1 % pages (see the runbook).", rbCommandErrors},
+					"0.", rbCommandErrors},
+				// No thresholds: the alert compares each client's share
+				// over all its commands; one rare command's share may be
+				// far higher without anything firing.
 				unit: units.PercentUnit,
 				targets: []target{{ratio(orZero(x.rate(s.CommandErrors, []string{"client", "command"}), calls), calls),
 					"{{client}} {{command}}"}},
@@ -91,6 +97,7 @@ func redis() (*board, error) {
 				title: "Pool waits and timeouts",
 				help: help{"Times callers had to wait for a pool connection, times that wait timed out, and stale connections removed from the pool.",
 					"waits rare, timeouts 0, stale removals rare: timeouts are connection starvation, often lock spinning holding connections.", rbPoolTimeouts},
+				// No thresholds: the waits and stale removals share the axis.
 				unit: units.OpsPerSecond,
 				targets: []target{
 					{poolWaits, "waits {{client}}"},

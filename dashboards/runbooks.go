@@ -1,11 +1,17 @@
 package dashboards
 
-import "strings"
+import (
+	"fmt"
+	"slices"
+	"strings"
 
-// RunbookURL is where panel descriptions link to: the runbooks page of the
-// repository, one section per alert. Section anchors are the lower-cased
-// alert name.
-const RunbookURL = "https://github.com/cachewatch/cachewatch/blob/main/docs/runbooks.md"
+	"github.com/cachewatch/cachewatch/alerts"
+)
+
+// RunbookURL is where panels link to: the runbooks page of the repository,
+// one section per alert, the page the alerts' runbook_url points at.
+// Section anchors are the lower-cased alert name.
+const RunbookURL = alerts.DefaultRunbookBaseURL
 
 // runbook names the runbook section a panel's reader should turn to: the
 // section of the alert that covers the panel's signal, or, where no alert
@@ -17,13 +23,55 @@ type runbook struct {
 
 func (r runbook) markdown() string {
 	if r.alert != "" {
-		return "[" + r.alert + "](" + RunbookURL + "#" + strings.ToLower(r.alert) + ")"
+		return "[" + r.alert + "](" + r.url() + ")"
 	}
 	return "docs/runbooks.md, section \"" + r.section + "\""
 }
 
+// url is the section's address: the alert's anchor, or the anchor GitHub
+// gives the section's heading.
+func (r runbook) url() string {
+	if r.alert != "" {
+		return RunbookURL + "#" + alerts.RunbookAnchor(r.alert)
+	}
+	return RunbookURL + "#" + headingAnchor(r.section)
+}
+
+// title is the panel link's text.
+func (r runbook) title() string {
+	if r.alert != "" {
+		return "Runbook: " + r.alert
+	}
+	return "Runbook: " + r.section
+}
+
+// check fails when the runbook names an alert package alerts does not
+// define: a renamed or removed alert must not leave a panel pointing at
+// nothing.
+func (r runbook) check() error {
+	if r.alert != "" && !slices.Contains(alerts.AlertNames(), r.alert) {
+		return fmt.Errorf("dashboards: the runbook names alert %s, which package alerts does not define", r.alert)
+	}
+	return nil
+}
+
+// headingAnchor is the fragment GitHub gives a Markdown heading: lower
+// case, punctuation dropped, spaces as dashes.
+func headingAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9'):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 // Alerts (package alerts) whose runbook sections the panels point at; the
-// names must match the alert definitions there.
+// names must match the alert definitions there (runbook.check).
 var (
 	rbLockAcquireSlow    = runbook{alert: "CachewatchLockAcquireLatencyHigh"}
 	rbLockContention     = runbook{alert: "CachewatchLockContentionHigh"}
@@ -31,11 +79,12 @@ var (
 	rbLockRenewals       = runbook{alert: "CachewatchLockRenewalsFailing"}
 	rbStaleServes        = runbook{alert: "CachewatchStaleServeRatioHigh"}
 	rbStaleForever       = runbook{alert: "CachewatchStaleForever"}
-	rbHardTTL            = runbook{alert: "CachewatchCacheErrors"}
+	rbCacheErrors        = runbook{alert: "CachewatchCacheErrors"}
 	rbLoaderAmplified    = runbook{alert: "CachewatchLoaderAmplification"}
 	rbMissBurst          = runbook{alert: "CachewatchMissBurst"}
 	rbWriteSkew          = runbook{alert: "CachewatchWriteSkew"}
 	rbScriptSlow         = runbook{alert: "CachewatchScriptLatencyHigh"}
+	rbServerScriptsSlow  = runbook{alert: "CachewatchRedisScriptsSlow"}
 	rbCommandErrors      = runbook{alert: "CachewatchCommandErrorsHigh"}
 	rbPoolTimeouts       = runbook{alert: "CachewatchPoolTimeouts"}
 	rbBreakerOpen        = runbook{alert: "CachewatchCircuitBreakerOpen"}

@@ -2,6 +2,7 @@ package dashboards_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,6 +85,15 @@ func TestDerivedPanelsCompute(t *testing.T) {
 		{panelExpr(t, "Command error ratio by command"), "10m", []sample{
 			{`{client="c", command="get"}`, 0.25}, {`{client="c", command="set"}`, 0}}},
 	}
+	if err := promtoolTest(t, promtool, input, tests); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// promtoolTest evaluates the expression tests over the input series (15 s
+// apart) with promtool test rules, and returns its complaint, if any.
+func promtoolTest(t *testing.T, promtool string, input []series, tests []exprTest) error {
+	t.Helper()
 	file := map[string]any{
 		"rule_files":          []string{},
 		"evaluation_interval": "15s",
@@ -93,11 +103,12 @@ func TestDerivedPanelsCompute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "derived_test.yml")
+	path := filepath.Join(t.TempDir(), "expr_test.yml")
 	if err := os.WriteFile(path, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(promtool, "test", "rules", path).CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
+		return fmt.Errorf("promtool test rules: %w\n%s", err, out)
 	}
+	return nil
 }
