@@ -35,26 +35,32 @@ func contention() (*board, error) {
 			title: "Symptom: callers wait for locks",
 			panels: []panel{{
 				title: "Lock acquire time p50 / p99",
-				help: help{"Time from the first acquire attempt to the outcome, retries and backoff included, per key group.",
+				help: help{"Time from the first acquire attempt to the outcome, retries and backoff included, per key group, of callers that wait for the lock (mode wait; a try-once acquisition is one attempt).",
 					"p99 below the alert's lines; a p99 near the give-up time means callers queue behind one holder.", rbLockAcquireSlow},
 				// The lines are the p99's thresholds; the p50 shares the axis.
 				unit: units.Seconds, scale: alertValue,
 				targets: []target{
-					{x.quantile(0.5, s.LockAcquireDuration, kg), "p50 {{key_group}}"},
+					{x.quantile(0.5, s.LockAcquireDuration, kg, x.is(s.LockAcquireDuration, s.ModeLabel, s.ModeWait)), "p50 {{key_group}}"},
 					{e.acquireP99, "p99 {{key_group}}"},
 				},
 			}, {
 				title: "Contention rate (busy first attempts / first attempts)",
-				help: help{"Share of first acquire attempts that found the lock already held, per key group.",
+				help: help{"Share of first acquire attempts that found the lock already held, per key group, of callers that wait for the lock (mode wait).",
 					"a few percent; higher means many workers want the same lock at once.", rbLockContention},
 				unit: units.PercentUnit, max: 1, scale: alertValue,
 				targets: []target{{e.contention, "{{key_group}}"}},
 			}, {
+				title: "Busy share of try-once acquisitions",
+				help: help{"Share of try-once acquisitions (callers that asked not to wait, such as a run-once job) that found the lock already held, per key group. Losing the race is their design: the loser skips the work, and no alert counts them.",
+					"any share: it grows with the number of instances racing for the job.", rbLockContention},
+				unit: units.PercentUnit, max: 1,
+				targets: []target{{e.tryOnceBusy, "{{key_group}}"}},
+			}, {
 				title: "Lock attempts by result",
-				help: help{"Single SET NX attempts per second by result and by first try or retry.",
+				help: help{"Single SET NX attempts per second by result, by first try or retry, and by mode (wait, or try once).",
 					"retries a small fraction of first tries; no errors.", rbLockContention},
 				unit:    units.OpsPerSecond,
-				targets: []target{{x.rate(s.LockAttempts, []string{keyGroupLabel, "result", "attempt"}), "{{key_group}} {{result}} ({{attempt}})"}},
+				targets: []target{{x.rate(s.LockAttempts, []string{keyGroupLabel, "result", "attempt", s.ModeLabel}), "{{key_group}} {{result}} ({{attempt}}, {{mode}})"}},
 			}},
 		}, {
 			title: "Cause: locks held too long, or lost mid-work",
@@ -126,7 +132,7 @@ func contention() (*board, error) {
 					"0; refusals mean the source has been failing for longer than the hard TTL.", rbCacheErrors},
 				// No thresholds: the alert compares the share of lookups
 				// that end in an error, refused or not.
-				unit: units.OpsPerSecond,
+				unit:    units.OpsPerSecond,
 				targets: []target{{x.rate(s.HardTTLExpired, kg), "{{key_group}}"}},
 			}},
 		}, {
@@ -227,14 +233,15 @@ func contention() (*board, error) {
 // contentionExprs are the queries the board's first row shares with the
 // panels below it.
 type contentionExprs struct {
-	// contention is the share of busy first attempts, per key group.
-	contention string
+	// contention is the share of busy first attempts of waiting callers,
+	// per key group; tryOnceBusy the same of try-once acquisitions.
+	contention, tryOnceBusy string
 	// staleShare is the share of stale lookups, per key group.
 	staleShare string
 	// errorShare is the share of lookups that ended in an error, per
 	// key group.
 	errorShare string
-	// acquireP99 is the lock acquire p99, per key group.
+	// acquireP99 is the lock acquire p99 of waiting callers, per key group.
 	acquireP99 string
 	// amplification is source calls per kept result, per key group.
 	amplification string
@@ -242,14 +249,21 @@ type contentionExprs struct {
 
 func contentionQueries(x *exprs) contentionExprs {
 	firstTry := x.is(s.LockAttempts, "attempt", "first")
-	allFirst := x.rate(s.LockAttempts, kg, firstTry)
+	busy := x.is(s.LockAttempts, "result", "busy")
+	// The share of busy first attempts in one mode.
+	busyShare := func(mode string) string {
+		m := x.is(s.LockAttempts, s.ModeLabel, mode)
+		first := x.rate(s.LockAttempts, kg, firstTry, m)
+		return ratio(orZero(x.rate(s.LockAttempts, kg, firstTry, busy, m), first), first)
+	}
 	lookups := x.rate(s.CacheLookups, kg)
 	sourceCalls := x.rate(s.SourceCalls, kg, x.is(s.SourceCalls, "result", "success", "error"))
 	return contentionExprs{
-		contention: ratio(orZero(x.rate(s.LockAttempts, kg, firstTry, x.is(s.LockAttempts, "result", "busy")), allFirst), allFirst),
-		staleShare: ratio(orZero(x.rate(s.CacheLookups, kg, x.is(s.CacheLookups, "result", "stale")), lookups), lookups),
-		errorShare: ratio(orZero(x.rate(s.CacheLookups, kg, x.is(s.CacheLookups, "result", "error")), lookups), lookups),
-		acquireP99: x.quantile(0.99, s.LockAcquireDuration, kg),
+		contention:  busyShare(s.ModeWait),
+		tryOnceBusy: busyShare(s.ModeTryOnce),
+		staleShare:  ratio(orZero(x.rate(s.CacheLookups, kg, x.is(s.CacheLookups, "result", "stale")), lookups), lookups),
+		errorShare:  ratio(orZero(x.rate(s.CacheLookups, kg, x.is(s.CacheLookups, "result", "error")), lookups), lookups),
+		acquireP99:  x.quantile(0.99, s.LockAcquireDuration, kg, x.is(s.LockAcquireDuration, s.ModeLabel, s.ModeWait)),
 		amplification: ratio(sourceCalls, "("+sourceCalls+" - "+
 			orZero(x.rate(s.StaleWritesRefused, kg), sourceCalls)+")"),
 	}

@@ -32,13 +32,13 @@ func contentionGlance(x *exprs, e contentionExprs) []panel {
 		targets: []target{{worst(e.staleShare), "stale"}},
 	}, {
 		kind: statPanel, title: "First-try contention (worst key group)",
-		help: help{"Share of first lock attempts that found the lock held, in the key group with the most.",
+		help: help{"Share of first lock attempts of waiting callers that found the lock held, in the key group with the most (try-once acquisitions lose by design and do not count).",
 			"a few percent.", rbLockContention},
 		unit: units.PercentUnit, max: 1, scale: alertValue,
 		targets: []target{{worst(e.contention), "contention"}},
 	}, {
 		kind: statPanel, title: "Lock acquire p99 (worst key group)",
-		help: help{"99th percentile of the time to take a lock, in the slowest key group.",
+		help: help{"99th percentile of the time waiting callers take to get a lock, in the slowest key group.",
 			"a few milliseconds.", rbLockAcquireSlow},
 		unit: units.Seconds, scale: alertValue,
 		targets: []target{{worst(e.acquireP99), "p99"}},

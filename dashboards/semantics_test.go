@@ -55,13 +55,18 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 func TestDerivedPanelsCompute(t *testing.T) {
 	promtool := metrictest.Promtool(t)
 	input := []series{
-		// Contention: group g has 2 busy of 8 first attempts, from two
-		// clients whose series the panel adds up; group h none busy.
-		counter(signals.LockAttempts, `client="b", key_group="g", attempt="first", result="acquired"`, 4),
-		counter(signals.LockAttempts, `client="a", key_group="g", attempt="first", result="acquired"`, 2),
-		counter(signals.LockAttempts, `client="a", key_group="g", attempt="first", result="busy"`, 2),
-		counter(signals.LockAttempts, `client="a", key_group="g", attempt="retry", result="busy"`, 50),
-		counter(signals.LockAttempts, `client="a", key_group="h", attempt="first", result="acquired"`, 3),
+		// Contention: group g has 2 busy of 8 first attempts of waiting
+		// callers, from two clients whose series the panel adds up; group
+		// h none busy. A run-once job's try-once attempts lose half their
+		// races, which the contention panel leaves out and the try-once
+		// panel shows.
+		counter(signals.LockAttempts, `client="b", key_group="g", mode="wait", attempt="first", result="acquired"`, 4),
+		counter(signals.LockAttempts, `client="a", key_group="g", mode="wait", attempt="first", result="acquired"`, 2),
+		counter(signals.LockAttempts, `client="a", key_group="g", mode="wait", attempt="first", result="busy"`, 2),
+		counter(signals.LockAttempts, `client="a", key_group="g", mode="wait", attempt="retry", result="busy"`, 50),
+		counter(signals.LockAttempts, `client="a", key_group="h", mode="wait", attempt="first", result="acquired"`, 3),
+		counter(signals.LockAttempts, `client="a", key_group="g", mode="try_once", attempt="first", result="busy"`, 5),
+		counter(signals.LockAttempts, `client="a", key_group="g", mode="try_once", attempt="first", result="acquired"`, 5),
 		// Amplification: group g threw one of two loads away; h none.
 		counter(signals.SourceCalls, `client="a", key_group="g", result="success"`, 2),
 		counter(signals.SourceCalls, `client="a", key_group="g", result="rejected"`, 7),
@@ -70,6 +75,9 @@ func TestDerivedPanelsCompute(t *testing.T) {
 		// Lookup shares.
 		counter(signals.CacheLookups, `client="a", key_group="g", result="hit"`, 3),
 		counter(signals.CacheLookups, `client="a", key_group="g", result="miss"`, 1),
+		// Group h: one lookup of two ends in an error.
+		counter(signals.CacheLookups, `client="a", key_group="h", result="hit"`, 1),
+		counter(signals.CacheLookups, `client="a", key_group="h", result="error"`, 1),
 		// Command errors: 1 of 4 GETs failed, no SET did.
 		{signals.CommandDuration.String() + `_count{job="svc", instance="a:1", client="c", command="get"}`, "0+4x80"},
 		{signals.CommandDuration.String() + `_count{job="svc", instance="a:1", client="c", command="set"}`, "0+2x80"},
@@ -78,12 +86,19 @@ func TestDerivedPanelsCompute(t *testing.T) {
 	tests := []exprTest{
 		{panelExpr(t, "Contention rate (busy first attempts / first attempts)"), "10m", []sample{
 			{`{key_group="g"}`, 0.25}, {`{key_group="h"}`, 0}}},
+		{panelExpr(t, "First-try contention (worst key group)"), "10m", []sample{{`{}`, 0.25}}},
+		{panelExpr(t, "Busy share of try-once acquisitions"), "10m", []sample{{`{key_group="g"}`, 0.5}}},
 		{panelExpr(t, "Loader amplification (source calls per kept result)"), "10m", []sample{
 			{`{key_group="g"}`, 2}, {`{key_group="h"}`, 1}}},
 		{panelExpr(t, "Cache lookups by result (share)"), "10m", []sample{
-			{`{key_group="g", result="hit"}`, 0.75}, {`{key_group="g", result="miss"}`, 0.25}}},
+			{`{key_group="g", result="hit"}`, 0.75}, {`{key_group="g", result="miss"}`, 0.25},
+			{`{key_group="h", result="hit"}`, 0.5}, {`{key_group="h", result="error"}`, 0.5}}},
+		{panelExpr(t, "Callers getting errors (worst key group)"), "10m", []sample{{`{}`, 0.5}}},
+		{panelExpr(t, "Stale share (worst key group)"), "10m", []sample{{`{}`, 0}}},
 		{panelExpr(t, "Command error ratio by command"), "10m", []sample{
 			{`{client="c", command="get"}`, 0.25}, {`{client="c", command="set"}`, 0}}},
+		// 1 of the client's 6 commands a sample failed.
+		{panelExpr(t, "Command error share (worst client)"), "10m", []sample{{`{}`, 1.0 / 6}}},
 	}
 	if err := promtoolTest(t, promtool, input, tests); err != nil {
 		t.Fatal(err)
