@@ -66,11 +66,14 @@ type PhaseReport struct {
 	StaleServed          Figure `json:"stale_served"`
 	CacheMisses          Figure `json:"cache_misses"`
 	FirstTryLockAttempts Figure `json:"first_try_lock_attempts"`
-	FirstTryContention   Figure `json:"first_try_lock_contention"`
+	// FirstTryContention is the busy share of the first attempts of
+	// callers that wait for a lock (mode="wait"), as the contention panel
+	// and alerts count it.
+	FirstTryContention Figure `json:"first_try_lock_contention"`
 	// TryOnceContention is the busy share of the first attempts of
 	// try-once acquisitions (mode="try_once": the periodic job's lock,
-	// whose losers skip the run by design). It is part of
-	// FirstTryContention; the contention alerts leave it out.
+	// whose losers skip the run by design), which the contention alerts
+	// leave out.
 	TryOnceContention Figure `json:"try_once_lock_contention"`
 	LocksLost         Figure `json:"locks_lost"`
 	// WriteSkewPrevented counts older versions refused by compare-and-set;
@@ -137,8 +140,8 @@ func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline 
 		CallerP99Ms:           Figure{nil, ms(p99)},
 		StaleServed:           Figure{num(s.Stale), num(float64(t.stale.Load()))},
 		FirstTryLockAttempts:  Figure{num(s.FirstAttempts), num(float64(t.firstAttempts.Load()))},
-		FirstTryContention: Figure{ratio(s.FirstBusy, s.FirstAttempts),
-			ratio(float64(t.firstBusy.Load()), float64(t.firstAttempts.Load()))},
+		FirstTryContention: Figure{ratio(s.FirstBusy-s.TryOnceBusy, s.FirstAttempts-s.TryOnceFirst),
+			ratio(float64(t.firstBusy.Load()-t.jobBusy.Load()), float64(t.firstAttempts.Load()-t.jobTries.Load()))},
 		TryOnceContention: Figure{ratio(s.TryOnceBusy, s.TryOnceFirst),
 			ratio(float64(t.jobBusy.Load()), float64(t.jobTries.Load()))},
 		LocksLost:          Figure{num(s.LocksLost), num(float64(t.locksLost.Load()))},
@@ -262,7 +265,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		{"caller p99 (ms)", func(p PhaseReport) Figure { return p.CallerP99Ms }, "%.1f"},
 		{"stale served", func(p PhaseReport) Figure { return p.StaleServed }, "%.0f"},
 		{"cache misses", func(p PhaseReport) Figure { return p.CacheMisses }, "%.0f"},
-		{"first-try lock contention", func(p PhaseReport) Figure { return percent(p.FirstTryContention) }, "%.1f%%"},
+		{"first-try lock contention (waiting callers)", func(p PhaseReport) Figure { return percent(p.FirstTryContention) }, "%.1f%%"},
 		{"… of try-once acquisitions (the job's lock)", func(p PhaseReport) Figure { return percent(p.TryOnceContention) }, "%.1f%%"},
 		{"locks lost", func(p PhaseReport) Figure { return p.LocksLost }, "%.0f"},
 		{"write skew prevented", func(p PhaseReport) Figure { return p.WriteSkewPrevented }, "%.0f"},
