@@ -77,6 +77,9 @@ type Metric struct {
 	Labels  []Label
 	Buckets []float64
 	Sources []Source
+	// OTel is the metric's OpenTelemetry instrument, for emitters given a
+	// MeterProvider.
+	OTel OTelInstrument
 }
 
 // ID names one metric of the catalog. Its value is the metric's name, so

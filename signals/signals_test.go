@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/otlptranslator"
 
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -165,4 +166,83 @@ func TestWrongKindPanics(t *testing.T) {
 		}
 	}()
 	signals.LockAttempts.NewGaugeVec()
+}
+
+// TestEveryMetricHasAnOTelInstrument fails when a metric lacks its
+// OpenTelemetry instrument, or when Prometheus's OTLP translation (the
+// default UnderscoreEscapingWithSuffixes strategy of Prometheus 3, through
+// its own translator) would not give back the metric's Prometheus name: the
+// generated dashboards and alerts would then miss OTLP-fed series.
+func TestEveryMetricHasAnOTelInstrument(t *testing.T) {
+	namer := otlptranslator.NewMetricNamer("", otlptranslator.UnderscoreEscapingWithSuffixes)
+	seen := map[string]string{}
+	for _, m := range signals.All() {
+		in := m.OTel
+		if in.Name == "" || in.Kind == 0 {
+			t.Errorf("%s: no OpenTelemetry instrument (OTel) in the catalog", m.Name)
+			continue
+		}
+		if !strings.HasPrefix(in.Name, "cachewatch.") || strings.Contains(in.Name, "_total") {
+			t.Errorf("%s: instrument name %q must start with cachewatch. and carry no _total", m.Name, in.Name)
+		}
+		if prev, dup := seen[in.Name]; dup {
+			t.Errorf("%s: instrument name %q already used by %s", m.Name, in.Name, prev)
+		}
+		seen[in.Name] = m.Name
+		if want := map[string]string{"seconds": "s", "bytes": "By"}[m.Unit]; m.Unit != "" && in.Unit != want {
+			t.Errorf("%s: unit %q, want UCUM %q", m.Name, in.Unit, want)
+		}
+		checkKind(t, m)
+		for _, series := range translatedSeries(m) {
+			got, err := namer.Build(series.metric)
+			if err != nil || got != series.want {
+				t.Errorf("%s: OTLP translation of %q (unit %q) is %q (err %v), want %q",
+					m.Name, series.metric.Name, series.metric.Unit, got, err, series.want)
+			}
+		}
+	}
+}
+
+// checkKind holds the instrument kind to the Prometheus type: counters are
+// monotonic, gauges gauges or up-down counters, histograms histograms.
+func checkKind(t *testing.T, m signals.Metric) {
+	t.Helper()
+	ok := map[signals.Kind][]signals.InstrumentKind{
+		signals.Counter: {signals.OTelCounter, signals.OTelObservableCounter},
+		signals.Gauge: {signals.OTelGauge, signals.OTelUpDownCounter, signals.OTelObservableGauge,
+			signals.OTelObservableUpDownCounter},
+		signals.Histogram: {signals.OTelHistogram, signals.OTelGaugeHistogram},
+	}[m.Kind]
+	for _, k := range ok {
+		if m.OTel.Kind == k {
+			return
+		}
+	}
+	t.Errorf("%s: a Prometheus %s cannot be an OpenTelemetry %s", m.Name, m.Kind, m.OTel.Kind)
+}
+
+type translated struct {
+	metric otlptranslator.Metric
+	want   string
+}
+
+// translatedSeries is what the OTLP translation names: one metric, or the
+// three gauges of a gauge histogram.
+func translatedSeries(m signals.Metric) []translated {
+	in := m.OTel
+	typ := map[signals.InstrumentKind]otlptranslator.MetricType{
+		signals.OTelCounter: otlptranslator.MetricTypeMonotonicCounter, signals.OTelObservableCounter: otlptranslator.MetricTypeMonotonicCounter,
+		signals.OTelUpDownCounter: otlptranslator.MetricTypeNonMonotonicCounter, signals.OTelObservableUpDownCounter: otlptranslator.MetricTypeNonMonotonicCounter,
+		signals.OTelGauge: otlptranslator.MetricTypeGauge, signals.OTelObservableGauge: otlptranslator.MetricTypeGauge,
+		signals.OTelHistogram: otlptranslator.MetricTypeHistogram,
+	}[in.Kind]
+	if in.Kind != signals.OTelGaugeHistogram {
+		return []translated{{otlptranslator.Metric{Name: in.Name, Unit: in.Unit, Type: typ}, m.Name}}
+	}
+	bucket, sum, count := in.GaugeHistogramNames()
+	return []translated{
+		{otlptranslator.Metric{Name: bucket, Unit: signals.GaugeHistogramCountUnit, Type: otlptranslator.MetricTypeGauge}, m.Name + "_bucket"},
+		{otlptranslator.Metric{Name: sum, Unit: in.Unit, Type: otlptranslator.MetricTypeGauge}, m.Name + "_sum"},
+		{otlptranslator.Metric{Name: count, Unit: signals.GaugeHistogramCountUnit, Type: otlptranslator.MetricTypeGauge}, m.Name + "_count"},
+	}
 }
