@@ -1,0 +1,262 @@
+package emit
+
+import (
+	"context"
+	"hash/maphash"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// family caches one handle per label set. Handles live as long as the vec:
+// label sets are bounded (key groups are capped, every other label has a
+// fixed set of values), so the cache is too.
+type family[H any] struct {
+	names  []string // every label name
+	prefix []string // the curried leading values
+	make   func(values []string, attrs attribute.Set) *H
+	seed   maphash.Seed
+	mu     sync.RWMutex
+	byHash map[uint64]entry[H]
+}
+
+type entry[H any] struct {
+	values []string
+	h      *H
+}
+
+func newFamily[H any](names, prefix []string, mk func([]string, attribute.Set) *H) *family[H] {
+	return &family[H]{names: names, prefix: prefix, make: mk, seed: maphash.MakeSeed(), byHash: map[uint64]entry[H]{}}
+}
+
+// curry returns a family of the same vec with values fixed after the
+// current prefix.
+func (f *family[H]) curry(values []string) *family[H] {
+	return newFamily(f.names, append(slices.Clone(f.prefix), values...), f.make)
+}
+
+// with returns the handle of the label values that follow the prefix.
+func (f *family[H]) with(values []string) *H {
+	var hsh maphash.Hash
+	hsh.SetSeed(f.seed)
+	for _, v := range values {
+		hsh.WriteString(v)
+		hsh.WriteByte(0xff) // not valid UTF-8: no value contains it
+	}
+	sum := hsh.Sum64()
+	f.mu.RLock()
+	e, ok := f.byHash[sum]
+	f.mu.RUnlock()
+	if ok && slices.Equal(e.values, values) {
+		return e.h
+	}
+	all := append(slices.Clone(f.prefix), values...)
+	kvs := make([]attribute.KeyValue, len(all))
+	for i, v := range all {
+		kvs[i] = attribute.String(f.names[i], v)
+	}
+	h := f.make(all, attribute.NewSet(kvs...))
+	if ok {
+		return h // a hash collision (odds 2^-64): correct, just not cached
+	}
+	f.mu.Lock()
+	if e, ok := f.byHash[sum]; ok && slices.Equal(e.values, values) {
+		h = e.h
+	} else if !ok {
+		f.byHash[sum] = entry[H]{values: slices.Clone(values), h: h}
+	}
+	f.mu.Unlock()
+	return h
+}
+
+// CounterVec is a counter of the catalog on every configured pipeline.
+type CounterVec struct {
+	prom   *prometheus.CounterVec
+	otel   metric.Float64Counter
+	family *family[Counter]
+}
+
+func (v *CounterVec) child(values []string, attrs attribute.Set) *Counter {
+	c := &Counter{otel: v.otel, opts: []metric.AddOption{metric.WithAttributeSet(attrs)}}
+	if v.prom != nil {
+		c.prom = v.prom.WithLabelValues(values...)
+	}
+	return c
+}
+
+// WithLabelValues returns the handle of one label set (after the curried
+// values); the first call for a label set creates it.
+func (v *CounterVec) WithLabelValues(values ...string) *Counter { return v.family.with(values) }
+
+// CurryWith returns the vec with its leading labels fixed to values.
+func (v *CounterVec) CurryWith(values ...string) *CounterVec {
+	return &CounterVec{prom: v.prom, otel: v.otel, family: v.family.curry(values)}
+}
+
+// Prometheus returns the vec's Prometheus collector, nil without one.
+func (v *CounterVec) Prometheus() *prometheus.CounterVec { return v.prom }
+
+// Counter is one label set of a counter.
+type Counter struct {
+	prom prometheus.Counter
+	otel metric.Float64Counter
+	opts []metric.AddOption
+}
+
+// Inc adds 1.
+func (c *Counter) Inc() { c.Add(1) }
+
+// Add adds v (v ≥ 0).
+func (c *Counter) Add(v float64) {
+	if c.prom != nil {
+		c.prom.Add(v)
+	}
+	if c.otel != nil {
+		c.otel.Add(context.Background(), v, c.opts...)
+	}
+}
+
+// GaugeVec is a gauge of the catalog on every configured pipeline: an
+// OpenTelemetry Gauge (a level set to a value) or UpDownCounter (a level
+// moved by increments), as the catalog says.
+type GaugeVec struct {
+	prom   *prometheus.GaugeVec
+	set    metric.Float64Gauge
+	add    metric.Float64UpDownCounter
+	family *family[Gauge]
+}
+
+func (v *GaugeVec) child(values []string, attrs attribute.Set) *Gauge {
+	opt := metric.WithAttributeSet(attrs)
+	g := &Gauge{set: v.set, add: v.add, addOpts: []metric.AddOption{opt}, recOpts: []metric.RecordOption{opt}}
+	if v.prom != nil {
+		g.prom = v.prom.WithLabelValues(values...)
+	}
+	return g
+}
+
+// WithLabelValues returns the handle of one label set (after the curried
+// values).
+func (v *GaugeVec) WithLabelValues(values ...string) *Gauge { return v.family.with(values) }
+
+// CurryWith returns the vec with its leading labels fixed to values.
+func (v *GaugeVec) CurryWith(values ...string) *GaugeVec {
+	return &GaugeVec{prom: v.prom, set: v.set, add: v.add, family: v.family.curry(values)}
+}
+
+// Gauge is one label set of a gauge. It keeps its value, so that Set works
+// on an UpDownCounter and Add on a Gauge.
+type Gauge struct {
+	prom    prometheus.Gauge
+	set     metric.Float64Gauge
+	add     metric.Float64UpDownCounter
+	addOpts []metric.AddOption
+	recOpts []metric.RecordOption
+	bits    atomic.Uint64 // the value, as math.Float64bits
+}
+
+// Set sets the gauge to v.
+func (g *Gauge) Set(v float64) {
+	old := math.Float64frombits(g.bits.Swap(math.Float64bits(v)))
+	if g.prom != nil {
+		g.prom.Set(v)
+	}
+	g.record(v, v-old)
+}
+
+// Add adds d (which may be negative).
+func (g *Gauge) Add(d float64) {
+	for {
+		old := g.bits.Load()
+		v := math.Float64frombits(old) + d
+		if g.bits.CompareAndSwap(old, math.Float64bits(v)) {
+			if g.prom != nil {
+				g.prom.Add(d)
+			}
+			g.record(v, d)
+			return
+		}
+	}
+}
+
+// Inc adds 1; Dec subtracts 1.
+func (g *Gauge) Inc() { g.Add(1) }
+
+// Dec subtracts 1.
+func (g *Gauge) Dec() { g.Add(-1) }
+
+func (g *Gauge) record(v, delta float64) {
+	switch {
+	case g.set != nil:
+		g.set.Record(context.Background(), v, g.recOpts...)
+	case g.add != nil && delta != 0:
+		g.add.Add(context.Background(), delta, g.addOpts...)
+	}
+}
+
+// HistogramVec is a histogram of the catalog on every configured pipeline.
+type HistogramVec struct {
+	prom   *prometheus.HistogramVec
+	otel   metric.Float64Histogram
+	family *family[Histogram]
+}
+
+func (v *HistogramVec) child(values []string, attrs attribute.Set) *Histogram {
+	h := &Histogram{otel: v.otel, opts: []metric.RecordOption{metric.WithAttributeSet(attrs)}}
+	if v.prom != nil {
+		h.prom = v.prom.WithLabelValues(values...)
+	}
+	return h
+}
+
+// WithLabelValues returns the handle of one label set (after the curried
+// values).
+func (v *HistogramVec) WithLabelValues(values ...string) *Histogram { return v.family.with(values) }
+
+// CurryWith returns the vec with its leading labels fixed to values.
+func (v *HistogramVec) CurryWith(values ...string) *HistogramVec {
+	return &HistogramVec{prom: v.prom, otel: v.otel, family: v.family.curry(values)}
+}
+
+// Histogram is one label set of a histogram.
+type Histogram struct {
+	prom prometheus.Observer
+	otel metric.Float64Histogram
+	opts []metric.RecordOption
+}
+
+// Prometheus returns the handle's Prometheus child, nil without one.
+func (h *Histogram) Prometheus() prometheus.Observer { return h.prom }
+
+// Observe records v with no exemplar.
+func (h *Histogram) Observe(v float64) { h.ObserveContext(context.Background(), v) }
+
+// ObserveContext records v. When ctx holds a sampled span, the observation
+// carries its trace as an exemplar: trace_id and span_id on the Prometheus
+// path (exposed in the OpenMetrics format), the OpenTelemetry SDK's own
+// exemplar on the OpenTelemetry path.
+func (h *Histogram) ObserveContext(ctx context.Context, v float64) {
+	if h.prom != nil {
+		observe(ctx, h.prom, v)
+	}
+	if h.otel != nil {
+		h.otel.Record(ctx, v, h.opts...)
+	}
+}
+
+// observe records v on o, with the sampled span of ctx as an exemplar.
+func observe(ctx context.Context, o prometheus.Observer, v float64) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()})
+			return
+		}
+	}
+	o.Observe(v)
+}
