@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 )
@@ -23,7 +23,7 @@ type degraded struct {
 	slots    chan struct{}
 	timeout  time.Duration
 	rdb      redis.UniversalClient
-	inFlight prometheus.Gauge
+	inFlight *emit.Gauge
 }
 
 func newDegraded(rdb redis.UniversalClient, name string, o CacheOptions, m *metrics) *degraded {

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -280,10 +280,10 @@ var results = [...]string{resultHit, resultStale, resultMiss, resultCoalesced, r
 // searched, not a map: record runs at the bottom of every caller's stack,
 // and a map lookup there made each fresh caller of a stampede grow its
 // stack (docs/benchmarks.md, "Session 7").
-type lookupCounters [len(results)]prometheus.Counter
+type lookupCounters [len(results)]*emit.Counter
 
 // of returns result's counter; result must be one of results.
-func (l *lookupCounters) of(result string) prometheus.Counter {
+func (l *lookupCounters) of(result string) *emit.Counter {
 	for i := range results { // by index: a range over the array's values would copy it into the frame
 		if results[i] == result {
 			return l[i]
@@ -500,8 +500,8 @@ var fetchSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindCli
 // kept off that path.
 type groupMetrics struct {
 	lookups        lookupCounters
-	staleAge       prometheus.Observer
-	hardTTLExpired prometheus.Counter
+	staleAge       *emit.Histogram
+	hardTTLExpired *emit.Counter
 	misses         *burst.Group // its misses, counted for the burst detector
 }
 
@@ -1179,7 +1179,7 @@ type failureRun struct {
 
 const maxFailingKeys = 10000
 
-func (f *failureRuns) set(g *prometheus.GaugeVec, group, key string, n, until int64) {
+func (f *failureRuns) set(g *emit.GaugeVec, group, key string, n, until int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	keys := f.runs[group]
@@ -1200,7 +1200,7 @@ func (f *failureRuns) set(g *prometheus.GaugeVec, group, key string, n, until in
 	g.WithLabelValues(group).Set(float64(longest(keys)))
 }
 
-func (f *failureRuns) reset(g *prometheus.GaugeVec, group, key string) {
+func (f *failureRuns) reset(g *emit.GaugeVec, group, key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	keys := f.runs[group]
@@ -1214,7 +1214,7 @@ func (f *failureRuns) reset(g *prometheus.GaugeVec, group, key string) {
 
 // expire ends the runs of keys whose stored value has expired by now (unix
 // ms). Called once per read, it costs two atomic loads until a run is due.
-func (f *failureRuns) expire(g *prometheus.GaugeVec, now int64) {
+func (f *failureRuns) expire(g *emit.GaugeVec, now int64) {
 	if f.size.Load() == 0 || now < f.soonest.Load() {
 		return
 	}

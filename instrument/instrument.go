@@ -25,8 +25,10 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/cachewatch/cachewatch/internal/origin"
 	"github.com/cachewatch/cachewatch/keygroup"
 )
@@ -48,9 +50,21 @@ var (
 // Options configures a Client. The zero value is usable.
 type Options struct {
 	// Registerer receives the client's metrics. nil means
-	// prometheus.DefaultRegisterer. Several clients (and hooks) may share
-	// one registry: they share the collectors.
+	// prometheus.DefaultRegisterer, unless MeterProvider is set. Several
+	// clients (and hooks) may share one registry: they share the collectors.
 	Registerer prometheus.Registerer
+	// MeterProvider, when set, receives the same metrics as OpenTelemetry
+	// instruments (signals.MeterName scope; names and kinds in
+	// docs/metrics.md); with Registerer nil, only there. Set both to emit
+	// through both. nil means no OpenTelemetry metrics: pass
+	// otel.GetMeterProvider() for the global one, which forwards to the
+	// SDK that the program installs, even later.
+	MeterProvider metric.MeterProvider
+	// NativeHistogramBucketFactor, above 1, makes the Prometheus histograms
+	// native (exponential) histograms too, beside their classic buckets,
+	// for a Prometheus that scrapes them; dashboards keep reading the
+	// classic buckets. 1.1 is a common choice. 0 means classic only.
+	NativeHistogramBucketFactor float64
 	// KeyGroups maps keys to metric label values. nil means the registry's
 	// shared default classifier (keygroup.Shared).
 	KeyGroups *keygroup.Classifier
@@ -112,20 +126,18 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if rdb == nil {
 		return nil, errors.New("cachewatch: instrument.New: nil redis client")
 	}
-	reg := opts.Registerer
-	if reg == nil {
-		reg = prometheus.DefaultRegisterer
-	}
+	sinks := emit.New(opts.Registerer, opts.MeterProvider, opts.NativeHistogramBucketFactor)
+	reg := sinks.Registerer
 	if opts.Name == "" {
 		opts.Name = "default"
 	}
-	m, err := newMetrics(reg, opts.Name)
+	m, err := newMetrics(sinks, opts.Name)
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{rdb: rdb, reg: reg, m: m, groups: opts.KeyGroups, log: opts.Logger, clock: opts.Clock, name: opts.Name}
 	if c.groups == nil {
-		c.groups = keygroup.Shared(reg)
+		c.groups = emit.SharedClassifier(sinks)
 	}
 	c.spans = newTracing(opts.TracerProvider)
 	if c.clock == nil {

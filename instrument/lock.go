@@ -157,7 +157,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 		case err != nil:
 			return nil, c.lockFailed(ctx, a, "error", c.lockErr(ctx, key, err))
 		case ok:
-			c.m.lockAcquire.WithLabelValues(a.group, "acquired", a.mode).Observe(c.now().Sub(a.start).Seconds())
+			c.m.lockAcquire.WithLabelValues(a.group, "acquired", a.mode).ObserveContext(ctx, c.now().Sub(a.start).Seconds())
 			return c.held(ctx, a.span, key, a.group, token, fence, ttl, sent, opts.Renew), nil
 		case attempt >= b.Retries:
 			return nil, c.lockFailed(ctx, a, "gave_up", fmt.Errorf("%w: %q after %d attempts", ErrLockBusy, key, attempt+1))
@@ -317,7 +317,7 @@ func (c *Client) backoffWait(ctx context.Context, group string, d time.Duration)
 }
 
 func (c *Client) lockFailed(ctx context.Context, a *acquisition, outcome string, err error) error {
-	c.m.lockAcquire.WithLabelValues(a.group, outcome, a.mode).Observe(c.now().Sub(a.start).Seconds())
+	c.m.lockAcquire.WithLabelValues(a.group, outcome, a.mode).ObserveContext(ctx, c.now().Sub(a.start).Seconds())
 	c.logLock(ctx, outcome, a.group, a.key, a.token)
 	a.span.SetAttributes(attribute.String("cachewatch.lock.outcome", outcome))
 	a.span.SetStatus(codes.Error, outcome)
@@ -549,7 +549,7 @@ func (l *Lock) finish(outcome string, cause error) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	l.c.m.lockHold.WithLabelValues(l.group).Observe(l.c.now().Sub(l.taken).Seconds())
+	l.c.m.lockHold.WithLabelValues(l.group).ObserveContext(l.ctx, l.c.now().Sub(l.taken).Seconds())
 	l.c.logLock(l.ctx, outcome, l.group, l.key, l.token)
 	l.cancel(cause)
 }

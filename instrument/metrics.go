@@ -1,42 +1,42 @@
 package instrument
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/cachewatch/cachewatch/signals"
 )
 
-// metrics holds the client's collectors, built from the signals catalog.
+// metrics holds the client's series, built from the signals catalog, on
+// every pipeline the client was given (Registerer, MeterProvider).
 type metrics struct {
 	// The key-group series, curried with the client's Name: call sites
 	// pass the remaining labels only.
-	lockAcquire        prometheus.ObserverVec
-	lockAttempts       *prometheus.CounterVec
-	lockHold           prometheus.ObserverVec
-	locksLost          *prometheus.CounterVec
-	lockRenewals       *prometheus.CounterVec
-	lookups            *prometheus.CounterVec
-	staleAge           prometheus.ObserverVec
-	refreshFailures    *prometheus.CounterVec
-	refreshConsecutive *prometheus.GaugeVec
-	hardTTLExpired     *prometheus.CounterVec
-	invalidated        *prometheus.CounterVec
-	recompute          prometheus.ObserverVec
-	sourceCalls        *prometheus.CounterVec
-	writeSkew          *prometheus.CounterVec
-	staleWritesRefused *prometheus.CounterVec
-	duplicate          *prometheus.CounterVec
-	idempotency        *prometheus.CounterVec
-	missBursts         *prometheus.CounterVec
-	retries            *prometheus.CounterVec
-	backoff            prometheus.ObserverVec
+	lockAcquire        *emit.HistogramVec
+	lockAttempts       *emit.CounterVec
+	lockHold           *emit.HistogramVec
+	locksLost          *emit.CounterVec
+	lockRenewals       *emit.CounterVec
+	lookups            *emit.CounterVec
+	staleAge           *emit.HistogramVec
+	refreshFailures    *emit.CounterVec
+	refreshConsecutive *emit.GaugeVec
+	hardTTLExpired     *emit.CounterVec
+	invalidated        *emit.CounterVec
+	recompute          *emit.HistogramVec
+	sourceCalls        *emit.CounterVec
+	writeSkew          *emit.CounterVec
+	staleWritesRefused *emit.CounterVec
+	duplicate          *emit.CounterVec
+	idempotency        *emit.CounterVec
+	missBursts         *emit.CounterVec
+	retries            *emit.CounterVec
+	backoff            *emit.HistogramVec
 	// Labelled by the Cache's name, not curried.
-	breakerState   *prometheus.GaugeVec
-	sourceInFlight *prometheus.GaugeVec
+	breakerState   *emit.GaugeVec
+	sourceInFlight *emit.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer, client string) (*metrics, error) {
-	r := registrar{reg: reg, client: prometheus.Labels{signals.ClientLabel: client}}
+func newMetrics(s emit.Sinks, client string) (*metrics, error) {
+	r := registrar{sinks: s, client: client}
 	m := &metrics{
 		lockAcquire:        histogram(&r, signals.LockAcquireDuration),
 		lockAttempts:       counter(&r, signals.LockAttempts),
@@ -64,37 +64,52 @@ func newMetrics(reg prometheus.Registerer, client string) (*metrics, error) {
 	return m, r.err
 }
 
-// registrar registers collectors and keeps the first error, so newMetrics
-// reads as a list.
+// registrar builds series on the client's sinks and keeps the first error,
+// so newMetrics reads as a list.
 type registrar struct {
-	reg    prometheus.Registerer
-	client prometheus.Labels
+	sinks  emit.Sinks
+	client string
 	err    error
 }
 
-func register[C prometheus.Collector](r *registrar, c C) C {
-	got, err := signals.Register(r.reg, c)
+func keep[V any](r *registrar, v *V, err error) *V {
 	if err != nil && r.err == nil {
 		r.err = err
 	}
-	return got
+	if v == nil {
+		v = new(V) // only returned with r.err set: the client is not built
+	}
+	return v
 }
 
-// counter, gaugeByGroup and histogram register a key-group metric and curry
+// counter, gaugeByGroup and histogram build a key-group metric and curry
 // it with the client's Name.
-func counter(r *registrar, m signals.ID) *prometheus.CounterVec {
-	return register(r, m.NewCounterVec()).MustCurryWith(r.client)
+func counter(r *registrar, m signals.ID) *emit.CounterVec {
+	v, err := r.sinks.Counter(m)
+	if err != nil {
+		return keep[emit.CounterVec](r, nil, err)
+	}
+	return v.CurryWith(r.client)
 }
 
-func gaugeByGroup(r *registrar, m signals.ID) *prometheus.GaugeVec {
-	return register(r, m.NewGaugeVec()).MustCurryWith(r.client)
+func gaugeByGroup(r *registrar, m signals.ID) *emit.GaugeVec {
+	v, err := r.sinks.Gauge(m)
+	if err != nil {
+		return keep[emit.GaugeVec](r, nil, err)
+	}
+	return v.CurryWith(r.client)
 }
 
-func histogram(r *registrar, m signals.ID) prometheus.ObserverVec {
-	return register(r, m.NewHistogramVec()).MustCurryWith(r.client)
+func histogram(r *registrar, m signals.ID) *emit.HistogramVec {
+	v, err := r.sinks.Histogram(m)
+	if err != nil {
+		return keep[emit.HistogramVec](r, nil, err)
+	}
+	return v.CurryWith(r.client)
 }
 
-// gaugeByCache registers a gauge labelled by each Cache's own name.
-func gaugeByCache(r *registrar, m signals.ID) *prometheus.GaugeVec {
-	return register(r, m.NewGaugeVec())
+// gaugeByCache builds a gauge labelled by each Cache's own name.
+func gaugeByCache(r *registrar, m signals.ID) *emit.GaugeVec {
+	v, err := r.sinks.Gauge(m)
+	return keep(r, v, err)
 }

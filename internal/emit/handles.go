@@ -87,6 +87,10 @@ func (v *CounterVec) child(values []string, attrs attribute.Set) *Counter {
 	if v.prom != nil {
 		c.prom = v.prom.WithLabelValues(values...)
 	}
+	if c.otel != nil {
+		// The Prometheus child exists from now on, at 0: so does the stream.
+		c.otel.Add(context.Background(), 0, c.opts...)
+	}
 	return c
 }
 
@@ -137,6 +141,12 @@ func (v *GaugeVec) child(values []string, attrs attribute.Set) *Gauge {
 	g := &Gauge{set: v.set, add: v.add, addOpts: []metric.AddOption{opt}, recOpts: []metric.RecordOption{opt}}
 	if v.prom != nil {
 		g.prom = v.prom.WithLabelValues(values...)
+	}
+	switch { // the Prometheus child exists from now on, at 0: so does the stream
+	case g.set != nil:
+		g.set.Record(context.Background(), 0, g.recOpts...)
+	case g.add != nil:
+		g.add.Add(context.Background(), 0, g.addOpts...)
 	}
 	return g
 }
@@ -235,7 +245,14 @@ type Histogram struct {
 func (h *Histogram) Prometheus() prometheus.Observer { return h.prom }
 
 // Observe records v with no exemplar.
-func (h *Histogram) Observe(v float64) { h.ObserveContext(context.Background(), v) }
+func (h *Histogram) Observe(v float64) {
+	if h.prom != nil {
+		h.prom.Observe(v)
+	}
+	if h.otel != nil {
+		h.otel.Record(context.Background(), v, h.opts...)
+	}
+}
 
 // ObserveContext records v. When ctx holds a sampled span, the observation
 // carries its trace as an exemplar: trace_id and span_id on the Prometheus
@@ -260,3 +277,54 @@ func observe(ctx context.Context, o prometheus.Observer, v float64) {
 	}
 	o.Observe(v)
 }
+
+// Describe and Collect make a handle a prometheus.Collector of its
+// Prometheus child (for reading it back, as prometheus/testutil does); a
+// handle without a Prometheus pipeline collects nothing.
+func (c *Counter) Describe(ch chan<- *prometheus.Desc) { describe(c.prom, ch) }
+
+// Collect implements prometheus.Collector.
+func (c *Counter) Collect(ch chan<- prometheus.Metric) { collect(c.prom, ch) }
+
+// Describe implements prometheus.Collector.
+func (g *Gauge) Describe(ch chan<- *prometheus.Desc) { describe(g.prom, ch) }
+
+// Collect implements prometheus.Collector.
+func (g *Gauge) Collect(ch chan<- prometheus.Metric) { collect(g.prom, ch) }
+
+// Describe implements prometheus.Collector.
+func (h *Histogram) Describe(ch chan<- *prometheus.Desc) { describe(h.prom, ch) }
+
+// Collect implements prometheus.Collector.
+func (h *Histogram) Collect(ch chan<- prometheus.Metric) { collect(h.prom, ch) }
+
+func describe(child any, ch chan<- *prometheus.Desc) {
+	if c, ok := child.(prometheus.Collector); ok {
+		c.Describe(ch)
+	}
+}
+
+func collect(child any, ch chan<- prometheus.Metric) {
+	if c, ok := child.(prometheus.Collector); ok {
+		c.Collect(ch)
+	}
+}
+
+// Describe and Collect make a vec a prometheus.Collector of its Prometheus
+// collector (all its series, as a curried client_golang vec does).
+func (v *CounterVec) Describe(ch chan<- *prometheus.Desc) { describe(v.prom, ch) }
+
+// Collect implements prometheus.Collector.
+func (v *CounterVec) Collect(ch chan<- prometheus.Metric) { collect(v.prom, ch) }
+
+// Describe implements prometheus.Collector.
+func (v *GaugeVec) Describe(ch chan<- *prometheus.Desc) { describe(v.prom, ch) }
+
+// Collect implements prometheus.Collector.
+func (v *GaugeVec) Collect(ch chan<- prometheus.Metric) { collect(v.prom, ch) }
+
+// Describe implements prometheus.Collector.
+func (v *HistogramVec) Describe(ch chan<- *prometheus.Desc) { describe(v.prom, ch) }
+
+// Collect implements prometheus.Collector.
+func (v *HistogramVec) Collect(ch chan<- prometheus.Metric) { collect(v.prom, ch) }

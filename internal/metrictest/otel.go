@@ -96,3 +96,14 @@ func hasAttrs(set attribute.Set, pairs []string) bool {
 	}
 	return true
 }
+
+// HistogramPoints returns every histogram data point of name.
+func HistogramPoints(rm *metricdata.ResourceMetrics, name string) []metricdata.HistogramDataPoint[float64] {
+	var out []metricdata.HistogramDataPoint[float64]
+	for _, m := range instruments(rm, name) {
+		if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
+			out = append(out, h.DataPoints...)
+		}
+	}
+	return out
+}
