@@ -1,6 +1,10 @@
 package hooks
 
-import "strings"
+import (
+	"strings"
+
+	"go.opentelemetry.io/otel/metric"
+)
 
 // otherCommand is the label of every command outside knownCommands, so that
 // the command label stays bounded whatever a client sends.
@@ -135,6 +139,9 @@ type command struct {
 	dur    lazyObserver
 	errs   [numErrClasses]lazyCounter
 	span   spanInfo
+	// semconvOK records a successful command on the semantic conventions'
+	// histogram (nil without it).
+	semconvOK []metric.RecordOption
 }
 
 // lowerASCII writes the lower-case form of s into buf and returns its

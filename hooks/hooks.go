@@ -55,9 +55,11 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cachewatch/cachewatch/internal/burst"
+	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/cachewatch/cachewatch/keygroup"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -83,9 +85,29 @@ const (
 // Options configures a Hook. The zero value is usable.
 type Options struct {
 	// Registerer receives the hook's metrics; nil means
-	// prometheus.DefaultRegisterer. Hooks and instrumented clients may
-	// share a registry: they share the collectors.
+	// prometheus.DefaultRegisterer, unless MeterProvider is set. Hooks and
+	// instrumented clients may share a registry: they share the collectors.
 	Registerer prometheus.Registerer
+	// MeterProvider, when set, receives the same metrics as OpenTelemetry
+	// instruments (signals.MeterName scope; names and kinds in
+	// docs/metrics.md), and the database semantic conventions'
+	// db.client.operation.duration and db.client.connection.count and
+	// .timeouts (see SkipSemconvMetrics). With Registerer nil, metrics go
+	// there only; set both to emit through both. nil means no OpenTelemetry
+	// metrics: pass otel.GetMeterProvider() for the global one, which
+	// forwards to the SDK the program installs, even later.
+	MeterProvider metric.MeterProvider
+	// SkipSemconvMetrics leaves the semantic conventions' db.client.*
+	// metrics out, for a client whose redisotel instrumentation already
+	// emits them; the cachewatch_ metrics are emitted all the same.
+	SkipSemconvMetrics bool
+	// DB is the client's database index, the db.namespace attribute of the
+	// semantic-convention metrics (and 0 by default, as in go-redis).
+	DB int
+	// NativeHistogramBucketFactor, above 1, makes the Prometheus histograms
+	// native (exponential) histograms too, beside their classic buckets;
+	// dashboards keep reading the classic buckets. 0 means classic only.
+	NativeHistogramBucketFactor float64
 	// Name is the client label of every series the hook emits: commands,
 	// scripts, pool, and the lock and cache series of its key groups
 	// (default "default"). Each hook on a registry needs its own: New fails
@@ -148,10 +170,13 @@ type Hook struct {
 	// What every command reads comes first, to share cache lines.
 	fast    [len(hotCommands)]*command // cmds' entries for hotCommands
 	tracing *tracing
-	scripts *scriptRegistry
-	byGroup *groupSet
-	retries *retryTable
-	hot     *hotKeys
+	semconv *semconvMetrics // nil without a MeterProvider, or when skipped
+	// semconvBatch are the success options of a pipeline and a transaction.
+	semconvBatch [2][]metric.RecordOption
+	scripts      *scriptRegistry
+	byGroup      *groupSet
+	retries      *retryTable
+	hot          *hotKeys
 
 	cmds  map[string]*command
 	other *command
@@ -160,19 +185,17 @@ type Hook struct {
 
 var _ redis.Hook = (*Hook)(nil)
 
-// vecs holds the collectors a hook registers.
+// vecs holds the series a hook emits.
 type vecs struct {
-	cmdDur, pipeDur, scriptDur, acquire                 *prometheus.HistogramVec
-	cmdErrs, noscript, lookups, attempts, lost, bursted *prometheus.CounterVec
+	cmdDur, pipeDur, scriptDur, acquire                 *emit.HistogramVec
+	cmdErrs, noscript, lookups, attempts, lost, bursted *emit.CounterVec
 }
 
 // New returns a Hook for opts. It registers the hook's metrics with
 // opts.Registerer.
 func New(opts Options) (*Hook, error) {
-	reg := opts.Registerer
-	if reg == nil {
-		reg = prometheus.DefaultRegisterer
-	}
+	sinks := emit.New(opts.Registerer, opts.MeterProvider, opts.NativeHistogramBucketFactor)
+	reg := sinks.Registerer
 	name := opts.Name
 	if name == "" {
 		name = "default"
@@ -187,15 +210,23 @@ func New(opts Options) (*Hook, error) {
 			return nil, fmt.Errorf("hooks: TryOnce pattern %q: %w", p, err)
 		}
 	}
-	if err := claimName(reg, name); err != nil {
-		return nil, err
+	if reg != nil {
+		if err := claimName(reg, name); err != nil {
+			return nil, err
+		}
 	}
-	v, err := h.register(reg)
+	v, err := h.register(sinks)
 	if err != nil {
 		return nil, err
 	}
 	if h.groups == nil {
-		h.groups = keygroup.Shared(reg)
+		h.groups = emit.SharedClassifier(sinks)
+	}
+	if sinks.Meter != nil && !opts.SkipSemconvMetrics {
+		if h.semconv, err = newSemconv(sinks.Meter, opts); err != nil {
+			return nil, fmt.Errorf("hooks: %w", err)
+		}
+		h.semconvBatch = [2][]metric.RecordOption{h.semconv.operation(batchNames[0]), h.semconv.operation(batchNames[1])}
 	}
 	h.buildCommands(v, name)
 	h.pipe = [2]lazyObserver{newLazyObserver(v.pipeDur, name, "pipeline"), newLazyObserver(v.pipeDur, name, "tx")}
@@ -221,44 +252,38 @@ func New(opts Options) (*Hook, error) {
 		h.hot = newHotKeys(opts.HotKeys)
 	}
 	if opts.Pool != nil {
-		if err := reg.Register(NewPoolCollector(name, opts.Pool)); err != nil {
-			return nil, fmt.Errorf("hooks: register pool collector: %w", err)
+		if err := h.observePool(sinks, name, opts); err != nil {
+			return nil, err
 		}
 	}
 	return h, nil
 }
 
-// register builds and registers the collectors of the enabled signals; the
+// register builds the series of the enabled signals on every sink; the
 // others stay unregistered (and unused).
-func (h *Hook) register(reg prometheus.Registerer) (*vecs, error) {
-	v := &vecs{
-		cmdDur: signals.CommandDuration.NewHistogramVec(), pipeDur: signals.PipelineDuration.NewHistogramVec(),
-		scriptDur: signals.ScriptDuration.NewHistogramVec(), cmdErrs: signals.CommandErrors.NewCounterVec(),
-		noscript: signals.ScriptNoscript.NewCounterVec(), lookups: signals.CacheLookups.NewCounterVec(),
-		attempts: signals.LockAttempts.NewCounterVec(), lost: signals.LocksLost.NewCounterVec(),
-		bursted: signals.MissBursts.NewCounterVec(), acquire: signals.LockAcquireDuration.NewHistogramVec(),
-	}
+func (h *Hook) register(s emit.Sinks) (*vecs, error) {
+	v := &vecs{}
 	var err error
-	reg1 := func(on Signals, c **prometheus.CounterVec) {
+	counter := func(on Signals, c **emit.CounterVec, id signals.ID) {
 		if err == nil && h.on(on) {
-			*c, err = signals.Register(reg, *c)
+			*c, err = s.Counter(id)
 		}
 	}
-	regH := func(on Signals, o **prometheus.HistogramVec) {
+	histogram := func(on Signals, o **emit.HistogramVec, id signals.ID) {
 		if err == nil && h.on(on) {
-			*o, err = signals.Register(reg, *o)
+			*o, err = s.Histogram(id)
 		}
 	}
-	regH(Commands, &v.cmdDur)
-	regH(Commands, &v.pipeDur)
-	reg1(Commands, &v.cmdErrs)
-	regH(Scripts, &v.scriptDur)
-	reg1(Scripts, &v.noscript)
-	reg1(CacheLookups, &v.lookups)
-	reg1(CacheLookups, &v.bursted)
-	reg1(Locks, &v.attempts)
-	reg1(Locks, &v.lost)
-	regH(Locks, &v.acquire)
+	histogram(Commands, &v.cmdDur, signals.CommandDuration)
+	histogram(Commands, &v.pipeDur, signals.PipelineDuration)
+	counter(Commands, &v.cmdErrs, signals.CommandErrors)
+	histogram(Scripts, &v.scriptDur, signals.ScriptDuration)
+	counter(Scripts, &v.noscript, signals.ScriptNoscript)
+	counter(CacheLookups, &v.lookups, signals.CacheLookups)
+	counter(CacheLookups, &v.bursted, signals.MissBursts)
+	counter(Locks, &v.attempts, signals.LockAttempts)
+	counter(Locks, &v.lost, signals.LocksLost)
+	histogram(Locks, &v.acquire, signals.LockAcquireDuration)
 	if err != nil {
 		return nil, fmt.Errorf("hooks: %w", err)
 	}
@@ -283,6 +308,9 @@ func (h *Hook) newCommand(v *vecs, client, name string) *command {
 		c.errs[i] = newLazyCounter(v.cmdErrs, client, name, errClass(i).String())
 	}
 	c.span = h.tracing.commandSpan(name)
+	if h.semconv != nil {
+		c.semconvOK = h.semconv.operation(name)
+	}
 	return c
 }
 
@@ -415,15 +443,19 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		err := next(ctx, cmds)
 		end := monotonic()
 		d := seconds(end - start)
+		kind := pipelineKind(cmds)
 		if h.on(Commands) {
-			h.pipe[pipelineKind(cmds)].Observe(d)
+			h.pipe[kind].ObserveContext(ctx, d)
+		}
+		if h.semconv != nil {
+			h.semconv.record(ctx, h.semconvBatch[kind], batchNames[kind], d, err != nil && err != redis.Nil, classifyErrOrZero(err), err)
 		}
 		share := d / float64(max(len(cmds), 1))
 		var firstClass errClass
 		anyFailed := false
 		for _, cmd := range cmds {
 			args := cmd.Args()
-			f := finished{cmd: cmd, args: args, err: cmd.Err(), d: share, start: start, end: end}
+			f := finished{cmd: cmd, args: args, err: cmd.Err(), d: share, start: start, end: end, batched: true}
 			h.observe(ctx, h.command(args), &f)
 			if f.failed && !anyFailed {
 				firstClass, anyFailed = f.class, true
@@ -446,6 +478,19 @@ func (h *Hook) setupOnly(cmds []redis.Cmder) bool {
 		}
 	}
 	return len(cmds) > 0
+}
+
+// batchNames are the semantic conventions' operation names of a pipeline
+// and a transaction, by pipelineKind.
+var batchNames = [2]string{"PIPELINE", "MULTI"}
+
+// classifyErrOrZero classifies a pipeline's error; without one the class is
+// not read.
+func classifyErrOrZero(err error) errClass {
+	if err == nil || err == redis.Nil {
+		return 0
+	}
+	return classifyErr(err)
 }
 
 // pipelineKind is 1 for a MULTI/EXEC transaction, 0 for a plain pipeline.
@@ -471,6 +516,9 @@ type finished struct {
 	start  time.Duration // monotonic time when it was sent (its pipeline, in one)
 	end    time.Duration // monotonic time at the end
 	span   trace.Span    // nil without tracing, and inside pipelines
+	// batched: sent in a pipeline, which the semantic-convention metrics
+	// record as one operation.
+	batched bool
 }
 
 // observe records one finished command and fills in f.class and f.failed.
@@ -480,10 +528,13 @@ func (h *Hook) observe(ctx context.Context, c *command, f *finished) {
 		f.class = classifyErr(f.err)
 	}
 	if h.on(Commands) {
-		c.dur.Observe(f.d)
+		c.dur.ObserveContext(ctx, f.d)
 		if f.failed {
 			c.errs[f.class].Inc()
 		}
+	}
+	if h.semconv != nil && !f.batched {
+		h.semconv.record(ctx, c.semconvOK, c.name, f.d, f.failed, f.class, f.err)
 	}
 	switch c.kind {
 	case kindPlain:

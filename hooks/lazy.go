@@ -1,9 +1,10 @@
 package hooks
 
 import (
+	"context"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/cachewatch/cachewatch/internal/emit"
 )
 
 // States of a lazy child.
@@ -13,10 +14,10 @@ const (
 	childReady
 )
 
-// lazyCounter is one label child of a CounterVec, created on first use so
-// that series appear only for what actually happened, and reached without
+// lazyCounter is one label set of a counter, created on first use so that
+// series appear only for what actually happened, and reached without
 // allocating or looking anything up afterwards (WithLabelValues hashes the
-// label values and allocates its variadic slice).
+// label values).
 //
 // The child is held inline, published by state: a reader that sees
 // childReady sees c. Only the creator that wins the CAS writes c; racing
@@ -26,12 +27,12 @@ const (
 // between.
 type lazyCounter struct {
 	state atomic.Uint32
-	c     prometheus.Counter
-	vec   *prometheus.CounterVec
+	c     *emit.Counter
+	vec   *emit.CounterVec
 	lvs   []string
 }
 
-func newLazyCounter(vec *prometheus.CounterVec, lvs ...string) lazyCounter {
+func newLazyCounter(vec *emit.CounterVec, lvs ...string) lazyCounter {
 	return lazyCounter{vec: vec, lvs: lvs}
 }
 
@@ -41,7 +42,7 @@ func (l *lazyCounter) Inc() { l.get().Inc() }
 // Add adds v to the child, creating it on first use.
 func (l *lazyCounter) Add(v float64) { l.get().Add(v) }
 
-func (l *lazyCounter) get() prometheus.Counter {
+func (l *lazyCounter) get() *emit.Counter {
 	if l.state.Load() == childReady {
 		return l.c
 	}
@@ -53,28 +54,33 @@ func (l *lazyCounter) get() prometheus.Counter {
 	return c
 }
 
-// lazyObserver is lazyCounter for a HistogramVec.
+// lazyObserver is lazyCounter for a histogram.
 type lazyObserver struct {
 	state atomic.Uint32
-	o     prometheus.Observer
-	vec   *prometheus.HistogramVec
+	o     *emit.Histogram
+	vec   *emit.HistogramVec
 	lvs   []string
 }
 
-func newLazyObserver(vec *prometheus.HistogramVec, lvs ...string) lazyObserver {
+func newLazyObserver(vec *emit.HistogramVec, lvs ...string) lazyObserver {
 	return lazyObserver{vec: vec, lvs: lvs}
 }
 
 // Observe records v in the child, creating it on first use.
-func (l *lazyObserver) Observe(v float64) {
+func (l *lazyObserver) Observe(v float64) { l.get().Observe(v) }
+
+// ObserveContext records v in the child, with ctx's sampled span as an
+// exemplar.
+func (l *lazyObserver) ObserveContext(ctx context.Context, v float64) { l.get().ObserveContext(ctx, v) }
+
+func (l *lazyObserver) get() *emit.Histogram {
 	if l.state.Load() == childReady {
-		l.o.Observe(v)
-		return
+		return l.o
 	}
 	o := l.vec.WithLabelValues(l.lvs...)
 	if l.state.CompareAndSwap(childUnset, childSetting) {
 		l.o = o
 		l.state.Store(childReady)
 	}
-	o.Observe(v)
+	return o
 }

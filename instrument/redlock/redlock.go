@@ -31,11 +31,13 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/backoff"
 	"github.com/cachewatch/cachewatch/internal/ctxsleep"
+	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/cachewatch/cachewatch/internal/origin"
 	"github.com/cachewatch/cachewatch/keygroup"
 	"github.com/cachewatch/cachewatch/signals"
@@ -43,9 +45,14 @@ import (
 
 // Options configures a Redlock. The zero value is usable.
 type Options struct {
-	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
-	// It may be shared with instrument clients and hooks.
+	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer
+	// unless MeterProvider is set. It may be shared with instrument clients
+	// and hooks.
 	Registerer prometheus.Registerer
+	// MeterProvider, when set, receives the same metrics as OpenTelemetry
+	// instruments (as instrument.Options.MeterProvider); with Registerer
+	// nil, only there.
+	MeterProvider metric.MeterProvider
 	// Name is the client label of the mutexes' series (default "default"),
 	// as instrument.Options.Name is of an instrument client's.
 	Name string
@@ -88,13 +95,13 @@ type Redlock struct {
 
 	// Curried with Options.Name (attempts and acquire with the mode of
 	// Options.Backoff too).
-	attempts *prometheus.CounterVec
-	acquire  prometheus.ObserverVec
-	hold     prometheus.ObserverVec
-	lost     *prometheus.CounterVec
-	renewals *prometheus.CounterVec
-	retries  *prometheus.CounterVec
-	delays   prometheus.ObserverVec
+	attempts *emit.CounterVec
+	acquire  *emit.HistogramVec
+	hold     *emit.HistogramVec
+	lost     *emit.CounterVec
+	renewals *emit.CounterVec
+	retries  *emit.CounterVec
+	delays   *emit.HistogramVec
 }
 
 // New wraps rs, whose pools may use any redsync driver (go-redis, redigo,
@@ -103,28 +110,28 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	if rs == nil {
 		return nil, errors.New("cachewatch: redlock.New: nil redsync")
 	}
-	reg := opts.Registerer
-	if reg == nil {
-		reg = prometheus.DefaultRegisterer
-	}
+	sinks := emit.New(opts.Registerer, opts.MeterProvider, 0)
 	r := &Redlock{rs: rs, groups: opts.KeyGroups, backoff: opts.Backoff, renew: opts.Renew, log: opts.Logger, clock: opts.Clock}
 	name := opts.Name
 	if name == "" {
 		name = "default"
 	}
-	client := prometheus.Labels{signals.ClientLabel: name}
 	var err error
-	counter := func(m signals.ID) *prometheus.CounterVec {
-		c, e := signals.Register(reg, m.NewCounterVec())
-		err = errors.Join(err, e)
-		return c.MustCurryWith(client)
+	counter := func(m signals.ID) *emit.CounterVec {
+		c, e := sinks.Counter(m)
+		if err = errors.Join(err, e); e != nil {
+			return nil
+		}
+		return c.CurryWith(name)
 	}
-	histogram := func(m signals.ID) prometheus.ObserverVec {
-		h, e := signals.Register(reg, m.NewHistogramVec())
-		err = errors.Join(err, e)
-		return h.MustCurryWith(client)
+	histogram := func(m signals.ID) *emit.HistogramVec {
+		h, e := sinks.Histogram(m)
+		if err = errors.Join(err, e); e != nil {
+			return nil
+		}
+		return h.CurryWith(name)
 	}
-	mode := prometheus.Labels{signals.ModeLabel: signals.ModeWait}
+	mode := map[string]string{signals.ModeLabel: signals.ModeWait}
 	if opts.Backoff.Retries < 0 {
 		mode[signals.ModeLabel] = signals.ModeTryOnce
 	}
@@ -136,7 +143,7 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	r.retries = counter(signals.Retries)
 	r.delays = histogram(signals.BackoffDelay)
 	if r.groups == nil {
-		r.groups = keygroup.Shared(reg)
+		r.groups = emit.SharedClassifier(sinks)
 	}
 	if err != nil {
 		return nil, err

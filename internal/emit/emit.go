@@ -73,7 +73,7 @@ func (s Sinks) Counter(id signals.ID) (*CounterVec, error) {
 			return nil, fmt.Errorf("signals: %s: %w", m.OTel.Name, err)
 		}
 	}
-	v.family = newFamily(id.LabelNames(), nil, v.child)
+	v.family = newFamily(id.LabelNames(), v.child)
 	return v, nil
 }
 
@@ -101,7 +101,7 @@ func (s Sinks) Gauge(id signals.ID) (*GaugeVec, error) {
 			return nil, fmt.Errorf("signals: %s: %w", m.OTel.Name, err)
 		}
 	}
-	v.family = newFamily(id.LabelNames(), nil, v.child)
+	v.family = newFamily(id.LabelNames(), v.child)
 	return v, nil
 }
 
@@ -132,7 +132,7 @@ func (s Sinks) Histogram(id signals.ID) (*HistogramVec, error) {
 			return nil, fmt.Errorf("signals: %s: %w", m.OTel.Name, err)
 		}
 	}
-	v.family = newFamily(m.LabelNames(), nil, v.child)
+	v.family = newFamily(m.LabelNames(), v.child)
 	return v, nil
 }
 

@@ -100,7 +100,7 @@ func TestExemplars(t *testing.T) {
 	sc := trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5}, TraceFlags: trace.FlagsSampled})
 	ctx := trace.ContextWithSpanContext(context.Background(), sc)
-	o := h.WithLabelValues("app", "lock:*", "acquired")
+	o := h.WithLabelValues("app", "lock:*", "acquired", "wait")
 	o.ObserveContext(ctx, 0.02)
 	o.ObserveContext(context.Background(), 0.03) // no span: no exemplar
 
@@ -126,7 +126,7 @@ func TestExemplars(t *testing.T) {
 		t.Error("no Prometheus exemplar")
 	}
 	dp := metrictest.HistogramPoint(t, metrictest.Collect(t, rd), "cachewatch.lock.acquire.duration",
-		attribute.NewSet(attribute.String("client", "app"), attribute.String("key_group", "lock:*"), attribute.String("outcome", "acquired")))
+		attribute.NewSet(attribute.String("client", "app"), attribute.String("key_group", "lock:*"), attribute.String("outcome", "acquired"), attribute.String("mode", "wait")))
 	if len(dp.Exemplars) != 1 || trace.TraceID(dp.Exemplars[0].TraceID) != sc.TraceID() || dp.Exemplars[0].Value != 0.02 {
 		t.Errorf("OpenTelemetry exemplars = %+v, want one of value 0.02 with trace %s", dp.Exemplars, sc.TraceID())
 	}

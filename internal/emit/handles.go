@@ -2,6 +2,7 @@ package emit
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"math"
 	"slices"
@@ -18,12 +19,13 @@ import (
 // label sets are bounded (key groups are capped, every other label has a
 // fixed set of values), so the cache is too.
 type family[H any] struct {
-	names  []string // every label name
-	prefix []string // the curried leading values
-	make   func(values []string, attrs attribute.Set) *H
-	seed   maphash.Seed
-	mu     sync.RWMutex
-	byHash map[uint64]entry[H]
+	names []string // every label name
+	fixed []string // curried values by position; "" where not curried
+	isSet []bool   // which positions are curried
+	make  func(values []string, attrs attribute.Set) *H
+	seed  maphash.Seed
+	mu    sync.RWMutex
+	cache map[uint64]entry[H]
 }
 
 type entry[H any] struct {
@@ -31,17 +33,38 @@ type entry[H any] struct {
 	h      *H
 }
 
-func newFamily[H any](names, prefix []string, mk func([]string, attribute.Set) *H) *family[H] {
-	return &family[H]{names: names, prefix: prefix, make: mk, seed: maphash.MakeSeed(), byHash: map[uint64]entry[H]{}}
+func newFamily[H any](names []string, mk func([]string, attribute.Set) *H) *family[H] {
+	return &family[H]{names: names, fixed: make([]string, len(names)), isSet: make([]bool, len(names)), make: mk,
+		seed: maphash.MakeSeed(), cache: map[uint64]entry[H]{}}
 }
 
-// curry returns a family of the same vec with values fixed after the
-// current prefix.
-func (f *family[H]) curry(values []string) *family[H] {
-	return newFamily(f.names, append(slices.Clone(f.prefix), values...), f.make)
+// curry returns a family of the same vec with more labels fixed: the first
+// free positions to values, then the named labels of byName.
+func (f *family[H]) curry(values []string, byName map[string]string) *family[H] {
+	g := newFamily(f.names, f.make)
+	copy(g.fixed, f.fixed)
+	copy(g.isSet, f.isSet)
+	next := 0
+	for _, v := range values {
+		for next < len(g.isSet) && g.isSet[next] {
+			next++
+		}
+		if next == len(g.isSet) {
+			panic(fmt.Sprintf("emit: %d label values curried onto %v", len(values), f.names))
+		}
+		g.fixed[next], g.isSet[next] = v, true
+	}
+	for name, v := range byName {
+		i := slices.Index(f.names, name)
+		if i < 0 || g.isSet[i] {
+			panic(fmt.Sprintf("emit: cannot curry label %q of %v", name, f.names))
+		}
+		g.fixed[i], g.isSet[i] = v, true
+	}
+	return g
 }
 
-// with returns the handle of the label values that follow the prefix.
+// with returns the handle of the label values of the free positions.
 func (f *family[H]) with(values []string) *H {
 	var hsh maphash.Hash
 	hsh.SetSeed(f.seed)
@@ -51,12 +74,19 @@ func (f *family[H]) with(values []string) *H {
 	}
 	sum := hsh.Sum64()
 	f.mu.RLock()
-	e, ok := f.byHash[sum]
+	e, ok := f.cache[sum]
 	f.mu.RUnlock()
 	if ok && slices.Equal(e.values, values) {
 		return e.h
 	}
-	all := append(slices.Clone(f.prefix), values...)
+	all := slices.Clone(f.fixed)
+	next := 0
+	for i := range all {
+		if !f.isSet[i] && next < len(values) {
+			all[i] = values[next]
+			next++
+		}
+	}
 	kvs := make([]attribute.KeyValue, len(all))
 	for i, v := range all {
 		kvs[i] = attribute.String(f.names[i], v)
@@ -66,10 +96,10 @@ func (f *family[H]) with(values []string) *H {
 		return h // a hash collision (odds 2^-64): correct, just not cached
 	}
 	f.mu.Lock()
-	if e, ok := f.byHash[sum]; ok && slices.Equal(e.values, values) {
+	if e, ok := f.cache[sum]; ok && slices.Equal(e.values, values) {
 		h = e.h
 	} else if !ok {
-		f.byHash[sum] = entry[H]{values: slices.Clone(values), h: h}
+		f.cache[sum] = entry[H]{values: slices.Clone(values), h: h}
 	}
 	f.mu.Unlock()
 	return h
@@ -100,7 +130,12 @@ func (v *CounterVec) WithLabelValues(values ...string) *Counter { return v.famil
 
 // CurryWith returns the vec with its leading labels fixed to values.
 func (v *CounterVec) CurryWith(values ...string) *CounterVec {
-	return &CounterVec{prom: v.prom, otel: v.otel, family: v.family.curry(values)}
+	return &CounterVec{prom: v.prom, otel: v.otel, family: v.family.curry(values, nil)}
+}
+
+// MustCurryWith returns the vec with the named labels fixed.
+func (v *CounterVec) MustCurryWith(labels map[string]string) *CounterVec {
+	return &CounterVec{prom: v.prom, otel: v.otel, family: v.family.curry(nil, labels)}
 }
 
 // Prometheus returns the vec's Prometheus collector, nil without one.
@@ -157,7 +192,7 @@ func (v *GaugeVec) WithLabelValues(values ...string) *Gauge { return v.family.wi
 
 // CurryWith returns the vec with its leading labels fixed to values.
 func (v *GaugeVec) CurryWith(values ...string) *GaugeVec {
-	return &GaugeVec{prom: v.prom, set: v.set, add: v.add, family: v.family.curry(values)}
+	return &GaugeVec{prom: v.prom, set: v.set, add: v.add, family: v.family.curry(values, nil)}
 }
 
 // Gauge is one label set of a gauge. It keeps its value, so that Set works
@@ -231,7 +266,12 @@ func (v *HistogramVec) WithLabelValues(values ...string) *Histogram { return v.f
 
 // CurryWith returns the vec with its leading labels fixed to values.
 func (v *HistogramVec) CurryWith(values ...string) *HistogramVec {
-	return &HistogramVec{prom: v.prom, otel: v.otel, family: v.family.curry(values)}
+	return &HistogramVec{prom: v.prom, otel: v.otel, family: v.family.curry(values, nil)}
+}
+
+// MustCurryWith returns the vec with the named labels fixed.
+func (v *HistogramVec) MustCurryWith(labels map[string]string) *HistogramVec {
+	return &HistogramVec{prom: v.prom, otel: v.otel, family: v.family.curry(nil, labels)}
 }
 
 // Histogram is one label set of a histogram.

@@ -163,4 +163,3 @@ func key(name string, lbls map[string]string) string {
 	}
 	return name + "{" + strings.Join(parts, ",") + "}"
 }
-
