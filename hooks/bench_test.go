@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/cachewatch/cachewatch/hooks"
 )
@@ -49,9 +50,13 @@ func BenchmarkHookOverhead(b *testing.B) {
 			return err
 		}},
 	}
-	hook := func(b *testing.B, rdb *redis.Client, hooked bool) *redis.Client {
-		if hooked {
-			h, err := hooks.New(hooks.Options{Registerer: prometheus.NewRegistry()})
+	hook := func(b *testing.B, rdb *redis.Client, mode string) *redis.Client {
+		if mode != "bare" {
+			opts := hooks.Options{Registerer: prometheus.NewRegistry()}
+			if mode == "meter" { // both pipelines: Prometheus and an OpenTelemetry SDK
+				opts.MeterProvider = benchMeterProvider(b)
+			}
+			h, err := hooks.New(opts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -59,8 +64,8 @@ func BenchmarkHookOverhead(b *testing.B) {
 		}
 		return rdb
 	}
-	newClient := func(b *testing.B, hooked bool) *redis.Client {
-		return hook(b, stubClient(b), hooked)
+	newClient := func(b *testing.B, mode string) *redis.Client {
+		return hook(b, stubClient(b), mode)
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -72,13 +77,9 @@ func BenchmarkHookOverhead(b *testing.B) {
 					}
 				}
 			}
-			for _, hooked := range []bool{false, true} {
-				name := "bare"
-				if hooked {
-					name = "hooked"
-				}
-				b.Run(name, func(b *testing.B) {
-					rdb := newClient(b, hooked)
+			for _, mode := range []string{"bare", "hooked", "meter"} {
+				b.Run(mode, func(b *testing.B) {
+					rdb := newClient(b, mode)
 					warm(b, rdb)
 					b.ReportAllocs()
 					b.ResetTimer()
@@ -117,7 +118,10 @@ func BenchmarkHookOverhead(b *testing.B) {
 				b.ReportMetric(float64(mBare)/float64(mHooked), "x-bare-throughput")
 			}
 			b.Run("interleaved", func(b *testing.B) {
-				interleaved(b, newClient(b, false), newClient(b, true))
+				interleaved(b, newClient(b, "bare"), newClient(b, "hooked"))
+			})
+			b.Run("interleaved_meter", func(b *testing.B) {
+				interleaved(b, newClient(b, "bare"), newClient(b, "meter"))
 			})
 			// The stub answers from another goroutine, so each op hands off
 			// between goroutines twice, and how long the hook takes can
@@ -125,10 +129,18 @@ func BenchmarkHookOverhead(b *testing.B) {
 			// parked. A connection answering inline, in the caller's
 			// goroutine, has no handoff.
 			b.Run("interleaved_inline", func(b *testing.B) {
-				interleaved(b, hook(b, inlineClient(b), false), hook(b, inlineClient(b), true))
+				interleaved(b, hook(b, inlineClient(b), "bare"), hook(b, inlineClient(b), "hooked"))
 			})
 		})
 	}
+}
+
+// benchMeterProvider is an OpenTelemetry SDK MeterProvider with a reader
+// that is never collected: what recording costs, without exporting.
+func benchMeterProvider(b testing.TB) *sdkmetric.MeterProvider {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	return mp
 }
 
 // median sorts d and returns its middle value.
