@@ -1,11 +1,14 @@
 package exporter
 
 import (
+	"context"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/metric"
 
+	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/cachewatch/cachewatch/signals"
 )
 
@@ -35,14 +38,32 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 // made valid UTF-8 first, so what Redis holds never fails a scrape.
 func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range e.Snapshots() {
-		collectNode(ch, s)
+		collectNode(emitter{ch: ch, node: s.Node}, s)
 	}
 	ch <- prometheus.MustNewConstMetric(descs[signals.KeyGroupOverflow], prometheus.CounterValue, float64(e.groups.Overflows()))
 }
 
-// emitter sends const metrics for one node.
+// observe registers a callback on m that observes the last published
+// sample of every node, as Collect sends it.
+func (e *Exporter) observe(m metric.Meter) (func() error, error) {
+	ids := make([]signals.ID, 0, len(descs))
+	for id := range descs {
+		ids = append(ids, id)
+	}
+	return emit.Observe(m, ids, func(_ context.Context, o emit.Observer) error {
+		for _, s := range e.Snapshots() {
+			collectNode(emitter{otel: &o, node: s.Node}, s)
+		}
+		o.Value(signals.KeyGroupOverflow, float64(e.groups.Overflows()))
+		return nil
+	})
+}
+
+// emitter sends the metrics of one node: const metrics to ch, or
+// observations to otel.
 type emitter struct {
 	ch   chan<- prometheus.Metric
+	otel *emit.Observer
 	node string
 }
 
@@ -56,6 +77,10 @@ func (m emitter) counter(def signals.ID, v float64, labels ...string) {
 
 func (m emitter) send(def signals.ID, typ prometheus.ValueType, v float64, labels []string) {
 	values := labelValues(m.node, labels)
+	if m.otel != nil {
+		m.otel.Value(def, v, values...)
+		return
+	}
 	if metric, err := prometheus.NewConstMetric(descs[def], typ, v, values...); err == nil {
 		m.ch <- metric
 	}
@@ -80,8 +105,7 @@ func validUTF8(s string) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
-func collectNode(ch chan<- prometheus.Metric, s *NodeSnapshot) {
-	m := emitter{ch: ch, node: s.Node}
+func collectNode(m emitter, s *NodeSnapshot) {
 	up := 0.0
 	if s.Up {
 		up = 1
@@ -153,19 +177,33 @@ func collectPass(m emitter, p *Pass) {
 		if p.TokensRead {
 			m.gauge(signals.LocksLongHeld, float64(g.LocksLongHeld), group)
 		}
-		buckets := make(map[float64]uint64, len(lockTTLBuckets))
-		var cum uint64
-		for i, ub := range lockTTLBuckets {
-			if g.LockTTL != nil {
-				cum += g.LockTTL[i]
-			}
-			buckets[ub] = cum
+		m.gaugeHistogram(signals.LockRemainingTTL, g.LockTTL, g.LockTTLCount, g.LockTTLSum, group)
+	}
+}
+
+// gaugeHistogram sends a histogram of the last sample from per-bucket
+// counts (of def's buckets).
+func (m emitter) gaugeHistogram(def signals.ID, perBucket []uint64, count uint64, sum float64, labels ...string) {
+	bounds := def.Metric().Buckets
+	cumulative := make([]uint64, len(bounds))
+	var cum uint64
+	for i := range bounds {
+		if i < len(perBucket) {
+			cum += perBucket[i]
 		}
-		h, err := prometheus.NewConstHistogram(descs[signals.LockRemainingTTL], g.LockTTLCount, g.LockTTLSum, buckets,
-			labelValues(m.node, []string{group})...)
-		if err == nil {
-			m.ch <- h
-		}
+		cumulative[i] = cum
+	}
+	values := labelValues(m.node, labels)
+	if m.otel != nil {
+		m.otel.GaugeHistogram(def, cumulative, sum, count, values...)
+		return
+	}
+	buckets := make(map[float64]uint64, len(bounds))
+	for i, ub := range bounds {
+		buckets[ub] = cumulative[i]
+	}
+	if h, err := prometheus.NewConstHistogram(descs[def], count, sum, buckets, values...); err == nil {
+		m.ch <- h
 	}
 }
 

@@ -41,7 +41,9 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 
+	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/cachewatch/cachewatch/keygroup"
 )
 
@@ -136,6 +138,12 @@ type Options struct {
 	// Logger receives sample failures and ACL refusals; default
 	// slog.Default(). The Redis password never appears in what is logged.
 	Logger *slog.Logger
+	// MeterProvider, when set, receives every sample as OpenTelemetry
+	// observable instruments (names and kinds in docs/metrics.md), read
+	// from the last sample at each collection, as scrapes read it: for a
+	// program that embeds the exporter and pushes OTLP. The Exporter is a
+	// prometheus.Collector all the same; register it too, or not.
+	MeterProvider metric.MeterProvider
 }
 
 // ErrNoAddrs is returned by New when the target has no address.
@@ -174,6 +182,8 @@ type Exporter struct {
 
 	mu    sync.RWMutex // guards snaps, read by scrapes
 	snaps map[string]*NodeSnapshot
+	// unobserve unregisters the MeterProvider callback (nil without one).
+	unobserve func() error
 }
 
 // New returns an Exporter for opts. It does not connect: the first Sample
@@ -227,6 +237,12 @@ func New(opts Options) (*Exporter, error) {
 	}
 	for _, a := range opts.Target.Addrs {
 		e.snaps[a] = &NodeSnapshot{Node: a, Err: ErrNotSampled}
+	}
+	if opts.MeterProvider != nil {
+		var err error
+		if e.unobserve, err = e.observe(emit.Meter(opts.MeterProvider)); err != nil {
+			return nil, fmt.Errorf("exporter: %w", err)
+		}
 	}
 	return e, nil
 }
@@ -314,6 +330,10 @@ func (e *Exporter) Close() error {
 	}
 	e.nodes = map[string]*node{}
 	e.closed = true
+	if e.unobserve != nil {
+		errs = append(errs, e.unobserve())
+		e.unobserve = nil
+	}
 	return errors.Join(errs...)
 }
 

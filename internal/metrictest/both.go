@@ -19,14 +19,14 @@ import (
 // value in rm, the OpenTelemetry data of the same events, and rm has no
 // catalog series that g lacks: counter and gauge values equal, histogram
 // counts, sums and bucket counts equal. A Prometheus histogram child with no
-// observation yet is left out: an OpenTelemetry histogram stream starts at
-// its first measurement. It returns how many series it compared.
+// observation yet may be missing on OpenTelemetry, where a histogram stream
+// starts at its first measurement. It returns how many series it compared.
 func SameOnBoth(t testing.TB, g prometheus.Gatherer, rm *metricdata.ResourceMetrics) int {
 	t.Helper()
-	prom := promValues(t, g)
+	prom, unobserved := promValues(t, g)
 	otel := otelValues(rm)
 	for k, v := range prom {
-		if o, ok := otel[k]; !ok {
+		if o, ok := otel[k]; !ok && !unobserved[k] {
 			t.Errorf("%s: on Prometheus (%v), not on OpenTelemetry", k, v)
 		} else if o != v {
 			t.Errorf("%s: Prometheus %v, OpenTelemetry %v", k, v, o)
@@ -37,18 +37,24 @@ func SameOnBoth(t testing.TB, g prometheus.Gatherer, rm *metricdata.ResourceMetr
 			t.Errorf("%s: on OpenTelemetry (%v), not on Prometheus", k, v)
 		}
 	}
+	for k := range unobserved {
+		if _, ok := otel[k]; !ok {
+			delete(prom, k)
+		}
+	}
 	return len(prom)
 }
 
 // promValues flattens the catalog series of g: name{labels} → value, with
-// a histogram as its _count, _sum and _bucket{le} series.
-func promValues(t testing.TB, g prometheus.Gatherer) map[string]float64 {
+// a histogram as its _count, _sum and _bucket{le} series; unobserved are
+// those of histograms without an observation.
+func promValues(t testing.TB, g prometheus.Gatherer) (values map[string]float64, unobserved map[string]bool) {
 	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
 	}
-	out := map[string]float64{}
+	out, empty := map[string]float64{}, map[string]bool{}
 	for _, mf := range mfs {
 		if _, ok := signals.Lookup(mf.GetName()); !ok {
 			continue
@@ -58,27 +64,40 @@ func promValues(t testing.TB, g prometheus.Gatherer) map[string]float64 {
 			for _, l := range m.GetLabel() {
 				lbls[l.GetName()] = l.GetValue()
 			}
-			addProm(out, mf.GetName(), lbls, m)
+			keys := addProm(out, mf.GetName(), lbls, m)
+			if m.Histogram != nil && m.GetHistogram().GetSampleCount() == 0 {
+				for _, k := range keys {
+					empty[k] = true
+				}
+			}
 		}
 	}
-	return out
+	return out, empty
 }
 
-func addProm(out map[string]float64, name string, lbls map[string]string, m *dto.Metric) {
+// addProm adds m's series to out and returns their keys.
+func addProm(out map[string]float64, name string, lbls map[string]string, m *dto.Metric) []string {
+	set := map[string]float64{}
 	switch {
 	case m.Counter != nil:
-		out[key(name, lbls)] = m.GetCounter().GetValue()
+		set[key(name, lbls)] = m.GetCounter().GetValue()
 	case m.Gauge != nil:
-		out[key(name, lbls)] = m.GetGauge().GetValue()
-	case m.Histogram != nil && m.GetHistogram().GetSampleCount() > 0:
+		set[key(name, lbls)] = m.GetGauge().GetValue()
+	case m.Histogram != nil:
 		h := m.GetHistogram()
-		out[key(name+"_count", lbls)] = float64(h.GetSampleCount())
-		out[key(name+"_sum", lbls)] = h.GetSampleSum()
+		set[key(name+"_count", lbls)] = float64(h.GetSampleCount())
+		set[key(name+"_sum", lbls)] = h.GetSampleSum()
 		for _, b := range h.GetBucket() {
-			out[key(name+"_bucket", with(lbls, "le", fmt.Sprint(b.GetUpperBound())))] = float64(b.GetCumulativeCount())
+			set[key(name+"_bucket", with(lbls, "le", fmt.Sprint(b.GetUpperBound())))] = float64(b.GetCumulativeCount())
 		}
-		out[key(name+"_bucket", with(lbls, "le", "+Inf"))] = float64(h.GetSampleCount())
+		set[key(name+"_bucket", with(lbls, "le", "+Inf"))] = float64(h.GetSampleCount())
 	}
+	keys := make([]string, 0, len(set))
+	for k, v := range set {
+		out[k] = v
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // otelValues flattens rm's catalog instruments under their Prometheus names.
