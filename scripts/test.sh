@@ -24,15 +24,23 @@ if ((${#need[@]})); then
   fi
 fi
 
-# Tools built from the Go module proxy (Helm for the chart's tests) live in a
-# cached directory; each is built only where it is missing (Helm takes
-# several minutes).
+# Tools built from the Go module proxy (Helm for the chart's tests, Prometheus
+# 3 with its OTLP receiver for the OTLP end-to-end test) live in a cached
+# directory; each is built only where it is missing (several minutes each).
+# The directory comes after the system's in PATH, so that `prometheus` stays
+# Debian's for the other tests; the OTLP test is told where Prometheus 3 is.
 tools=${CACHEWATCH_TOOLS:-$HOME/.cache/cachewatch/tools}
-export PATH="$tools:$PATH"
+export PATH="$PATH:$tools"
 if ! command -v helm >/dev/null; then
   echo "building helm into $tools (several minutes, once)"
   mkdir -p "$tools"
   GOBIN="$tools" go install helm.sh/helm/v4/cmd/helm@v4.3.1
+fi
+export CACHEWATCH_PROMETHEUS3="$tools/prometheus"
+if [ ! -x "$CACHEWATCH_PROMETHEUS3" ]; then
+  echo "building prometheus 3 into $tools (about ten minutes, once)"
+  mkdir -p "$tools"
+  GOBIN="$tools" go install github.com/prometheus/prometheus/cmd/prometheus@v0.316.0
 fi
 
 # The runnable examples (go doc's) talk to a Redis at localhost:6379, as

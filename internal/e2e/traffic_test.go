@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/cachewatch/cachewatch/hooks"
 	"github.com/cachewatch/cachewatch/instrument"
@@ -52,6 +53,8 @@ type traffic struct {
 	t    testing.TB
 	addr string // the live Redis
 	reg  *prometheus.Registry
+	// mp, when set, receives every metric as well (OpenTelemetry).
+	mp metric.MeterProvider
 	// dead is a loopback address where nothing listens: the instrumented
 	// cache behind it falls back to the source and opens its breaker.
 	dead string
@@ -68,9 +71,25 @@ type traffic struct {
 func startTraffic(t *testing.T, addr, dead string) (*traffic, string) {
 	t.Helper()
 	tr := &traffic{t: t, addr: addr, dead: dead, reg: prometheus.NewRegistry()}
+	tr.start(context.Background())
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("traffic: listen: %v", err)
+	}
+	srv := &http.Server{Handler: promhttp.HandlerFor(tr.reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return tr, l.Addr().String()
+}
+
+// start builds the clients, seeds the keyspace and starts the loops under
+// parent (which may carry a gate, see every).
+func (tr *traffic) start(parent context.Context) {
+	t := tr.t
 	tr.clients()
 	tr.seed()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(parent)
 	tr.cancel = cancel
 	for _, loop := range []func(context.Context){
 		tr.contendedLocks, tr.contendedLocks, tr.contendedLocks,
@@ -84,15 +103,6 @@ func startTraffic(t *testing.T, addr, dead string) (*traffic, string) {
 		go func() { defer tr.wg.Done(); loop(ctx) }()
 	}
 	t.Cleanup(tr.stop)
-
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("traffic: listen: %v", err)
-	}
-	srv := &http.Server{Handler: promhttp.HandlerFor(tr.reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return tr, l.Addr().String()
 }
 
 func (tr *traffic) stop() {
@@ -108,7 +118,7 @@ func (tr *traffic) clients() {
 	hooked := func(name string, opts *redis.Options, scripts ...hooks.Script) *redis.Client {
 		c := redis.NewClient(opts)
 		t.Cleanup(func() { _ = c.Close() })
-		h, err := hooks.New(hooks.Options{Registerer: tr.reg, Name: name, Pool: c, Scripts: scripts,
+		h, err := hooks.New(hooks.Options{Registerer: tr.reg, MeterProvider: tr.mp, Name: name, Pool: c, Scripts: scripts,
 			MissBurstWindow: time.Second, MissBurstThreshold: 5})
 		if err != nil {
 			t.Fatalf("hooks.New(%s): %v", name, err)
@@ -128,14 +138,14 @@ func (tr *traffic) clients() {
 	// the test's output; the metrics report them.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var err error
-	if tr.cw, err = instrument.New(tr.app, instrument.Options{Registerer: tr.reg, Name: "app", Logger: quiet}); err != nil {
+	if tr.cw, err = instrument.New(tr.app, instrument.Options{Registerer: tr.reg, MeterProvider: tr.mp, Name: "app", Logger: quiet}); err != nil {
 		t.Fatalf("instrument.New: %v", err)
 	}
 	// A client of a Redis that does not answer: every Fetch falls back to
 	// the source behind the circuit breaker.
 	deadRDB := redis.NewClient(&redis.Options{Addr: tr.dead, MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
 	t.Cleanup(func() { _ = deadRDB.Close() })
-	if tr.cwDead, err = instrument.New(deadRDB, instrument.Options{Registerer: tr.reg, Name: "unreachable", Logger: quiet}); err != nil {
+	if tr.cwDead, err = instrument.New(deadRDB, instrument.Options{Registerer: tr.reg, MeterProvider: tr.mp, Name: "unreachable", Logger: quiet}); err != nil {
 		t.Fatalf("instrument.New (unreachable): %v", err)
 	}
 }
@@ -177,12 +187,24 @@ func (tr *traffic) newCache(c *instrument.Client, opts instrument.CacheOptions) 
 	return ca
 }
 
-// every runs f every d until ctx ends.
+// gateKey is the context key of a traffic gate: a *sync.RWMutex that each
+// step of a loop holds for reading, so that a test can stop all loops
+// between steps (by taking it for writing) to read a quiescent state.
+type gateKey struct{}
+
+// every runs f every d until ctx ends, under ctx's gate if it has one.
 func every(ctx context.Context, d time.Duration, f func(context.Context)) {
 	tick := time.NewTicker(d)
 	defer tick.Stop()
+	gate, _ := ctx.Value(gateKey{}).(*sync.RWMutex)
 	for {
+		if gate != nil {
+			gate.RLock()
+		}
 		f(ctx)
+		if gate != nil {
+			gate.RUnlock()
+		}
 		select {
 		case <-ctx.Done():
 			return

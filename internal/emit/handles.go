@@ -253,11 +253,7 @@ type HistogramVec struct {
 }
 
 func (v *HistogramVec) child(values []string, attrs attribute.Set) *Histogram {
-	h := &Histogram{otel: v.otel, opts: []metric.RecordOption{metric.WithAttributeSet(attrs)}}
-	if v.prom != nil {
-		h.prom = v.prom.WithLabelValues(values...)
-	}
-	return h
+	return &Histogram{vec: v.prom, values: values, otel: v.otel, opts: []metric.RecordOption{metric.WithAttributeSet(attrs)}}
 }
 
 // WithLabelValues returns the handle of one label set (after the curried
@@ -274,20 +270,41 @@ func (v *HistogramVec) MustCurryWith(labels map[string]string) *HistogramVec {
 	return &HistogramVec{prom: v.prom, otel: v.otel, family: v.family.curry(nil, labels)}
 }
 
-// Histogram is one label set of a histogram.
+// Histogram is one label set of a histogram. Its Prometheus child is
+// created at the first observation, as an OpenTelemetry histogram stream
+// starts at its first measurement: on both pipelines the series appears
+// when there is something in it.
 type Histogram struct {
-	prom prometheus.Observer
-	otel metric.Float64Histogram
-	opts []metric.RecordOption
+	vec    *prometheus.HistogramVec
+	values []string
+	prom   atomic.Pointer[promObserver]
+	otel   metric.Float64Histogram
+	opts   []metric.RecordOption
 }
 
-// Prometheus returns the handle's Prometheus child, nil without one.
-func (h *Histogram) Prometheus() prometheus.Observer { return h.prom }
+type promObserver struct{ prometheus.Observer }
+
+// Prometheus returns the handle's Prometheus child (creating it), nil
+// without a Prometheus pipeline.
+func (h *Histogram) Prometheus() prometheus.Observer {
+	if o := h.observer(); o != nil {
+		return o.Observer
+	}
+	return nil
+}
+
+func (h *Histogram) observer() *promObserver {
+	if o := h.prom.Load(); o != nil || h.vec == nil {
+		return o
+	}
+	h.prom.CompareAndSwap(nil, &promObserver{h.vec.WithLabelValues(h.values...)})
+	return h.prom.Load()
+}
 
 // Observe records v with no exemplar.
 func (h *Histogram) Observe(v float64) {
-	if h.prom != nil {
-		h.prom.Observe(v)
+	if o := h.observer(); o != nil {
+		o.Observe(v)
 	}
 	if h.otel != nil {
 		h.otel.Record(context.Background(), v, h.opts...)
@@ -299,8 +316,8 @@ func (h *Histogram) Observe(v float64) {
 // path (exposed in the OpenMetrics format), the OpenTelemetry SDK's own
 // exemplar on the OpenTelemetry path.
 func (h *Histogram) ObserveContext(ctx context.Context, v float64) {
-	if h.prom != nil {
-		observe(ctx, h.prom, v)
+	if o := h.observer(); o != nil {
+		observe(ctx, o.Observer, v)
 	}
 	if h.otel != nil {
 		h.otel.Record(ctx, v, h.opts...)
@@ -333,10 +350,10 @@ func (g *Gauge) Describe(ch chan<- *prometheus.Desc) { describe(g.prom, ch) }
 func (g *Gauge) Collect(ch chan<- prometheus.Metric) { collect(g.prom, ch) }
 
 // Describe implements prometheus.Collector.
-func (h *Histogram) Describe(ch chan<- *prometheus.Desc) { describe(h.prom, ch) }
+func (h *Histogram) Describe(ch chan<- *prometheus.Desc) { describe(h.Prometheus(), ch) }
 
 // Collect implements prometheus.Collector.
-func (h *Histogram) Collect(ch chan<- prometheus.Metric) { collect(h.prom, ch) }
+func (h *Histogram) Collect(ch chan<- prometheus.Metric) { collect(h.Prometheus(), ch) }
 
 func describe(child any, ch chan<- *prometheus.Desc) {
 	if c, ok := child.(prometheus.Collector); ok {
