@@ -238,7 +238,7 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 	s := h.scripts.lookup(c.script, id)
 	noscript := f.failed && f.class == errNoscript
 	if h.on(Scripts) {
-		s.dur[c.script].Observe(f.d)
+		s.dur[c.script].ObserveContext(ctx, f.d)
 		if noscript {
 			s.noscript.Inc()
 		}

@@ -7,6 +7,13 @@
 // breaker, instead of failing.
 //
 //	go run ./examples/swr --redis redis://localhost:6379 --upstream https://api.example/prices
+//
+// With --otlp (or OTEL_EXPORTER_OTLP_ENDPOINT set) the service also pushes
+// its metrics as OTLP over HTTP, through the OpenTelemetry SDK, to that
+// endpoint: a Collector, or Prometheus 3's own receiver
+// (--otlp http://prometheus:9090/api/v1/otlp). Prometheus's OTLP
+// translation gives back the same series names, so the dashboards and
+// alerts work on either path.
 package main
 
 import (
@@ -16,10 +23,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/cachewatch/cachewatch/examples/internal/serve"
 	"github.com/cachewatch/cachewatch/hooks"
@@ -47,7 +61,10 @@ type Config struct {
 	// the fleet revalidates, never past HardTTL.
 	FreshTTL, HardTTL time.Duration
 	Registerer        prometheus.Registerer
-	Name              string // the instance's client label
+	// MeterProvider, when set, receives the same metrics as OpenTelemetry
+	// instruments (pushed as OTLP by its reader).
+	MeterProvider metric.MeterProvider
+	Name          string // the instance's client label
 	// RedisTimeout bounds each Redis round trip (0: the cache's default);
 	// past it the request degrades to calling the upstream directly.
 	RedisTimeout time.Duration
@@ -55,12 +72,12 @@ type Config struct {
 
 // New wires the hook and the instrumented cache onto cfg.Redis.
 func New(cfg Config) (*Service, error) {
-	h, err := hooks.New(hooks.Options{Registerer: cfg.Registerer, Name: cfg.Name})
+	h, err := hooks.New(hooks.Options{Registerer: cfg.Registerer, MeterProvider: cfg.MeterProvider, Name: cfg.Name})
 	if err != nil {
 		return nil, err
 	}
 	cfg.Redis.AddHook(h)
-	cw, err := instrument.New(cfg.Redis, instrument.Options{Registerer: cfg.Registerer, Name: cfg.Name})
+	cw, err := instrument.New(cfg.Redis, instrument.Options{Registerer: cfg.Registerer, MeterProvider: cfg.MeterProvider, Name: cfg.Name})
 	if err != nil {
 		return nil, err
 	}
@@ -112,10 +129,18 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:8081", "HTTP address")
 	url := flag.String("redis", "redis://127.0.0.1:6379", "Redis URL (password from REDIS_PASSWORD)")
 	upstream := flag.String("upstream", "http://127.0.0.1:9000", "base URL of the slow upstream")
+	otlp := flag.String("otlp", "", "also push metrics as OTLP/HTTP to this base URL, e.g. http://127.0.0.1:9090/api/v1/otlp (default: $OTEL_EXPORTER_OTLP_ENDPOINT, if set)")
 	flag.Parse()
 	reg := prometheus.NewRegistry()
+	mp, err := meterProvider(context.Background(), *otlp)
+	if err != nil {
+		serve.Exit("swr", 2, err)
+	}
+	if mp != nil {
+		defer func() { _ = mp.Shutdown(context.Background()) }() // pushes what is left
+	}
 	svc, err := New(Config{Redis: serve.Redis("swr", *url), Upstream: *upstream,
-		FreshTTL: 30 * time.Second, HardTTL: 10 * time.Minute, Registerer: reg, Name: "swr"})
+		FreshTTL: 30 * time.Second, HardTTL: 10 * time.Minute, Registerer: reg, MeterProvider: nilIfNone(mp), Name: "swr"})
 	if err != nil {
 		serve.Exit("swr", 1, err)
 	}
@@ -123,4 +148,44 @@ func main() {
 	mux := http.NewServeMux()
 	mux.Handle("/page/", svc)
 	serve.HTTP("swr", *listen, reg, mux)
+}
+
+// meterProvider returns an OpenTelemetry SDK MeterProvider that pushes OTLP
+// over HTTP every 15s to endpoint (a base URL, /v1/metrics is appended), or
+// to the OTEL_EXPORTER_OTLP_* environment's endpoint when endpoint is "";
+// nil when neither is set. The resource comes from the environment too
+// (OTEL_SERVICE_NAME, default "swr"; OTEL_RESOURCE_ATTRIBUTES): service.name
+// and service.instance.id become the job and instance labels in Prometheus.
+func meterProvider(ctx context.Context, endpoint string) (*sdkmetric.MeterProvider, error) {
+	var opts []otlpmetrichttp.Option
+	switch {
+	case endpoint != "":
+		opts = append(opts, otlpmetrichttp.WithEndpointURL(strings.TrimSuffix(endpoint, "/")+"/v1/metrics"))
+	case os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") == "":
+		return nil, nil
+	}
+	exp, err := otlpmetrichttp.New(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("--otlp: %w", err)
+	}
+	name := os.Getenv("OTEL_SERVICE_NAME")
+	if name == "" {
+		name = "swr"
+	}
+	host, _ := os.Hostname()
+	res, err := resource.Merge(resource.NewSchemaless(semconv.ServiceName(name), semconv.ServiceInstanceID(host)),
+		resource.Environment())
+	if err != nil {
+		return nil, err
+	}
+	return sdkmetric.NewMeterProvider(sdkmetric.WithResource(res),
+		sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(15*time.Second)))), nil
+}
+
+// nilIfNone keeps a nil *MeterProvider from becoming a non-nil interface.
+func nilIfNone(mp *sdkmetric.MeterProvider) metric.MeterProvider {
+	if mp == nil {
+		return nil
+	}
+	return mp
 }

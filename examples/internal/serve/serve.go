@@ -30,9 +30,11 @@ func Redis(name, url string) *redis.Client {
 }
 
 // HTTP serves routes, and reg's metrics on /metrics, on addr until it fails.
+// /metrics speaks OpenMetrics to a scraper that asks for it, so that latency
+// histograms carry their exemplars (the trace of a sampled span).
 func HTTP(name, addr string, reg *prometheus.Registry, routes http.Handler) {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	if routes != nil {
 		mux.Handle("/", routes)
 	}
