@@ -161,3 +161,38 @@ func TestNewDefaults(t *testing.T) {
 		t.Errorf("New(nil, mp) = %+v", s)
 	}
 }
+
+// NativeHistogramBucketFactor adds native buckets to the Prometheus
+// histograms and keeps the classic ones the dashboards read.
+func TestNativeHistograms(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := emit.New(reg, nil, 1.1)
+	h, err := s.Histogram(signals.CommandDuration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := h.WithLabelValues("app", "get")
+	o.Observe(0.0003)
+	o.Observe(0.002)
+	var pm dto.Metric
+	if err := o.Prometheus().(prometheus.Metric).Write(&pm); err != nil {
+		t.Fatal(err)
+	}
+	ph := pm.GetHistogram()
+	if ph.Schema == nil || len(ph.GetPositiveSpan()) == 0 {
+		t.Errorf("no native buckets: schema %v, spans %v", ph.Schema, ph.GetPositiveSpan())
+	}
+	if got, want := len(ph.GetBucket()), len(signals.CommandDuration.Metric().Buckets); got != want {
+		t.Errorf("%d classic buckets, want the catalog's %d", got, want)
+	}
+	plain, _ := emit.New(prometheus.NewRegistry(), nil, 0).Histogram(signals.CommandDuration)
+	var pp dto.Metric
+	po := plain.WithLabelValues("app", "get")
+	po.Observe(0.001)
+	if err := po.Prometheus().(prometheus.Metric).Write(&pp); err != nil {
+		t.Fatal(err)
+	}
+	if pp.GetHistogram().Schema != nil {
+		t.Error("native buckets without NativeHistogramBucketFactor")
+	}
+}
