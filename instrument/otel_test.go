@@ -24,10 +24,7 @@ import (
 // values, series for series.
 func TestMeterProviderSeesWhatPrometheusSees(t *testing.T) {
 	srv := redistest.Start(t)
-	reg := prometheus.NewRegistry()
-	rd := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
-	defer func() { _ = mp.Shutdown(context.Background()) }()
+	reg, mp, rd := bothPipelines(t)
 	c, err := New(srv.Client(t), Options{Registerer: reg, MeterProvider: mp, Name: "both"})
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +75,15 @@ func TestMeterProviderSeesWhatPrometheusSees(t *testing.T) {
 	}
 }
 
+// bothPipelines returns a registry and a MeterProvider read by a
+// ManualReader.
+func bothPipelines(t *testing.T) (*prometheus.Registry, *sdkmetric.MeterProvider, *sdkmetric.ManualReader) {
+	rd := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	return prometheus.NewRegistry(), mp, rd
+}
+
 // waitQuiet waits until background refreshes have settled: two gathers a
 // moment apart agree.
 func waitQuiet(t *testing.T, g prometheus.Gatherer) {
@@ -98,10 +104,7 @@ func waitQuiet(t *testing.T, g prometheus.Gatherer) {
 // histogram, as an exemplar on both pipelines.
 func TestLockExemplars(t *testing.T) {
 	srv := redistest.Start(t)
-	reg := prometheus.NewRegistry()
-	rd := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
-	defer func() { _ = mp.Shutdown(context.Background()) }()
+	reg, mp, rd := bothPipelines(t)
 	tp := sdktrace.NewTracerProvider()
 	c, err := New(srv.Client(t), Options{Registerer: reg, MeterProvider: mp, TracerProvider: tp})
 	if err != nil {
