@@ -39,6 +39,7 @@ func WriteMarkdown(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(semconvSection)
 	b.WriteString("## Labels\n\n| label | values |\n|---|---|\n")
 	for _, l := range labelIndex() {
 		fmt.Fprintf(&b, "| `%s` | %s |\n", l.Name, escapeCell(labelValues(l)))
@@ -136,3 +137,21 @@ func orDash(s string) string {
 }
 
 func escapeCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// semconvSection documents what the hook emits on the OpenTelemetry path
+// only, by the database semantic conventions, and which names the
+// dashboards need.
+const semconvSection = `## OpenTelemetry only: the database semantic conventions
+
+With a ` + "`MeterProvider`" + ` the hook also records these, so that Redis mixes with a service's other database
+instrumentation; ` + "`hooks.Options.SkipSemconvMetrics`" + ` leaves them out where go-redis's redisotel already emits them.
+The generated dashboards and alerts read only the ` + "`cachewatch_`" + ` names above (on either path); none of their panels
+needs these.
+
+| instrument | kind, unit | attributes | meaning |
+|---|---|---|---|
+| ` + "`db.client.operation.duration`" + ` | Histogram, ` + "`s`" + ` (buckets 0.001 … 10, the conventions' advice) | ` + "`db.system.name`" + ` (redis), ` + "`db.operation.name`" + ` (upper-case command; PIPELINE, MULTI for a whole pipeline or transaction; _OTHER outside the known set), ` + "`db.namespace`" + ` (database index), ` + "`server.address`" + `, ` + "`server.port`" + `; on failure ` + "`error.type`" + ` and ` + "`db.response.status_code`" + ` (the Redis error code, e.g. WRONGTYPE) | one Redis operation |
+| ` + "`db.client.connection.count`" + ` | ObservableUpDownCounter, ` + "`{connection}`" + ` | ` + "`db.client.connection.pool.name`" + `, ` + "`db.client.connection.state`" + ` (idle, used), and the server attributes | connections in the pool (with ` + "`hooks.Options.Pool`" + `) |
+| ` + "`db.client.connection.timeouts`" + ` | ObservableCounter, ` + "`{timeout}`" + ` | ` + "`db.client.connection.pool.name`" + ` and the server attributes | waits for a pool connection that timed out |
+
+`
