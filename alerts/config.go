@@ -133,6 +133,11 @@ type Config struct {
 	KeyspaceCoverage    float64        `yaml:"keyspace_coverage"`
 	KeyspaceCoverageFor model.Duration `yaml:"keyspace_coverage_for"`
 	KeyGroupOverflowFor model.Duration `yaml:"keygroup_overflow_for"`
+
+	// LockStateStaleIntervals is how many sample intervals old the
+	// exporter's lock figures may get before CachewatchLockStateStale.
+	LockStateStaleIntervals float64        `yaml:"lock_state_stale_intervals"`
+	LockStateStaleFor       model.Duration `yaml:"lock_state_stale_for"`
 }
 
 func minutes(n int) model.Duration { return model.Duration(n) * model.Duration(60e9) }
@@ -220,6 +225,9 @@ func DefaultConfig() Config {
 		KeyspaceCoverage:    1,
 		KeyspaceCoverageFor: minutes(30),
 		KeyGroupOverflowFor: minutes(15),
+
+		LockStateStaleIntervals: 3,
+		LockStateStaleFor:       minutes(2),
 	}
 }
 

@@ -58,7 +58,7 @@ func tryOnce(attempt, result, values string) series {
 // signals catalog; thresholds and `for:` durations from cfg.
 func definitions(cfg Config) []definition {
 	var defs []definition
-	for _, part := range [][]definition{lockDefinitions(cfg), cacheDefinitions(cfg), redisDefinitions(cfg), keyspaceDefinitions(cfg), exporterDefinitions(cfg)} {
+	for _, part := range [][]definition{lockDefinitions(cfg), cacheDefinitions(cfg), redisDefinitions(cfg), keyspaceDefinitions(cfg), exporterDefinitions(cfg), freshnessDefinitions(cfg)} {
 		defs = append(defs, part...)
 	}
 	return defs
@@ -215,7 +215,7 @@ func lockDefinitions(cfg Config) []definition {
 				"Redis evicted or failed over and the lock key vanished.",
 				"Code releasing with `DEL` instead of the owner-checked script (another worker's lock deleted).",
 			},
-			confirm: "On **" + boardContention + "**, panel *Lost locks by reason* and *Lock hold time p50 / p99* (compare hold p99 with the lock TTL); *Duplicate recomputes* shows the damage. On **" + boardKeyspace + "**, *Lock remaining TTL (heatmap)* shows how close locks run to expiry.",
+			confirm: "On **" + boardContention + "**, panel *Lost locks by reason* and *Lock hold time p50 / p99* (compare hold p99 with the lock TTL); *Duplicate recomputes* shows the damage. On **" + boardKeyspace + "**, *Locks by remaining TTL* shows how close locks run to expiry.",
 			fix:     "Take locks with `LockOptions.TTL` above the p99.9 of the work, or set `LockOptions.Renew: true` for work that may outlast one TTL (the lock's context is cancelled when the lease is lost, so stop work on `l.Context()`); use `LockOptions.Fencing` and check the fence downstream where a second writer would corrupt data; never release with `DEL`.",
 		},
 		cases: []testCase{{
@@ -760,7 +760,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"Work under the lock that waits on something slow (an external API, a queue).",
 				"A lock TTL set far too long for the work, outliving a crashed owner.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Long-held locks* and *Lock remaining TTL (heatmap)*; on **" + boardContention + "**, *Lock hold time p50 / p99* and *Lock acquire time p50 / p99* for waiters piling up.",
+			confirm: "On **" + boardKeyspace + "**, panels *Long-held locks* and *Locks by remaining TTL*; on **" + boardContention + "**, *Lock hold time p50 / p99* and *Lock acquire time p50 / p99* for waiters piling up.",
 			fix:     "Bound the work under a lock with a context deadline; stop renewing when the work is stuck; keep `LockOptions.TTL` close to the expected work time (with renewal for the long tail).",
 		},
 		cases: []testCase{{

@@ -71,6 +71,7 @@ func (d definition) conditionWords(l level) string {
 
 // valueNames say what each alert's value is, for the runbooks.
 var valueNames = map[string]string{
+	"CachewatchLockStateStale":              "age of the lock figures in sample intervals",
 	"CachewatchLockAcquireLatencyHigh":      "lock acquire p99",
 	"CachewatchLockContentionHigh":          "share of busy first attempts",
 	"CachewatchLocksLost":                   "locks lost in the event window",

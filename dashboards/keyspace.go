@@ -57,12 +57,12 @@ func keyspace() (*board, error) {
 				unit: units.Short, scale: alertValue,
 				targets: []target{{x.nodeMax(s.LocksLongHeld, kg), "{{node}} {{key_group}}"}},
 			}, {
-				kind:  heatmapPanel,
-				title: "Lock remaining TTL (heatmap)",
-				help: help{"Distribution of the remaining TTL of sampled lock keys in the last pass (locks without expiry are counted separately)." + haMax,
-					"spread below the lock TTL; a band near 0 means holders run out of lease.", rbLocksLost},
-				unit:    units.Seconds,
-				targets: []target{{x.snapshotBuckets(s.LockRemainingTTL, nil), "{{le}}"}},
+				title: "Locks by remaining TTL",
+				help: help{"Lock keys whose remaining TTL is at most 1 s, 10 s, 1 min, and all locks with a TTL (cumulative; locks without expiry are counted separately)." + haMax,
+					"most locks far from 0; many within 1 s means holders run out of lease.", rbLocksLost},
+				unit: units.Short,
+				targets: []target{{x.nodeTotal(s.LocksExpiring, []string{"within"}, x.is(s.LocksExpiring, "within", "1s", "10s", "1m", "inf")),
+					"within {{within}}"}},
 			}},
 		}, {
 			title: "Cause: keys expire together (coming stampede)",
@@ -244,5 +244,6 @@ func keyspace() (*board, error) {
 			}},
 		}},
 	}
+	b.rows = append(b.rows, freshnessRow(x), serverViewsRow(x))
 	return b, x.err
 }

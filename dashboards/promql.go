@@ -124,23 +124,9 @@ func (x *exprs) quantile(q float64, m signals.ID, by []string, matchers ...strin
 		x.rateOf(m, "_bucket", append([]string{"le"}, by...), matchers...) + ")"
 }
 
-// snapshotQuantile is quantile for a histogram the exporter rebuilds on
-// every sample (a distribution of current state, not a counter): its
-// buckets are summed as they are, without rate.
-func (x *exprs) snapshotQuantile(q float64, m signals.ID, by []string) string {
-	return "histogram_quantile(" + strconv.FormatFloat(q, 'f', -1, 64) + ", " + x.snapshotBuckets(m, by) + ")"
-}
-
 // heatmap is the per-bucket rate of histogram m, for a heatmap panel.
 func (x *exprs) heatmap(m signals.ID) string {
 	return x.rateOf(m, "_bucket", []string{"le"})
-}
-
-// snapshotBuckets is the buckets of a snapshot histogram summed by le,
-// each node's buckets counted once (nodeMax).
-func (x *exprs) snapshotBuckets(m signals.ID, by []string) string {
-	perNode := "max " + x.by(m, append([]string{"le"}, m.LabelNames()...)...) + "(" + x.sel(m, "_bucket") + ")"
-	return "sum " + x.by(m, append([]string{"le"}, by...)...) + "(" + perNode + ")"
 }
 
 // The exporter's figures describe a Redis node, and every exporter that

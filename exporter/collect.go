@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,21 +13,30 @@ import (
 	"github.com/cachewatch/cachewatch/signals"
 )
 
-// descs holds one descriptor per exporter metric of the catalog, and the
-// key-group overflow counter shared with the other emitters.
-var descs = func() map[signals.ID]*prometheus.Desc {
+// TargetLabel is the label naming an exporter's target (Options.Name) on
+// every series it exports to Prometheus, when it has a name.
+const TargetLabel = "target"
+
+// newDescs returns one descriptor per exporter metric of the catalog, and
+// the key-group overflow counter shared with the other emitters, with a
+// target label when name is set.
+func newDescs(name string) map[signals.ID]*prometheus.Desc {
+	var constLabels prometheus.Labels
+	if name != "" {
+		constLabels = prometheus.Labels{TargetLabel: name}
+	}
 	out := map[signals.ID]*prometheus.Desc{}
 	for _, m := range signals.All() {
 		if m.HasSource(signals.Exporter) && (len(m.Sources) == 1 || m.ID() == signals.KeyGroupOverflow) {
-			out[m.ID()] = m.Desc(nil)
+			out[m.ID()] = m.Desc(constLabels)
 		}
 	}
 	return out
-}()
+}
 
 // Describe sends the descriptors of every exporter metric.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range descs {
+	for _, d := range e.descs {
 		ch <- d
 	}
 }
@@ -37,24 +47,44 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 // Label values taken from Redis (consumer group, key group, node names) are
 // made valid UTF-8 first, so what Redis holds never fails a scrape.
 func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
+	e.collect(emitter{ch: ch, descs: e.descs})
+	ch <- prometheus.MustNewConstMetric(e.descs[signals.KeyGroupOverflow], prometheus.CounterValue, float64(e.overflows()))
+}
+
+// collect sends every node's last published sample through m, with the ages
+// of its figures at the time of the collection.
+func (e *Exporter) collect(m emitter) {
+	now := e.clock.Now()
 	for _, s := range e.Snapshots() {
-		collectNode(emitter{ch: ch, node: s.Node}, s)
+		m.node = s.Node
+		collectNode(m, s)
+		if s.Up {
+			m.gauge(signals.ExporterSampleInterval, e.opts.Interval.Seconds())
+			collectAges(m, s, now)
+		}
 	}
-	ch <- prometheus.MustNewConstMetric(descs[signals.KeyGroupOverflow], prometheus.CounterValue, float64(e.groups.Overflows()))
+}
+
+// overflows counts the classifications folded into "other", lock groups'
+// included.
+func (e *Exporter) overflows() uint64 {
+	n := e.groups.Overflows()
+	if e.lockGroups != e.groups {
+		n += e.lockGroups.Overflows()
+	}
+	return n
 }
 
 // observe registers a callback on m that observes the last published
 // sample of every node, as Collect sends it.
 func (e *Exporter) observe(m metric.Meter) (func() error, error) {
-	ids := make([]signals.ID, 0, len(descs))
-	for id := range descs {
+	ids := make([]signals.ID, 0, len(e.descs))
+	for id := range e.descs {
 		ids = append(ids, id)
 	}
 	return emit.Observe(m, ids, func(_ context.Context, o emit.Observer) error {
-		for _, s := range e.Snapshots() {
-			collectNode(emitter{otel: &o, node: s.Node}, s)
-		}
-		o.Value(signals.KeyGroupOverflow, float64(e.groups.Overflows()))
+		e.collect(emitter{otel: &o})
+		o.Value(signals.KeyGroupOverflow, float64(e.overflows()))
 		return nil
 	})
 }
@@ -62,9 +92,10 @@ func (e *Exporter) observe(m metric.Meter) (func() error, error) {
 // emitter sends the metrics of one node: const metrics to ch, or
 // observations to otel.
 type emitter struct {
-	ch   chan<- prometheus.Metric
-	otel *emit.Observer
-	node string
+	ch    chan<- prometheus.Metric
+	descs map[signals.ID]*prometheus.Desc
+	otel  *emit.Observer
+	node  string
 }
 
 func (m emitter) gauge(def signals.ID, v float64, labels ...string) {
@@ -81,7 +112,7 @@ func (m emitter) send(def signals.ID, typ prometheus.ValueType, v float64, label
 		m.otel.Value(def, v, values...)
 		return
 	}
-	if metric, err := prometheus.NewConstMetric(descs[def], typ, v, values...); err == nil {
+	if metric, err := prometheus.NewConstMetric(m.descs[def], typ, v, values...); err == nil {
 		m.ch <- metric
 	}
 }
@@ -103,6 +134,25 @@ func validUTF8(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// collectAges sends the age of each series family's figures, kept while
+// the family's series are left out (a failing stage).
+func collectAges(m emitter, s *NodeSnapshot, now time.Time) {
+	for _, a := range []struct {
+		family string
+		at     time.Time
+	}{{"locks", s.LocksAsOf}, {"keys", s.KeysAsOf}, {"server", s.ServerAsOf}, {"queues", s.QueuesAsOf}} {
+		if !a.at.IsZero() {
+			m.gauge(signals.ExporterDataAge, max(now.Sub(a.at), 0).Seconds(), a.family)
+		}
+	}
+	notified := 0.0
+	if s.LockNotifications {
+		notified = 1
+	}
+	m.gauge(signals.LockNotifications, notified)
+	m.counter(signals.LockIndexRepairs, float64(s.LockRepairs))
 }
 
 func collectNode(m emitter, s *NodeSnapshot) {
@@ -132,6 +182,9 @@ func collectNode(m emitter, s *NodeSnapshot) {
 		collectPass(m, s.Pass)
 	}
 	collectQueues(m, s.Queues)
+	for k, v := range s.QueueReadsSkipped {
+		m.counter(signals.QueueReadsSkipped, float64(v), k.Queue, k.Read)
+	}
 }
 
 func collectServer(m emitter, s *NodeSnapshot) {
@@ -155,6 +208,9 @@ func collectServer(m emitter, s *NodeSnapshot) {
 			m.gauge(signals.ServerCommandLatency, v, cmd, p)
 		}
 	}
+	for cmd, h := range st.Histograms {
+		m.histogram(signals.ServerCommandDuration, h.cumulative(), h.Count, st.Commands[cmd].Seconds, cmd)
+	}
 }
 
 func collectPass(m emitter, p *Pass) {
@@ -164,6 +220,9 @@ func collectPass(m emitter, p *Pass) {
 			m.gauge(signals.KeysWithoutTTL, float64(g.NoTTL), group)
 			for _, x := range g.Expiring {
 				m.gauge(signals.KeysExpiring, float64(x.Keys), group, x.Label)
+			}
+			if g.MemorySampled > 0 {
+				m.gauge(signals.KeysMemory, g.MemoryBytes, group)
 			}
 		}
 		if g.SyncScore > 0 {
@@ -177,32 +236,27 @@ func collectPass(m emitter, p *Pass) {
 		if p.TokensRead {
 			m.gauge(signals.LocksLongHeld, float64(g.LocksLongHeld), group)
 		}
-		m.gaugeHistogram(signals.LockRemainingTTL, g.LockTTL, g.LockTTLCount, g.LockTTLSum, group)
+		for _, x := range g.LocksExpiring {
+			m.gauge(signals.LocksExpiring, float64(x.Keys), group, x.Label)
+		}
 	}
 }
 
-// gaugeHistogram sends a histogram of the last sample from per-bucket
-// counts (of def's buckets).
-func (m emitter) gaugeHistogram(def signals.ID, perBucket []uint64, count uint64, sum float64, labels ...string) {
-	bounds := def.Metric().Buckets
-	cumulative := make([]uint64, len(bounds))
-	var cum uint64
-	for i := range bounds {
-		if i < len(perBucket) {
-			cum += perBucket[i]
-		}
-		cumulative[i] = cum
-	}
+// histogram sends a histogram from cumulative counts per catalog bucket of
+// def: a const histogram to Prometheus, a gauge histogram to OpenTelemetry
+// (which has no observable histogram).
+func (m emitter) histogram(def signals.ID, cumulative []uint64, count uint64, sum float64, labels ...string) {
 	values := labelValues(m.node, labels)
 	if m.otel != nil {
 		m.otel.GaugeHistogram(def, cumulative, sum, count, values...)
 		return
 	}
+	bounds := def.Metric().Buckets
 	buckets := make(map[float64]uint64, len(bounds))
 	for i, ub := range bounds {
 		buckets[ub] = cumulative[i]
 	}
-	if h, err := prometheus.NewConstHistogram(descs[def], count, sum, buckets, values...); err == nil {
+	if h, err := prometheus.NewConstHistogram(m.descs[def], count, sum, buckets, values...); err == nil {
 		m.ch <- h
 	}
 }

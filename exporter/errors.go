@@ -24,6 +24,9 @@ const (
 	StageKeys    Stage = "keys"    // per-key TTL reads of the whole-keyspace pass
 	StageLocks   Stage = "locks"   // the lock pass: SCAN … MATCH, lock TTLs and owner tokens
 	StageQueues  Stage = "queues"  // the configured queue keys
+	// StageNotifications follows lock keys through keyspace notifications
+	// (CONFIG GET/SET notify-keyspace-events, the subscription).
+	StageNotifications Stage = "notifications"
 )
 
 // Class says why a stage failed; it is the "class" label of

@@ -5,19 +5,32 @@
 // scrapes only read the last sample, so a scrape never reaches Redis. Every
 // configured address reports up 0 from the start until a sample succeeds.
 //
-// The sampler never sends KEYS, a blocking command, a script or a write.
-// Each sample of a node runs two passes side by side:
+// The sampler never sends KEYS, a blocking command, a script or a write
+// (except CONFIG SET notify-keyspace-events in NotifyEnable mode). Each
+// sample of a node runs two passes side by side:
 //
-//   - the lock pass walks the keyspace with SCAN … MATCH <pattern> for each
-//     lock pattern and reads each lock's TTL (PEXPIRETIME) and the first
-//     MaxTokenBytes of its value (GETRANGE, never GET): lock figures are
-//     exact and refreshed every interval, however large the keyspace;
+//   - the lock stage keeps an index of the lock keys (their expiry and a
+//     hash of their owner token). A SCAN … MATCH pass over the keyspace
+//     fills it, reading each lock's TTL (PEXPIRETIME) and the first
+//     MaxTokenBytes of its value (GETRANGE, never GET), paced so that SCAN
+//     takes at most LockScanBudget of the server's time. When the server
+//     publishes keyspace events (notify-keyspace-events, LockNotifications),
+//     the node is subscribed to those of the lock patterns, and every sample
+//     reads again the locks that changed: once a pass after the subscription
+//     has completed, the lock figures are exact as of each sample however
+//     large the keyspace, and later passes only reconcile the index. Without
+//     notifications they are exact as of the start of the last complete
+//     pass;
 //   - the whole-keyspace pass walks it with SCAN … COUNT and pipelined TTL
 //     reads (and OBJECT FREQ under an LFU policy when hot keys are asked
-//     for), paced at KeysPerSecond and bounded by MaxKeys and MaxDuration
-//     per sample; the cursor resumes on the next sample. Its figures (the
-//     TTL and expiry shape) describe the last complete pass, or the pass in
-//     progress until one completes, with the coverage exported.
+//     for, MEMORY USAGE of one key in MemorySample), paced at KeysPerSecond
+//     and bounded by MaxKeys and MaxDuration per sample; the cursor resumes
+//     on the next sample. Its figures (the TTL and expiry shape) describe
+//     the last complete pass, or the pass in progress until one completes,
+//     with the coverage exported.
+//
+// Every series family's age is exported (data_age_seconds): how long ago
+// the oldest observation behind its figures was made.
 //
 // A node or stage that fails is retried after a backoff, however often
 // Sample is called; a command refused by ACL is logged once per stage.
@@ -40,11 +53,13 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/cachewatch/cachewatch/keygroup"
+	"github.com/cachewatch/cachewatch/signals"
 )
 
 // Defaults for the zero values of Options.
@@ -81,23 +96,64 @@ const (
 	// minPaceSleep is the least a paced pass gets ahead of schedule before
 	// it sleeps: a few SCAN calls of the lock pass between sleeps.
 	minPaceSleep = 2 * time.Millisecond
-	// maxTrackedLocks bounds the owner-token memory per node.
-	maxTrackedLocks = 100000
+	// DefaultLockScanBudget is the share of the server's time the lock
+	// pass's SCAN may take (docs/exporter.md: the limit it sets).
+	DefaultLockScanBudget = 0.2
+	// DefaultLockReconcile is how long a reconciling lock pass may take
+	// once keyspace notifications keep the lock index exact.
+	DefaultLockReconcile = 10 * time.Minute
+	// DefaultMaxLocks bounds the lock keys indexed per node (about 100
+	// bytes each).
+	DefaultMaxLocks = 1_000_000
+	// memoryUsageSamples is the SAMPLES of MEMORY USAGE: the nested values
+	// of an aggregate it reads to estimate its size (Redis's default).
+	memoryUsageSamples = 5
+	// DefaultMaxQueueReply is the largest reply of a queue read (a
+	// stream's first entry, its group list, a sorted set's first member)
+	// sent again next sample; a larger one is suspended with a backoff.
+	DefaultMaxQueueReply = 64 << 10
 )
 
 // Options configures an Exporter. Only Target.Addrs is required.
 type Options struct {
 	Target Target
+	// Name, when set, is the value of a "target" label on every series
+	// (several exporters, one per target, on one registry).
+	Name string
 	// LockPatterns are Redis globs of lock keys (*, ?, [abc], [^a], [a-z],
-	// \ escapes; as SCAN … MATCH reads them); default "lock:*". Every
-	// interval a lock pass walks the keyspace with SCAN … MATCH for each
-	// pattern, so lock figures are exact and fresh however large the
-	// keyspace.
+	// \ escapes; as SCAN … MATCH and PSUBSCRIBE read them); default
+	// "lock:*".
 	LockPatterns []string
 	// KeyGroups classifies keys into bounded key groups; nil means the
 	// default derivation (ID-like segments replaced by "*"). Its overflow
 	// is exported as cachewatch_keygroup_overflow_total.
 	KeyGroups *keygroup.Classifier
+	// LockGroups classifies lock keys, with a cap of its own so that many
+	// ordinary key groups never fold the lock groups into "other"; nil
+	// means KeyGroups.Apart() (the same rules and cap, groups counted
+	// apart). Its overflow is added to cachewatch_keygroup_overflow_total.
+	LockGroups *keygroup.Classifier
+	// LockNotifications says whether the lock index follows keyspace
+	// notifications (default NotifyAuto: when the server publishes them).
+	LockNotifications NotifyMode
+	// LockScanBudget is the share of the server's time (0 to 1) the lock
+	// pass's SCAN may take, by the server's own accounting of SCAN time per
+	// key; default DefaultLockScanBudget.
+	LockScanBudget float64
+	// LockReconcile is how long a reconciling pass over the keyspace may
+	// take once notifications keep the lock index exact; default
+	// DefaultLockReconcile.
+	LockReconcile time.Duration
+	// MaxLocks bounds the lock keys indexed per node; with more, the lock
+	// series are left out. Default DefaultMaxLocks.
+	MaxLocks int
+	// MemorySample > 0 reads MEMORY USAGE of one key in MemorySample in
+	// the whole-keyspace pass (paced with it) and exports the estimated
+	// memory per key group. 0 (the default) reads none.
+	MemorySample int
+	// MaxQueueReply bounds, in bytes, the reply of a queue read whose size
+	// the data decides; default DefaultMaxQueueReply.
+	MaxQueueReply int
 	// Queues are list, stream or sorted-set keys to report on.
 	Queues []string
 
@@ -162,6 +218,10 @@ type Exporter struct {
 	// pacer is the clock of pacing and of the per-sample time budget: the
 	// real clock (they bound the load on Redis); tests inject a fake one.
 	pacer clockwork.Clock
+	// descs are the catalog's descriptors with this exporter's target label.
+	descs map[signals.ID]*prometheus.Desc
+	// lockGroups classifies lock keys (Options.LockGroups).
+	lockGroups *keygroup.Classifier
 	// lockShare is the fraction of Interval the lock pass is spread over
 	// (lockPassShare; benchmarks compare others).
 	lockShare float64
@@ -213,6 +273,12 @@ func New(opts Options) (*Exporter, error) {
 	setDefault(&opts.Batch, DefaultBatch)
 	setDefault(&opts.LockScanCount, DefaultLockScanCount)
 	setDefault(&opts.LongHeld, DefaultLongHeld)
+	setDefault(&opts.LockReconcile, DefaultLockReconcile)
+	setDefault(&opts.MaxLocks, DefaultMaxLocks)
+	setDefault(&opts.MaxQueueReply, DefaultMaxQueueReply)
+	if opts.LockScanBudget <= 0 || opts.LockScanBudget > 1 {
+		opts.LockScanBudget = DefaultLockScanBudget
+	}
 	if opts.KeysPerSecond == 0 {
 		opts.KeysPerSecond = DefaultKeysPerSecond
 	}
@@ -223,17 +289,18 @@ func New(opts Options) (*Exporter, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	groups := opts.KeyGroups
-	if groups == nil {
-		var err error
-		if groups, err = keygroup.New(keygroup.Options{}); err != nil {
-			return nil, fmt.Errorf("exporter: key groups: %w", err)
-		}
+	groups, err := orDefaultGroups(opts.KeyGroups)
+	if err != nil {
+		return nil, err
+	}
+	lockGroups := opts.LockGroups
+	if lockGroups == nil {
+		lockGroups = groups.Apart()
 	}
 	e := &Exporter{
 		opts: opts, clock: clock, pacer: clockwork.NewRealClock(), lockShare: lockPassShare, minSleep: minPaceSleep,
-		groups: groups, seed: maphash.MakeSeed(), mode: opts.Target.Mode,
-		nodes: map[string]*node{}, snaps: map[string]*NodeSnapshot{},
+		groups: groups, lockGroups: lockGroups, seed: maphash.MakeSeed(), mode: opts.Target.Mode,
+		nodes: map[string]*node{}, snaps: map[string]*NodeSnapshot{}, descs: newDescs(opts.Name),
 	}
 	for _, a := range opts.Target.Addrs {
 		e.snaps[a] = &NodeSnapshot{Node: a, Err: ErrNotSampled}
@@ -245,6 +312,17 @@ func New(opts Options) (*Exporter, error) {
 		}
 	}
 	return e, nil
+}
+
+func orDefaultGroups(c *keygroup.Classifier) (*keygroup.Classifier, error) {
+	if c != nil {
+		return c, nil
+	}
+	c, err := keygroup.New(keygroup.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("exporter: key groups: %w", err)
+	}
+	return c, nil
 }
 
 func setDefault[T int | time.Duration](v *T, d T) {
@@ -398,11 +476,16 @@ func (e *Exporter) knownNodes() []string {
 	return out
 }
 
-// discovered schedules the next topology read.
+// discovered schedules the next topology read: after a failure 1 s
+// doubling up to the interval, and for a refused INFO (ACL) the interval
+// doubling up to 8 × the interval, as a refused stage.
 func (e *Exporter) discovered(err error) {
-	wait := time.Second
+	wait, ceiling := time.Second, e.opts.Interval
+	if err != nil && classify(err) == ClassNoPerm {
+		wait, ceiling = e.opts.Interval, 8*e.opts.Interval
+	}
 	if err != nil && e.discovery.wait > 0 {
-		wait = min(2*e.discovery.wait, e.opts.Interval)
+		wait = min(max(2*e.discovery.wait, wait), ceiling)
 	}
 	if err == nil {
 		e.discovery.wait = 0

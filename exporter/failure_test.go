@@ -266,7 +266,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 
 // minimalACL is the ACL of docs/exporter.md, exactly.
 var minimalACL = []any{"resetkeys", "~*", "resetchannels", "-@all", "+ping", "+info", "+scan", "+pexpiretime", "+getrange",
-	"+type", "+llen", "+xlen", "+xrange", "+xinfo|groups", "+xpending", "+zcard", "+zrange", "+object|freq", "+cluster|nodes"}
+	"+type", "+llen", "+xlen", "+xrange", "+xinfo|groups", "+xpending", "+zcard", "+zcount", "+zrange", "+object|freq", "+cluster|nodes",
+	"+latency|histogram", "+config|get", "+psubscribe", "&__keyspace@0__:lock:*"}
 
 // The minimal read-only ACL user documented in docs/exporter.md can run
 // every stage: no error, every series present.

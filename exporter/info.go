@@ -35,8 +35,17 @@ type ServerStats struct {
 	// percentile ("p50", "p99", "p99.9"). Empty before Redis 7.
 	Latency map[string]map[string]float64
 
+	// Role is "master" or "slave" (INFO replication).
+	Role string
+	// Histograms holds LATENCY HISTOGRAM per reported command (folded as
+	// Commands); nil when it was not read (before Redis 7, or refused).
+	Histograms map[string]*CommandHistogram
+
 	// samplerCalls are the calls of samplerCommands, by commandstats name.
 	samplerCalls map[string]uint64
+	// scanUsec is the server's time in SCAN, flushCalls the calls of
+	// FLUSHALL, FLUSHDB and SWAPDB (commandstats).
+	scanUsec, flushCalls uint64
 }
 
 // CommandStat is one command's INFO commandstats line.
@@ -71,7 +80,7 @@ func parseInfo(s string) (map[string]string, error) {
 func parseServerStats(fields map[string]string) (*ServerStats, error) {
 	st := &ServerStats{
 		RunID: fields["run_id"], Version: fields["redis_version"],
-		Cluster:         fields["cluster_enabled"] == "1",
+		Cluster: fields["cluster_enabled"] == "1", Role: fields["role"],
 		MaxmemoryPolicy: fields["maxmemory_policy"],
 		Commands:        map[string]CommandStat{},
 		Latency:         map[string]map[string]float64{},
@@ -101,10 +110,10 @@ func parseServerStats(fields map[string]string) (*ServerStats, error) {
 		var err error
 		switch {
 		case strings.HasPrefix(k, "cmdstat_"):
-			err = addCommandStat(st.Commands, strings.TrimPrefix(k, "cmdstat_"), v)
-			if err == nil && isSamplerCommand(strings.TrimPrefix(k, "cmdstat_")) {
-				kv, _ := parseKV(v)
-				st.samplerCalls[strings.TrimPrefix(k, "cmdstat_")], _ = strconv.ParseUint(kv["calls"], 10, 64)
+			name := strings.TrimPrefix(k, "cmdstat_")
+			err = addCommandStat(st.Commands, name, v)
+			if err == nil {
+				st.internalStat(name, v)
 			}
 		case strings.HasPrefix(k, "latency_percentiles_usec_"):
 			err = addLatency(st.Latency, strings.TrimPrefix(k, "latency_percentiles_usec_"), v)
@@ -213,6 +222,21 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// internalStat keeps what the sampler itself needs from one commandstats
+// line (already checked by addCommandStat).
+func (st *ServerStats) internalStat(name, v string) {
+	kv, _ := parseKV(v)
+	calls, _ := strconv.ParseUint(kv["calls"], 10, 64)
+	switch {
+	case isSamplerCommand(name):
+		st.samplerCalls[name] = calls
+	case name == "scan":
+		st.scanUsec, _ = strconv.ParseUint(kv["usec"], 10, 64)
+	case name == "flushall", name == "flushdb", name == "swapdb":
+		st.flushCalls += calls
+	}
 }
 
 func isSamplerCommand(name string) bool {

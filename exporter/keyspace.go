@@ -4,8 +4,6 @@ import (
 	"container/heap"
 	"math"
 	"time"
-
-	"github.com/cachewatch/cachewatch/signals"
 )
 
 // Horizons of cachewatch_exporter_keys_expiring, cumulative; the last one is
@@ -54,22 +52,33 @@ type GroupStats struct {
 	// token was held longer than the TTL it had when first seen: the owner
 	// kept extending the lease (doctor judges long-held by these).
 	LocksLongHeldPastTTL uint64
-	// LockTTL counts lock remaining TTLs per bucket of
-	// signals.LockRemainingTTL
-	// (not cumulative), with their sum in seconds.
-	LockTTL      []uint64
-	LockTTLSum   float64
-	LockTTLCount uint64
+	// LocksExpiring counts the locks whose remaining TTL is within each
+	// horizon (cumulative, shortest first); locks without TTL are not in
+	// it.
+	LocksExpiring []ExpiringWithin
+
+	// MemoryBytes estimates the memory of the group's keys: the mean
+	// MEMORY USAGE of the MemorySampled keys read times Keys (0 when no
+	// key was sampled).
+	MemoryBytes   float64
+	MemorySampled uint64
+	memorySum     uint64
 
 	expiringN     [7]uint64        // per horizon, as Expiring
+	lockExpiringN [7]uint64        // per horizon, as LocksExpiring
 	expirySeconds map[int64]uint32 // unix second → keys expiring then
 }
 
 // expiring returns the horizon counts as Expiring.
-func (g *GroupStats) expiring() []ExpiringWithin {
+func (g *GroupStats) expiring() []ExpiringWithin { return withinHorizons(&g.expiringN) }
+
+// lockExpiring returns the lock horizon counts as LocksExpiring.
+func (g *GroupStats) lockExpiring() []ExpiringWithin { return withinHorizons(&g.lockExpiringN) }
+
+func withinHorizons(n *[7]uint64) []ExpiringWithin {
 	out := make([]ExpiringWithin, len(horizons))
 	for i, h := range horizons {
-		out[i] = ExpiringWithin{Label: h.label, Within: h.d, Keys: g.expiringN[i]}
+		out[i] = ExpiringWithin{Label: h.label, Within: h.d, Keys: n[i]}
 	}
 	return out
 }
@@ -93,10 +102,15 @@ type Pass struct {
 	Complete bool
 	Keys     uint64
 	Groups   map[string]*GroupStats
-	// LocksStarted and LocksComplete are when the lock pass whose figures
-	// are shown started and ended; zero when no lock pass has completed (no
-	// lock figures).
-	LocksStarted, LocksComplete time.Time
+	// LocksAsOf is when the lock figures shown were exact: the start of
+	// the SCAN pass they come from or, with keyspace notifications
+	// (LocksNotified), the last sample's reading of them. Zero when no lock
+	// figures are shown.
+	LocksAsOf     time.Time
+	LocksNotified bool
+	// LockPassStarted and LockPassEnded are when the last complete lock
+	// pass (SCAN … MATCH over the keyspace) started and ended.
+	LockPassStarted, LockPassEnded time.Time
 	// TokensRead is false when lock values could not be read (NOPERM on
 	// GETRANGE): long-held counts are then unknown and not exported.
 	TokensRead bool
@@ -153,17 +167,11 @@ func (g *GroupStats) addLock(ttl time.Duration, longHeld bool) {
 		}
 		return
 	}
-	if g.LockTTL == nil {
-		g.LockTTL = make([]uint64, len(lockTTLBuckets)+1)
+	for i, h := range horizons {
+		if ttl <= h.d {
+			g.lockExpiringN[i]++
+		}
 	}
-	s := ttl.Seconds()
-	i := 0
-	for i < len(lockTTLBuckets) && s > lockTTLBuckets[i] {
-		i++
-	}
-	g.LockTTL[i]++
-	g.LockTTLSum += s
-	g.LockTTLCount++
 }
 
 // finish computes the synchronisation scores and drops the per-second maps.
@@ -229,6 +237,3 @@ func (h *hotHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
-
-// lockTTLBuckets are the buckets of signals.LockRemainingTTL.
-var lockTTLBuckets = signals.LockRemainingTTL.Metric().Buckets

@@ -9,112 +9,199 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Pacing of the lock pass. It is spread over lockPassShare of the interval
-// (within 90 % of MaxDuration, the sample's time budget), at a rate derived
-// from the node's key count (INFO keyspace): on 1,000,000 keys at the
-// default 15 s interval that is about 133,000 keys/s, 5,300 SCAN calls of
-// COUNT 25 per second, ending about 7.5 s into the interval. On a quiet
-// 2-core machine BenchmarkSample measured other clients' GET p99 at 1.11–1.51×
-// idle (median 1.22) with half the interval and 1.23–1.63× (median 1.28)
-// with 80 % of it, in interleaved runs: spreading the same work thinner
-// bought nothing, and half the interval publishes exact locks 4 s sooner
-// (docs/benchmarks.md).
+// Pacing of the lock pass (SCAN … MATCH over the whole keyspace). Its rate,
+// in keys visited per second, is bounded by the share of the server's time
+// it may take (Options.LockScanBudget over the measured server time per
+// scanned key). Within that bound:
+//
+//   - without notifications the pass is spread over lockPassShare of the
+//     interval, so that lock figures are refreshed every interval while the
+//     keyspace is small enough (see the limit in docs/exporter.md);
+//   - with notifications, the first pass after a subscription (the sync)
+//     runs at the budget, and later passes only reconcile the index, over
+//     Options.LockReconcile.
 const (
 	lockPassShare = 0.5
-	// minLockScanRate (keys/s) covers a small keyspace at once: below
-	// about 230,000 keys the pass takes less than the spread.
+	// minLockScanRate (keys/s) covers a small keyspace at once.
 	minLockScanRate = 20_000
 	// unknownLockScanRate (keys/s) is the pace when the key count is
-	// unknown (INFO refused).
+	// unknown (INFO refused), within the budget.
 	unknownLockScanRate = 100_000
+	// floorLockScanRate (keys/s) keeps a pass moving whatever the budget.
+	floorLockScanRate = 1_000
+	// maxSuspects bounds the keys a pass found before their notification.
+	maxSuspects = 10_000
 )
 
-// lockScanRate is the lock pass's pace in keys per second (SCAN calls × COUNT);
-// negative when pacing is off.
+// lockScanRate is the lock pass's pace in keys visited per second (SCAN
+// calls × COUNT); negative when pacing is off.
 func (e *Exporter) lockScanRate(n *node) float64 {
 	if e.opts.KeysPerSecond < 0 {
 		return -1
 	}
-	if !n.dbKnown {
-		return unknownLockScanRate
+	budget := e.opts.LockScanBudget / n.scanCost.perKey().Seconds()
+	want := float64(unknownLockScanRate)
+	switch {
+	case !n.dbKnown:
+	case n.feed != nil && n.locks.synced:
+		want = float64(n.dbKeys) / e.opts.LockReconcile.Seconds()
+	case n.feed != nil:
+		want = budget // the sync: exact figures as soon as the budget allows
+	default:
+		spread := min(e.opts.Interval.Seconds()*e.lockShare, e.opts.MaxDuration.Seconds()*0.9)
+		want = max(float64(n.dbKeys)/spread, minLockScanRate)
 	}
-	spread := min(e.opts.Interval.Seconds()*e.lockShare, e.opts.MaxDuration.Seconds()*0.9)
-	return max(float64(n.dbKeys)/spread, minLockScanRate)
+	return max(min(want, budget), floorLockScanRate)
 }
 
 // errTokens marks a lock pass error of the owner-token reads (GETRANGE):
 // the locks are still counted, without long-held tracking.
 var errTokens = errors.New("owner tokens")
 
-// lockScan is a lock pass in progress: one SCAN … MATCH walk per pattern.
-type lockScan struct {
-	res     *lockResult
-	pattern int
-	cursor  uint64
-	seq     uint64
-	// seen drops keys matched by two patterns (several patterns only).
-	seen map[string]struct{}
+// lockEntry is what the lock index knows of one lock key: its expiry and
+// the hash of its owner token (never the token).
+type lockEntry struct {
+	group    string
+	expireAt int64 // Unix ms; -1 no expiry
+	token    uint64
+	hasToken bool
+	// since is when this token was first seen, firstTTL the lock's
+	// remaining TTL then (-1: none): held longer than that, the owner
+	// extended the lease.
+	since    time.Time
+	firstTTL time.Duration
+	// pass is the lock pass that last saw or read the key.
+	pass uint64
 }
 
-// lockResult is the lock state found by one complete lock pass.
-type lockResult struct {
-	started, completed time.Time
-	groups             map[string]*GroupStats // lock fields only
-	tokensRead         bool
+// lockIndex holds every lock key of a node (at most Options.MaxLocks). SCAN
+// passes fill it; with keyspace notifications, each sample also re-reads the
+// keys that changed, which keeps it exact between passes.
+type lockIndex struct {
+	entries map[string]lockEntry
+
+	// The SCAN … MATCH pass in progress.
+	active  bool
+	seq     uint64
+	pattern int
+	cursor  uint64
+	started time.Time
+	// lastStarted and lastEnded are the last complete pass's.
+	lastStarted, lastEnded time.Time
+	// seen drops keys matched by two patterns (several patterns only).
+	seen map[string]struct{}
+
+	// asOf is when the index was last exact (zero: never).
+	asOf       time.Time
+	tokensRead bool
+	overflow   bool
+	// overflowLogged is set once the overflow has been logged.
+	overflowLogged bool
+	// repairs counts keys the index was wrong about while synced; suspect
+	// holds keys a pass found that no notification had told of yet.
+	repairs uint64
+	suspect map[string]struct{}
+
+	// With notifications: synced once a pass that started after the
+	// subscription (feedGen) has completed; syncPass is that pass.
+	synced   bool
+	feedGen  uint64
+	syncPass uint64
+}
+
+func (x *lockIndex) reset() {
+	*x = lockIndex{entries: map[string]lockEntry{}, suspect: map[string]struct{}{}, seq: x.seq, repairs: x.repairs}
+}
+
+// restartPass drops the pass in progress: the next one starts from the
+// first pattern and cursor 0.
+func (x *lockIndex) restartPass() { x.active = false }
+
+// lockStage runs one sample's share of the lock stage: with notifications,
+// it applies the changes they reported (the figures are then exact as of
+// the start of the stage), then it continues the SCAN … MATCH pass within
+// the deadline. published is called whenever the figures change.
+func (e *Exporter) lockStage(ctx context.Context, n *node, deadline time.Time, readTokens bool, own lookups, published func()) []*StageError {
+	x := &n.locks
+	if !readTokens {
+		x.tokensRead = false
+	}
+	errs := e.followNotifications(ctx, n)
+	if n.feed != nil && n.feed.ready(n.feed.generation()) {
+		if se := e.flushFeed(ctx, n, own); se != nil {
+			if se.fatal() || se.Stage == StageLocks && !errors.Is(se, errTokens) {
+				return append(errs, se)
+			}
+			errs = append(errs, se)
+		}
+		published()
+	}
+	completed, perrs := e.lockPass(ctx, n, deadline, readTokens, own)
+	errs = append(errs, perrs...)
+	if x.overflow && !x.overflowLogged {
+		x.overflowLogged = true
+		e.opts.Logger.Warn("more lock keys than the exporter tracks: lock series are left out (raise --locks.max-tracked)",
+			"node", n.addr, "max", e.opts.MaxLocks)
+	}
+	if !completed {
+		return errs
+	}
+	if x.started.After(x.asOf) { // a whole pass: exact as of its start
+		x.asOf = x.started
+	}
+	if n.feed != nil && (x.synced || x.syncPass == x.seq && n.feed.ready(x.feedGen)) {
+		x.synced = true
+		if se := e.flushFeed(ctx, n, own); se != nil {
+			errs = append(errs, se)
+		}
+	}
+	published()
+	return errs
 }
 
 // lockPass continues the lock pass: SCAN … MATCH for each lock pattern, and
 // for each lock key its TTL and the first MaxTokenBytes of its value
-// (GETRANGE: never an unbounded read). It is paced by lockScanRate to end
-// within the interval, so that lock figures are exact and refreshed every
-// interval while each SCAN holds the server briefly and rarely. A pass cut
-// by the deadline resumes on the next sample.
-func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, readTokens bool, own lookups) []*StageError {
-	ls := &n.locks
-	if ls.res == nil {
-		ls.res = &lockResult{started: e.clock.Now(), groups: map[string]*GroupStats{}, tokensRead: readTokens}
-		ls.pattern, ls.cursor = 0, 0
-		ls.seq++
-		if len(n.patterns) > 1 {
-			ls.seen = map[string]struct{}{}
+// (GETRANGE: never an unbounded read), paced at lockScanRate. A pass cut by
+// the deadline resumes on the next sample. It reports whether a pass
+// completed.
+func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, readTokens bool, own lookups) (bool, []*StageError) {
+	x := &n.locks
+	if !x.active {
+		x.active, x.pattern, x.cursor, x.started = true, 0, 0, e.clock.Now()
+		x.seq++
+		x.tokensRead = readTokens
+		if n.feed != nil && !x.synced {
+			x.syncPass, x.feedGen = x.seq, n.feed.generation()
 		}
-	}
-	if !readTokens {
-		ls.res.tokensRead = false
+		x.seen = nil
+		if len(n.patterns) > 1 {
+			x.seen = map[string]struct{}{}
+		}
 	}
 	rate := e.lockScanRate(n)
 	began, visited := e.pacer.Now(), 0
 	var errs []*StageError
 	var batch []string
-	for ls.pattern < len(n.patterns) {
+	for x.pattern < len(n.patterns) {
 		if e.pacer.Now().After(deadline) {
-			return append(errs, e.readLocks(ctx, n, batch, own)...)
+			return false, append(errs, e.readLocks(ctx, n, batch, own, true)...)
 		}
-		keys, cursor, err := n.rdb.Scan(ctx, ls.cursor, n.patterns[ls.pattern], int64(e.opts.LockScanCount)).Result()
+		keys, cursor, err := n.rdb.Scan(ctx, x.cursor, n.patterns[x.pattern], int64(e.opts.LockScanCount)).Result()
 		if err != nil {
-			ls.res = nil // start over after the backoff
-			return append(errs, stageErr(StageLocks, err))
+			x.restartPass() // start over after the backoff
+			return false, append(errs, stageErr(StageLocks, err))
 		}
-		for _, k := range keys {
-			if ls.seen != nil {
-				if _, dup := ls.seen[k]; dup {
-					continue
-				}
-				if len(ls.seen) < maxTrackedLocks {
-					ls.seen[k] = struct{}{}
-				}
-			}
-			batch = append(batch, k)
-		}
-		ls.cursor = cursor
+		n.scanCost.visited(e.opts.LockScanCount)
+		batch = x.dedupe(batch, keys)
+		x.cursor = cursor
 		if cursor == 0 {
-			ls.pattern, ls.cursor = ls.pattern+1, 0
+			x.pattern, x.cursor = x.pattern+1, 0
 		}
-		if len(batch) >= e.opts.Batch || ls.pattern == len(n.patterns) {
-			for _, se := range e.readLocks(ctx, n, batch, own) {
+		if len(batch) >= e.opts.Batch || x.pattern == len(n.patterns) {
+			for _, se := range e.readLocks(ctx, n, batch, own, true) {
 				if se.fatal() || !errors.Is(se, errTokens) {
-					ls.res = nil
-					return append(errs, se)
+					x.restartPass()
+					return false, append(errs, se)
 				}
 				errs = append(errs, se)
 			}
@@ -122,40 +209,66 @@ func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, re
 		}
 		visited += e.opts.LockScanCount
 		if err := e.pace(ctx, began, visited, rate); err != nil {
-			ls.res = nil
-			return append(errs, stageErr(StageLocks, err))
+			x.restartPass()
+			return false, append(errs, stageErr(StageLocks, err))
 		}
 	}
-	e.completeLocks(n)
-	return errs
+	e.completeLockPass(n)
+	return true, errs
 }
 
-func (e *Exporter) completeLocks(n *node) {
-	ls := &n.locks
-	ls.res.completed = e.clock.Now()
-	for k, t := range n.tokens { // locks gone since the last pass
-		if t.pass != ls.seq {
-			delete(n.tokens, k)
+// dedupe appends keys to batch, dropping those an earlier pattern of the
+// pass matched.
+func (x *lockIndex) dedupe(batch, keys []string) []string {
+	for _, k := range keys {
+		if x.seen != nil {
+			if _, dup := x.seen[k]; dup {
+				continue
+			}
+			x.seen[k] = struct{}{}
+		}
+		batch = append(batch, k)
+	}
+	return batch
+}
+
+// completeLockPass forgets the keys the pass neither saw nor read: SCAN
+// returns every key present for the whole pass, and with notifications any
+// key changed meanwhile was read again, so those keys are gone. While the
+// index was synced, each is a repair (a lost notification).
+func (e *Exporter) completeLockPass(n *node) {
+	x := &n.locks
+	for k, en := range x.entries {
+		if en.pass != x.seq {
+			delete(x.entries, k)
+			if x.synced {
+				x.repairs++
+			}
 		}
 	}
-	n.lockDone, ls.res, ls.seen = ls.res, nil, nil
+	if len(x.entries) < e.opts.MaxLocks {
+		x.overflow = false
+	}
+	x.active, x.seen = false, nil
+	x.lastStarted, x.lastEnded = x.started, e.clock.Now()
 }
 
 // readLocks reads the TTL and owner token of a batch of lock keys in one
-// pipeline. A refused token read (NOPERM on GETRANGE) stops token reads for
+// pipeline and updates the index. fromScan marks keys the lock pass
+// returned. A refused token read (NOPERM on GETRANGE) stops token reads for
 // this pass and is returned wrapped in errTokens; the locks are still
-// counted.
-func (e *Exporter) readLocks(ctx context.Context, n *node, keys []string, own lookups) []*StageError {
+// indexed.
+func (e *Exporter) readLocks(ctx context.Context, n *node, keys []string, own lookups, fromScan bool) []*StageError {
 	if len(keys) == 0 {
 		return nil
 	}
-	res := n.locks.res
+	x := &n.locks
 	pipe := n.rdb.Pipeline()
 	ttls := make([]*redis.Cmd, len(keys))
 	toks := make([]*redis.StringCmd, len(keys))
 	for i, k := range keys {
 		ttls[i] = n.readTTL(ctx, pipe, k)
-		if res.tokensRead {
+		if x.tokensRead {
 			toks[i] = pipe.GetRange(ctx, k, 0, MaxTokenBytes-1)
 		}
 	}
@@ -172,65 +285,101 @@ func (e *Exporter) readLocks(ctx context.Context, n *node, keys []string, own lo
 			own.count("getrange", ttl != -2) // GETRANGE of a missing key answers "": the TTL read tells
 		}
 		if ttl == -2 {
+			delete(x.entries, k)
 			continue
 		}
-		longHeld := false
-		if toks[i] != nil && res.tokensRead {
-			var se *StageError
-			longHeld, se = e.trackToken(n, k, ttl, toks[i], now)
-			if se != nil {
-				if se.fatal() {
-					return append(errs, se)
-				}
-				res.tokensRead = false
-				errs = append(errs, se)
+		if se := e.indexLock(n, k, ttl, toks[i], now, fromScan); se != nil {
+			if se.fatal() {
+				return append(errs, se)
 			}
-		}
-		g := res.groups[e.groups.Classify(k)]
-		if g == nil {
-			g = &GroupStats{}
-			res.groups[e.groups.Classify(k)] = g
-		}
-		g.addLock(ttl, longHeld)
-		if t, ok := n.tokens[k]; longHeld && ttl >= 0 && ok && (t.ttl < 0 || now.Sub(t.since) > t.ttl) {
-			g.LocksLongHeldPastTTL++
+			x.tokensRead = false
+			errs = append(errs, se)
 		}
 	}
 	return errs
 }
 
-// trackToken compares a lock's owner token (as a hash of its first
-// MaxTokenBytes) with the one seen in earlier passes and reports whether it
-// has been held past LongHeld.
-func (e *Exporter) trackToken(n *node, key string, ttl time.Duration, get *redis.StringCmd, now time.Time) (bool, *StageError) {
-	val, err := get.Result()
-	if err != nil {
-		se := stageErr(StageLocks, err)
-		if se.Class == ClassNoPerm || se.fatal() {
-			se.Err = errors.Join(errTokens, err)
-			return false, se
+// indexLock records one read lock key. The owner token is compared as a
+// hash of its first MaxTokenBytes with the one indexed before.
+func (e *Exporter) indexLock(n *node, key string, ttl time.Duration, get *redis.StringCmd, now time.Time, fromScan bool) *StageError {
+	x := &n.locks
+	en, known := x.entries[key]
+	if !known {
+		if len(x.entries) >= e.opts.MaxLocks {
+			x.overflow = true
+			return nil
 		}
-		return false, nil // WRONGTYPE: a non-string lock has no token
+		if fromScan && x.synced && !n.feed.pending(key) && len(x.suspect) < maxSuspects {
+			x.suspect[key] = struct{}{} // a lock no notification told of, unless its event is in flight
+		}
+		en = lockEntry{group: e.lockGroups.Classify(key)}
 	}
-	h := maphash.String(e.seed, val)
-	prev, seen := n.tokens[key]
-	if !seen && len(n.tokens) >= maxTrackedLocks {
-		return false, nil
+	en.expireAt = -1
+	if ttl >= 0 {
+		en.expireAt = now.Add(ttl).UnixMilli()
 	}
-	if !seen || prev.hash != h {
-		prev = tokenSeen{hash: h, since: now, ttl: ttl}
+	if x.active {
+		en.pass = x.seq
 	}
-	prev.pass = n.locks.seq
-	n.tokens[key] = prev
-	return now.Sub(prev.since) >= e.opts.LongHeld, nil
+	var se *StageError
+	if get != nil && x.tokensRead {
+		val, err := get.Result()
+		switch {
+		case err == nil:
+			h := maphash.String(e.seed, val)
+			if !en.hasToken || en.token != h {
+				en.token, en.hasToken, en.since, en.firstTTL = h, true, now, ttl
+			}
+		case classify(err) == ClassNoPerm || stageErr(StageLocks, err).fatal():
+			se = stageErr(StageLocks, errors.Join(errTokens, err))
+		default: // WRONGTYPE: a non-string lock has no token
+			en.hasToken = false
+		}
+	}
+	if !en.hasToken && en.since.IsZero() {
+		en.since, en.firstTTL = now, ttl
+	}
+	x.entries[key] = en
+	return se
 }
 
-// view returns the keyspace view to serve, and the fraction of the
-// keyspace its key figures cover: the last complete pass (1), or the pass in
-// progress, with the lock figures of the last complete lock pass.
-func (n *node) view() (*Pass, float64) {
-	p, coverage := n.keyView()
-	return withLocks(p, n.lockDone), coverage
+// lockFigures aggregates the index per lock group at now: locks whose TTL
+// has run out are gone, whether or not the server has expired them yet.
+func (e *Exporter) lockFigures(n *node, now time.Time) map[string]*GroupStats {
+	x := &n.locks
+	out := map[string]*GroupStats{}
+	nowMs := now.UnixMilli()
+	for _, en := range x.entries {
+		ttl := time.Duration(-1)
+		if en.expireAt >= 0 {
+			if en.expireAt <= nowMs {
+				continue
+			}
+			ttl = time.Duration(en.expireAt-nowMs) * time.Millisecond
+		}
+		g := out[en.group]
+		if g == nil {
+			g = &GroupStats{}
+			out[en.group] = g
+		}
+		longHeld := en.hasToken && now.Sub(en.since) >= e.opts.LongHeld
+		g.addLock(ttl, longHeld)
+		if longHeld && ttl >= 0 && (en.firstTTL < 0 || now.Sub(en.since) > en.firstTTL) {
+			g.LocksLongHeldPastTTL++
+		}
+	}
+	return out
+}
+
+// lockView returns the lock figures to serve and when they were exact; nil
+// when there are none (no exact state yet, or more lock keys than
+// MaxLocks).
+func (e *Exporter) lockView(n *node) (map[string]*GroupStats, time.Time) {
+	x := &n.locks
+	if x.asOf.IsZero() || x.overflow {
+		return nil, x.asOf
+	}
+	return e.lockFigures(n, e.clock.Now()), x.asOf
 }
 
 // keyView copies the key figures to serve: the sampler goes on changing its
@@ -252,15 +401,18 @@ func (n *node) keyView() (*Pass, float64) {
 		c := *g
 		c.expirySeconds = nil
 		c.Expiring = g.expiring()
+		if g.MemorySampled > 0 {
+			c.MemoryBytes = float64(g.memorySum) / float64(g.MemorySampled) * float64(g.Keys)
+		}
 		v.Groups[name] = &c
 	}
 	return v, coverage
 }
 
 // withLocks returns a copy of p (which it leaves alone) with the lock
-// figures of l; nil when both are nil.
-func withLocks(p *Pass, l *lockResult) *Pass {
-	if p == nil && l == nil {
+// figures of groups (nil: none); nil when there is nothing to show.
+func withLocks(p *Pass, groups map[string]*GroupStats, asOf time.Time, tokensRead, notified bool) *Pass {
+	if p == nil && groups == nil {
 		return nil
 	}
 	v := &Pass{Groups: map[string]*GroupStats{}, TokensRead: true}
@@ -272,11 +424,11 @@ func withLocks(p *Pass, l *lockResult) *Pass {
 			v.Groups[name] = &c
 		}
 	}
-	if l == nil {
+	if groups == nil {
 		return v
 	}
-	v.TokensRead, v.LocksStarted, v.LocksComplete = l.tokensRead, l.started, l.completed
-	for name, lg := range l.groups {
+	v.TokensRead, v.LocksAsOf, v.LocksNotified = tokensRead, asOf, notified
+	for name, lg := range groups {
 		g := v.Groups[name]
 		if g == nil {
 			g = &GroupStats{}
@@ -284,119 +436,7 @@ func withLocks(p *Pass, l *lockResult) *Pass {
 		}
 		g.Locks, g.LocksNoTTL, g.LocksLongHeld, g.LocksLongHeldNoTTL = lg.Locks, lg.LocksNoTTL, lg.LocksLongHeld, lg.LocksLongHeldNoTTL
 		g.LocksLongHeldPastTTL = lg.LocksLongHeldPastTTL
-		g.LockTTL, g.LockTTLSum, g.LockTTLCount = lg.LockTTL, lg.LockTTLSum, lg.LockTTLCount
+		g.LocksExpiring = lg.lockExpiring()
 	}
 	return v
-}
-
-// lookup counts one command's key lookups as the server counts them in
-// keyspace_hits and keyspace_misses.
-type lookup struct{ calls, hits, misses uint64 }
-
-// lookups are the sampler's own lookups by commandstats name.
-type lookups map[string]*lookup
-
-func (l lookups) count(cmd string, hit bool) {
-	c := l[cmd]
-	if c == nil {
-		c = &lookup{}
-		l[cmd] = c
-	}
-	c.calls++
-	if hit {
-		c.hits++
-	} else {
-		c.misses++
-	}
-}
-
-// countReply counts a key read from its reply: a value or an error such as
-// WRONGTYPE found the key, nil did not, and NOPERM or a lost connection
-// never looked.
-func (l lookups) countReply(cmd string, err error) {
-	switch {
-	case err == nil:
-		l.count(cmd, true)
-	case errors.Is(err, redis.Nil):
-		l.count(cmd, false)
-	case classify(err) == ClassOther:
-		l.count(cmd, true)
-	}
-}
-
-func (l lookups) merge(o lookups) {
-	for cmd, c := range o {
-		m := l[cmd]
-		if m == nil {
-			m = &lookup{}
-			l[cmd] = m
-		}
-		m.calls += c.calls
-		m.hits += c.hits
-		m.misses += c.misses
-	}
-}
-
-func (l lookups) total() (hits, misses uint64) {
-	for _, c := range l {
-		hits += c.hits
-		misses += c.misses
-	}
-	return hits, misses
-}
-
-// samplerKeyCommands are the per-key reads only samplers send (applications
-// read values and TTLs with GET and PTTL, not PEXPIRETIME, GETRANGE of a
-// lock, or OBJECT FREQ). Every call of them since the server started — this
-// exporter's, other exporters', earlier doctor runs' — is taken out of the
-// hit and miss counts: this sampler's own as counted, the others' as hits
-// (a sampler reads keys SCAN just returned; a miss needs the key to vanish
-// in between).
-var samplerKeyCommands = []string{"pexpiretime", "getrange", "object|freq"}
-
-// queueCommands are the reads of the configured queues. Samplers send one
-// TYPE per queue and sample (applications do not send TYPE), so the other
-// samplers' queue reads are estimated as this sampler's, scaled by the
-// TYPE calls of the others against its own.
-var queueCommands = []string{"type", "llen", "xlen", "xrange", "xinfo|groups", "xpending", "zcard", "zrange"}
-
-// samplerCommands are the commands whose server-wide calls correct needs.
-var samplerCommands = append(append([]string{}, samplerKeyCommands...), "type")
-
-// correct returns the server's keyspace hits and misses less the samplers'
-// lookups.
-func (l lookups) correct(st *ServerStats) (hits, misses uint64) {
-	var h, m float64 // samplers' hits and misses
-	done := map[string]bool{}
-	for _, cmd := range samplerKeyCommands {
-		done[cmd] = true
-		own := l.get(cmd)
-		others := float64(sub(st.samplerCalls[cmd], own.calls))
-		h += float64(own.hits) + others
-		m += float64(own.misses)
-	}
-	scale := 1.0
-	if own := l.get("type"); own.calls > 0 {
-		scale = float64(max(st.samplerCalls["type"], own.calls)) / float64(own.calls)
-	}
-	for _, cmd := range queueCommands {
-		done[cmd] = true
-		own := l.get(cmd)
-		h += float64(own.hits) * scale
-		m += float64(own.misses) * scale
-	}
-	for cmd, c := range l {
-		if !done[cmd] {
-			h += float64(c.hits)
-			m += float64(c.misses)
-		}
-	}
-	return sub(st.KeyspaceHits, uint64(h+0.5)), sub(st.KeyspaceMisses, uint64(m+0.5))
-}
-
-func (l lookups) get(cmd string) lookup {
-	if c := l[cmd]; c != nil {
-		return *c
-	}
-	return lookup{}
 }

@@ -60,16 +60,20 @@ type NodeSnapshot struct {
 	// OwnHits and OwnMisses are this sampler's own key lookups since the
 	// server (run_id) started.
 	OwnHits, OwnMisses uint64
-}
 
-// tokenSeen remembers a lock's owner token as a hash, never the token.
-type tokenSeen struct {
-	hash  uint64
-	since time.Time
-	pass  uint64
-	// ttl is the lock's remaining TTL when this token was first seen
-	// (negative: none); held longer than that, the owner extended it.
-	ttl time.Duration
+	// LocksAsOf, KeysAsOf, ServerAsOf and QueuesAsOf are when the figures
+	// of each series family were taken (the oldest observation they are
+	// built from); zero when there are none yet. They are kept while a
+	// failing stage's series are left out, so the age keeps growing.
+	LocksAsOf, KeysAsOf, ServerAsOf, QueuesAsOf time.Time
+	// LockNotifications is true when keyspace notifications keep the lock
+	// figures exact; LockRepairs counts the lock keys a reconciling pass
+	// found the notification-fed index wrong about.
+	LockNotifications bool
+	LockRepairs       uint64
+	// QueueReadsSkipped counts, per queue and read, the samples that left
+	// out a read whose last reply exceeded Options.MaxQueueReply.
+	QueueReadsSkipped map[QueueRead]uint64
 }
 
 // retry is the backoff of a failed node or stage.
@@ -94,10 +98,33 @@ type node struct {
 	passSeq uint64
 	hot     hotKeys
 
-	// The lock pass.
-	locks    lockScan
-	lockDone *lockResult
-	tokens   map[string]tokenSeen
+	// The lock index, the lock pass that fills it and, with keyspace
+	// notifications, the subscription that keeps it exact.
+	locks lockIndex
+	feed  *lockFeed
+	// scanCost estimates the server's time per key SCAN visits.
+	scanCost scanCost
+	// flushes counts FLUSHALL, FLUSHDB and SWAPDB calls (INFO
+	// commandstats): they change keys without notifications.
+	flushes uint64
+	role    string
+	// queueReads are the backoffs of costly queue reads.
+	queueReads map[QueueRead]*readCap
+	// readsSkipped counts the samples that left a queue read out;
+	// groupsDropped is each stream's last GroupsDropped.
+	readsSkipped  map[QueueRead]uint64
+	groupsDropped map[string]uint64
+	// keysOK and locksOK say whether the last sample's keyspace pass and
+	// lock stage succeeded: their series are left out otherwise.
+	keysOK, locksOK bool
+	// serverAsOf and queuesAsOf are when INFO and the queues were last read;
+	// locksSince is when the lock index was last started afresh.
+	serverAsOf, queuesAsOf, locksSince time.Time
+
+	// memoryTurn counts keys towards the next MEMORY USAGE read;
+	// memoryRefused is set once the ACL refused it.
+	memoryTurn    uint64
+	memoryRefused bool
 
 	// queueTypes remembers each queue's type for when it is emptied.
 	queueTypes map[string]string
@@ -123,16 +150,28 @@ type node struct {
 }
 
 func newNode(addr string, rdb *redis.Client, patterns []string) *node {
-	return &node{addr: addr, rdb: rdb, patterns: patterns, tokens: map[string]tokenSeen{}, queueTypes: map[string]string{},
+	n := &node{addr: addr, rdb: rdb, patterns: patterns, queueTypes: map[string]string{}, queueReads: map[QueueRead]*readCap{},
 		notQueuesLogged: map[string]string{}, errCounts: map[ErrorKey]uint64{}, backoff: map[string]*retry{}, refusals: map[string]bool{}, own: lookups{}, ttlCmd: "pexpiretime"}
+	n.locks.reset()
+	return n
 }
 
 // resetKeyspace forgets both passes: after a failure or a server restart
 // they no longer describe the server.
 func (n *node) resetKeyspace() {
 	n.cursor, n.pass, n.done = 0, nil, nil
-	n.locks, n.lockDone = lockScan{}, nil
-	clear(n.tokens)
+	n.resetLocks()
+}
+
+// resetLocks forgets the lock index: it is rebuilt by a new pass (and a new
+// subscription, whose events before the failure are lost).
+func (n *node) resetLocks() {
+	if n.feed != nil {
+		n.feed.close()
+		n.feed = nil
+	}
+	n.locks.reset()
+	n.locksSince = time.Time{}
 }
 
 // Backoff keys beside the stages: the lock pass's token reads can be
@@ -171,6 +210,9 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 		return n.last // the node failed recently: do not dial it again yet
 	}
 	began := e.pacer.Now()
+	if n.locksSince.IsZero() {
+		n.locksSince = e.clock.Now()
+	}
 	s := &NodeSnapshot{Node: n.addr}
 	record := func(se *StageError, key string) {
 		s.Errors = append(s.Errors, se)
@@ -200,6 +242,7 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 			s.Up = true
 			n.lastSuccess = s.Time
 			delete(n.backoff, string(StageConnect))
+			e.ages(n, s)
 		}
 		e.selfCounters(n, s)
 		n.last = s
@@ -225,6 +268,8 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 		} else {
 			delete(n.backoff, string(StageInfo))
 			e.serverFigures(n, s, st)
+			n.serverAsOf = e.clock.Now()
+			e.latencyStage(ctx, n, st, skip, record)
 		}
 	}
 	if len(e.opts.Queues) > 0 && !skip(string(StageQueues)) {
@@ -237,6 +282,7 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 		}
 		if len(qerrs) == 0 {
 			delete(n.backoff, string(StageQueues))
+			n.queuesAsOf = e.clock.Now()
 		}
 		s.Queues, s.NotQueues = queues, n.notQueues
 	}
@@ -244,30 +290,95 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 	// interval (they are paced).
 	early := *s
 	early.Up, early.Time = true, e.clock.Now()
+	if n.last != nil { // the duration of the last whole sample, not 0
+		early.Duration = n.last.Duration
+	}
 	keys, coverage := n.keyView()
-	early.Pass, early.Coverage = withLocks(keys, n.lockDone), coverage
+	if !n.keysOK {
+		keys, coverage = nil, 0
+	}
+	early.Coverage = coverage
+	early.Pass = e.withLockView(n, keys, n.locksOK)
 	e.selfCounters(n, &early)
-	early.LastSuccess = early.Time
+	e.ages(n, &early)
 	e.publish(&early)
-	// Fresh lock figures are shown as soon as the lock pass ends.
-	locksDone := func() {
+	// Fresh lock figures are shown as soon as the lock stage has them.
+	locksChanged := func() {
 		withNew := early
-		withNew.Pass = withLocks(keys, n.lockDone)
+		withNew.Pass = e.withLockView(n, keys, true)
+		e.lockAges(n, &withNew)
 		e.publish(&withNew)
 	}
-
-	if fatal := e.passes(ctx, n, began, s, skip, record, locksDone); fatal != nil {
+	if fatal := e.passes(ctx, n, began, s, skip, record, locksChanged); fatal != nil {
 		return finish(fatal)
 	}
-	s.Pass, s.Coverage = n.view()
+	s.Pass, s.Coverage = n.keyView()
+	if !n.keysOK {
+		s.Pass, s.Coverage = nil, 0
+	}
+	s.Pass = e.withLockView(n, s.Pass, n.locksOK)
 	return finish(nil)
 }
 
-// passes runs the lock pass and the whole-keyspace pass concurrently,
+// latencyStage adds LATENCY HISTOGRAM to st (Redis 7+); a failure leaves
+// the histograms out and is retried after its backoff.
+func (e *Exporter) latencyStage(ctx context.Context, n *node, st *ServerStats, skip func(string) bool, record func(*StageError, string)) {
+	if majorVersion(st.Version) < 7 || skip(string(StageLatency)) {
+		return
+	}
+	h, se := e.readLatencyHistograms(ctx, n)
+	if se != nil {
+		record(se, string(StageLatency))
+		return
+	}
+	delete(n.backoff, string(StageLatency))
+	st.Histograms = h
+}
+
+// ages records when each series family's figures were taken.
+func (e *Exporter) ages(n *node, s *NodeSnapshot) {
+	e.lockAges(n, s)
+	s.ServerAsOf, s.QueuesAsOf, s.KeysAsOf = n.serverAsOf, n.queuesAsOf, time.Time{}
+	if len(e.opts.Queues) == 0 {
+		s.QueuesAsOf = time.Time{}
+	}
+	if n.done != nil {
+		s.KeysAsOf = n.done.Started
+	} else if n.pass != nil {
+		s.KeysAsOf = n.pass.Started
+	}
+}
+
+// lockAges records the lock index's state; only the lock stage's goroutine
+// changes it.
+func (e *Exporter) lockAges(n *node, s *NodeSnapshot) {
+	s.LocksAsOf, s.LockRepairs = n.locks.asOf, n.locks.repairs
+	if s.LocksAsOf.IsZero() || n.locks.overflow { // no exact lock figures since the index started
+		s.LocksAsOf = n.locksSince
+	}
+	s.LockNotifications = n.feed != nil && n.locks.synced
+}
+
+// withLockView adds the node's lock figures to the key figures p, unless
+// the lock stage failed (ok false): then its series are left out, and only
+// their age is exported.
+func (e *Exporter) withLockView(n *node, p *Pass, ok bool) *Pass {
+	if !ok {
+		return withLocks(p, nil, time.Time{}, false, false)
+	}
+	groups, asOf := e.lockView(n)
+	v := withLocks(p, groups, asOf, n.locks.tokensRead, n.feed != nil && n.locks.synced)
+	if v != nil && groups != nil {
+		v.LockPassStarted, v.LockPassEnded = n.locks.lastStarted, n.locks.lastEnded
+	}
+	return v
+}
+
+// passes runs the lock stage and the whole-keyspace pass concurrently,
 // within the sample's budget, and records their errors. It returns the
 // first error that makes the node unusable.
 func (e *Exporter) passes(ctx context.Context, n *node, began time.Time, s *NodeSnapshot,
-	skip func(string) bool, record func(*StageError, string), locksDone func()) *StageError {
+	skip func(string) bool, record func(*StageError, string), locksChanged func()) *StageError {
 	deadline := began.Add(e.opts.MaxDuration)
 	hot := e.opts.HotKeys > 0 && s.Server != nil && containsLFU(s.Server.MaxmemoryPolicy)
 	runLocks := !skip(string(StageLocks))
@@ -279,11 +390,7 @@ func (e *Exporter) passes(ctx context.Context, n *node, began time.Time, s *Node
 	go func() {
 		defer close(done)
 		if runLocks {
-			before := n.lockDone
-			lockErrs = e.lockPass(ctx, n, deadline, readTokens, lockOwn)
-			if n.lockDone != before {
-				locksDone()
-			}
+			lockErrs = e.lockStage(ctx, n, deadline, readTokens, lockOwn, locksChanged)
 		}
 	}()
 	if runKeys {
@@ -293,28 +400,33 @@ func (e *Exporter) passes(ctx context.Context, n *node, began time.Time, s *Node
 	n.own.merge(lockOwn)
 	n.own.merge(keyOwn)
 	var fatal *StageError
-	tokensFailed := false
+	tokensFailed, locksFailed := false, false
 	for _, se := range append(lockErrs, keyErrs...) {
 		if se.fatal() {
 			fatal = cmpOr(fatal, se)
 			continue
 		}
 		key := string(se.Stage)
-		if se.Stage == StageLocks && errors.Is(se, errTokens) {
+		switch {
+		case se.Stage == StageLocks && errors.Is(se, errTokens):
 			key, tokensFailed = backoffTokens, true
+		case se.Stage == StageLocks:
+			locksFailed = true
 		}
 		record(se, key)
 	}
 	if fatal != nil {
 		return fatal
 	}
-	if runLocks && len(lockErrs) == 0 {
+	n.locksOK = runLocks && !locksFailed
+	n.keysOK = runKeys && len(keyErrs) == 0
+	if runLocks && !locksFailed {
 		delete(n.backoff, string(StageLocks))
 	}
 	if readTokens && !tokensFailed {
 		delete(n.backoff, backoffTokens)
 	}
-	if runKeys && len(keyErrs) == 0 {
+	if n.keysOK {
 		delete(n.backoff, string(StageScan))
 		delete(n.backoff, string(StageKeys))
 	}
@@ -337,6 +449,10 @@ func (e *Exporter) selfCounters(n *node, s *NodeSnapshot) {
 		s.ErrorCounts[k] = v
 	}
 	s.OwnHits, s.OwnMisses = n.own.total()
+	s.QueueReadsSkipped = make(map[QueueRead]uint64, len(n.readsSkipped))
+	for k, v := range n.readsSkipped {
+		s.QueueReadsSkipped[k] = v
+	}
 }
 
 // logRefusal logs, once per node, stage and command, which command the
@@ -381,7 +497,7 @@ func containsLFU(policy string) bool { return strings.HasSuffix(policy, "lfu") }
 // readInfo reads INFO and resets the self-accounting when the server
 // restarted (a new run_id starts its counters at zero).
 func (e *Exporter) readInfo(ctx context.Context, n *node) (*ServerStats, *StageError) {
-	raw, err := n.rdb.Info(ctx, "server", "clients", "memory", "stats", "cluster", "keyspace", "commandstats", "latencystats").Result()
+	raw, err := n.rdb.Info(ctx, "server", "clients", "memory", "stats", "replication", "cluster", "keyspace", "commandstats", "latencystats").Result()
 	if err != nil {
 		return nil, stageErr(StageInfo, err)
 	}
@@ -399,12 +515,18 @@ func (e *Exporter) readInfo(ctx context.Context, n *node) (*ServerStats, *StageE
 			n.havePrev = false
 		}
 		n.runID, n.own = st.RunID, lookups{}
+	} else if st.flushCalls != n.flushes || st.Role != n.role {
+		// FLUSHALL, FLUSHDB, SWAPDB and a full resync as a replica change
+		// keys without a notification per key: the lock index starts over.
+		n.resetLocks()
 	}
+	n.flushes, n.role = st.flushCalls, st.Role
+	n.scanCost.update(st.scanUsec)
 	// PEXPIRETIME (Redis 7+) does not depend on when the reply is read;
 	// older servers only have PTTL. A server whose INFO is refused is
 	// taken to be recent.
 	n.ttlCmd = "pexpiretime"
-	if major, _, _ := strings.Cut(st.Version, "."); major != "" && atoi(major) < 7 {
+	if v := majorVersion(st.Version); v > 0 && v < 7 {
 		n.ttlCmd = "pttl"
 	}
 	n.dbKeys, n.dbKnown = dbKeys(fields, e.opts.Target.DB)
@@ -478,6 +600,7 @@ func (e *Exporter) scanKeyspace(ctx context.Context, n *node, began, deadline ti
 			n.cursor, n.pass = 0, nil
 			return []*StageError{stageErr(StageScan, err)}
 		}
+		n.scanCost.visited(e.opts.ScanCount)
 		for start := 0; start < len(keys); start += e.opts.Batch {
 			batch := keys[start:min(start+e.opts.Batch, len(keys))]
 			if se := e.readKeys(ctx, n, batch, hot, own); se != nil {
@@ -524,16 +647,23 @@ func (e *Exporter) completePass(n *node) {
 }
 
 // readKeys reads one batch of keys in a single pipeline: the TTL of every
-// key, and OBJECT FREQ when hot keys are tracked. Every read that reaches a
-// key is counted as the sampler's own hit or miss.
+// key, OBJECT FREQ when hot keys are tracked, and MEMORY USAGE of one key in
+// MemorySample. Every read that reaches a key is counted as the sampler's
+// own hit or miss.
 func (e *Exporter) readKeys(ctx context.Context, n *node, keys []string, hot bool, own lookups) *StageError {
 	pipe := n.rdb.Pipeline()
 	ttls := make([]*redis.Cmd, len(keys))
 	freqs := make([]*redis.IntCmd, len(keys))
+	mems := make([]*redis.IntCmd, len(keys))
 	for i, k := range keys {
 		ttls[i] = n.readTTL(ctx, pipe, k)
 		if hot {
 			freqs[i] = pipe.ObjectFreq(ctx, k)
+		}
+		if e.opts.MemorySample > 0 && !n.memoryRefused {
+			if n.memoryTurn++; n.memoryTurn%uint64(e.opts.MemorySample) == 0 {
+				mems[i] = pipe.MemoryUsage(ctx, k, memoryUsageSamples)
+			}
 		}
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
@@ -551,7 +681,17 @@ func (e *Exporter) readKeys(ctx context.Context, n *node, keys []string, hot boo
 			continue
 		}
 		group := e.groups.Classify(k)
-		n.pass.addKey(group, ttl, now)
+		g := n.pass.addKey(group, ttl, now)
+		if mems[i] != nil {
+			if b, err := mems[i].Result(); err == nil {
+				g.memorySum += uint64(b)
+				g.MemorySampled++
+			} else if classify(err) == ClassNoPerm { // the keys are still sampled, without their memory
+				n.memoryRefused = true
+				e.opts.Logger.Warn("redis refused MEMORY USAGE (ACL): no memory per key group until it is granted",
+					"node", n.addr, "err", err.Error())
+			}
+		}
 		if hot && freqs[i] != nil {
 			if f, err := freqs[i].Result(); err == nil {
 				n.hot.offer(HotKey{Key: k, Group: group, Freq: f, NoTTL: ttl < 0})

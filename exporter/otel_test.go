@@ -16,7 +16,8 @@ import (
 
 // TestMeterProviderSeesTheSample: an exporter given a MeterProvider
 // observes the same sample that a scrape reads, series for series, the
-// remaining-TTL gauge histogram included; a node where nothing answers too.
+// server latency gauge histogram and the data ages included; a node where
+// nothing answers too.
 func TestMeterProviderSeesTheSample(t *testing.T) {
 	srv := redistest.Start(t)
 	seed(t, srv.Client(t))
@@ -35,9 +36,13 @@ func TestMeterProviderSeesTheSample(t *testing.T) {
 		t.Errorf("compared %d series, want the whole seeded sample", n)
 	}
 	rm := metrictest.Collect(t, rd)
-	bucket, _, _ := signals.LockRemainingTTL.Metric().OTel.GaugeHistogramNames()
-	if got := metrictest.OTelSum(t, rm, bucket, "le", "+Inf"); got != float64(ttlLocks) {
-		t.Errorf("%s{le=+Inf} = %v, want %v", bucket, got, float64(ttlLocks))
+	expiring := signals.LocksExpiring.Metric().OTel.Name
+	if got := metrictest.OTelSum(t, rm, expiring, "within", "inf"); got != float64(ttlLocks) {
+		t.Errorf("%s{within=inf} = %v, want %v", expiring, got, float64(ttlLocks))
+	}
+	bucket, _, _ := signals.ServerCommandDuration.Metric().OTel.GaugeHistogramNames()
+	if got := metrictest.OTelSum(t, rm, bucket, "command", "evalsha", "le", "+Inf"); got != scriptCalls {
+		t.Errorf("%s{command=evalsha,le=+Inf} = %v, want %v", bucket, got, scriptCalls)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -68,7 +69,7 @@ func driveSample(t *testing.T, e *Exporter, fc *clockwork.FakeClock) *NodeSnapsh
 		default:
 		}
 		passes := 2
-		if p := e.Snapshots()[0].Pass; p != nil && !p.LocksComplete.IsZero() {
+		if p := e.Snapshots()[0].Pass; p != nil && !p.LockPassEnded.IsZero() {
 			passes = 1
 		}
 		wctx, wcancel := context.WithTimeout(ctx, 20*time.Millisecond)
@@ -122,7 +123,7 @@ func TestLockPassPacedOverInterval(t *testing.T) {
 	nodes[0].rdb.AddHook(log)
 
 	s := driveSample(t, e, fc)
-	if !s.Up || s.Pass == nil || s.Pass.LocksComplete.IsZero() {
+	if !s.Up || s.Pass == nil || s.Pass.LockPassEnded.IsZero() {
 		t.Fatalf("no complete lock pass: up=%v err=%v errors=%v", s.Up, s.Err, s.Errors)
 	}
 	g := s.Pass.Groups["lock:job:*"]
@@ -151,7 +152,7 @@ func TestLockPassPacedOverInterval(t *testing.T) {
 			t.Fatalf("SCAN %d of %d sent %v after the start, before its pace allows (%v)", i, len(calls), at, due)
 		}
 	}
-	took := s.Pass.LocksComplete.Sub(s.Pass.LocksStarted)
+	took := s.Pass.LockPassEnded.Sub(s.Pass.LockPassStarted)
 	t.Logf("lock pass: %d SCAN … MATCH calls over %v of the pacing clock, at most %.0f keys/s", len(calls), took, rate)
 	if spread := time.Duration(float64(interval) * lockPassShare); took < spread*3/4 || took > interval {
 		t.Fatalf("lock pass took %v of the pacing clock for %d SCAN calls, want it spread over about %v and within the %v interval",
@@ -170,6 +171,29 @@ func TestLockScanRate(t *testing.T) {
 	if got, want := e.lockScanRate(n), 1e6/7.5; got < want*0.999 || got > want*1.001 {
 		t.Errorf("1M keys: %v keys/s, want %v", got, want)
 	}
+	// 10,000,000 keys would need 1.33M keys/s: the budget (20 % of the
+	// server at 1.5 µs per key until measured) caps it at 133,333.
+	n.dbKeys = 10_000_000
+	budget := DefaultLockScanBudget / defaultScanCost.Seconds()
+	if got := e.lockScanRate(n); got != budget {
+		t.Errorf("10M keys: %v keys/s, want the budget's %v", got, budget)
+	}
+	n.scanCost.est = 500 * time.Nanosecond // a measured cost: 400,000 keys/s
+	if got := e.lockScanRate(n); math.Abs(got-400_000) > 1e-6 {
+		t.Errorf("10M keys at 0.5 µs per key: %v keys/s", got)
+	}
+	n.scanCost.est = 0
+	// With notifications: the sync at the budget, then reconciling passes
+	// over LockReconcile.
+	n.feed = &lockFeed{}
+	if got := e.lockScanRate(n); got != budget {
+		t.Errorf("sync: %v keys/s, want %v", got, budget)
+	}
+	n.locks.synced = true
+	if got, want := e.lockScanRate(n), 10e6/DefaultLockReconcile.Seconds(); got != want {
+		t.Errorf("reconcile: %v keys/s, want %v", got, want)
+	}
+	n.feed, n.locks.synced = nil, false
 	n.dbKeys = 1000
 	if got := e.lockScanRate(n); got != minLockScanRate {
 		t.Errorf("small keyspace: %v keys/s, want the minimum %v", got, float64(minLockScanRate))
@@ -177,6 +201,12 @@ func TestLockScanRate(t *testing.T) {
 	n.dbKnown = false
 	if got := e.lockScanRate(n); got != unknownLockScanRate {
 		t.Errorf("unknown key count: %v keys/s", got)
+	}
+	if got := missingFlags("AKE"); got != "" {
+		t.Errorf("missing flags of AKE: %q", got)
+	}
+	if got := missingFlags("Ex"); got != "Kg$e" {
+		t.Errorf("missing flags of Ex: %q", got)
 	}
 	e.opts.KeysPerSecond = -1
 	if got := e.lockScanRate(n); got > 0 {

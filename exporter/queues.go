@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,65 @@ type StreamGroup struct {
 	LagKnown bool
 	// OldestPending is the age of the lowest pending ID (XPENDING summary).
 	OldestPending time.Duration
+}
+
+// QueueRead names a read of a queue whose reply size the data decides:
+// Read is "first_entry" (a stream's first entry, XRANGE … COUNT 1),
+// "groups" (XINFO GROUPS) or "first_member" (a sorted set's earliest
+// member).
+type QueueRead struct{ Queue, Read string }
+
+// Queue reads whose reply size the data decides.
+const (
+	readFirstEntry  = "first_entry"
+	readGroups      = "groups"
+	readFirstMember = "first_member"
+)
+
+// readCap is the backoff of a queue read whose last reply exceeded
+// Options.MaxQueueReply: it is left out until then (the interval, doubling
+// up to maxReadCapWait intervals), so that such a read costs the server at
+// most one reply per backoff, not one per sample.
+type readCap struct {
+	until time.Time
+	wait  time.Duration
+}
+
+// maxReadCapWait bounds a suspended read's backoff, in intervals.
+const maxReadCapWait = 16
+
+// allowRead reports whether read may be sent this sample, counting the
+// samples that leave it out.
+func (e *Exporter) allowRead(n *node, queue, read string) bool {
+	c := n.queueReads[QueueRead{queue, read}]
+	if c == nil || !e.clock.Now().Before(c.until) {
+		return true
+	}
+	if n.readsSkipped == nil {
+		n.readsSkipped = map[QueueRead]uint64{}
+	}
+	n.readsSkipped[QueueRead{queue, read}]++
+	return false
+}
+
+// readCost records the size of a read's reply: above MaxQueueReply the read
+// is suspended (logged when it starts), at or below it any backoff ends.
+func (e *Exporter) readCost(n *node, queue, read string, bytes int) {
+	key := QueueRead{queue, read}
+	if bytes <= e.opts.MaxQueueReply {
+		delete(n.queueReads, key)
+		return
+	}
+	c := n.queueReads[key]
+	if c == nil {
+		c = &readCap{wait: e.opts.Interval}
+		n.queueReads[key] = c
+		e.opts.Logger.Warn("a queue read returned more than the reply cap: it is left out, and tried again less and less often",
+			"node", n.addr, "queue", queue, "read", read, "bytes", bytes, "cap", e.opts.MaxQueueReply)
+	} else {
+		c.wait = min(2*c.wait, maxReadCapWait*e.opts.Interval)
+	}
+	c.until = e.clock.Now().Add(c.wait)
 }
 
 // sampleQueues reports each configured queue that lives on n. In a Cluster a
@@ -127,23 +187,43 @@ func (e *Exporter) sampleQueue(ctx context.Context, n *node, key string) (QueueS
 	return qs, err == nil, err
 }
 
+// sampleZSet reads a delayed-job set's size and how many jobs are overdue
+// (ZCOUNT: scores read as Unix seconds, or milliseconds above 1e11); only
+// when some are does it read the earliest member, whose size the data
+// decides (capped by MaxQueueReply).
 func (e *Exporter) sampleZSet(ctx context.Context, n *node, qs *QueueStats, now time.Time) error {
 	pipe := n.rdb.Pipeline()
 	card := pipe.ZCard(ctx, qs.Queue)
-	first := pipe.ZRangeWithScores(ctx, qs.Queue, 0, 0)
+	dueSec := pipe.ZCount(ctx, qs.Queue, "-inf", strconv.FormatInt(now.Unix(), 10))
+	dueMs := pipe.ZCount(ctx, qs.Queue, "(100000000000", strconv.FormatInt(now.UnixMilli(), 10))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
 	n.own.count("zcard", true)
-	n.own.count("zrange", true)
+	n.own.count("zcount", true)
+	n.own.count("zcount", true)
 	qs.Length = uint64(card.Val())
+	if dueSec.Val()+dueMs.Val() == 0 {
+		qs.HasOldest = true // nothing overdue
+		return nil
+	}
+	if !e.allowRead(n, qs.Queue, readFirstMember) {
+		return nil
+	}
+	first, err := n.rdb.ZRangeWithScores(ctx, qs.Queue, 0, 0).Result()
+	if err != nil {
+		return err
+	}
+	n.own.count("zrange", true)
 	qs.HasOldest = true
-	if z := first.Val(); len(z) == 1 {
-		due := scoreTime(z[0].Score)
-		if overdue := now.Sub(due); overdue > 0 {
+	size := 0
+	if len(first) == 1 {
+		size = len(fmt.Sprint(first[0].Member)) + 24
+		if overdue := now.Sub(scoreTime(first[0].Score)); overdue > 0 {
 			qs.OldestAge = overdue
 		}
 	}
+	e.readCost(n, qs.Queue, readFirstMember, size)
 	return nil
 }
 
@@ -156,29 +236,73 @@ func scoreTime(score float64) time.Time {
 	return time.Unix(0, int64(score*1e9))
 }
 
+// sampleStream reads a stream's length, the age of its first entry and its
+// consumer groups. The first entry (XRANGE … COUNT 1, fields included) and
+// the group list (XINFO GROUPS, one row per group) are as large as the data
+// makes them: each is left out for a while once its reply exceeds
+// MaxQueueReply, and only the first MaxStreamGroups groups get an XPENDING.
 func (e *Exporter) sampleStream(ctx context.Context, n *node, qs *QueueStats, now time.Time) error {
 	pipe := n.rdb.Pipeline()
 	xlen := pipe.XLen(ctx, qs.Queue)
-	first := pipe.XRangeN(ctx, qs.Queue, "-", "+", 1)
-	groups := pipe.XInfoGroups(ctx, qs.Queue)
+	var first *redis.XMessageSliceCmd
+	var groups *redis.XInfoGroupsCmd
+	if e.allowRead(n, qs.Queue, readFirstEntry) {
+		first = pipe.XRangeN(ctx, qs.Queue, "-", "+", 1)
+	}
+	if e.allowRead(n, qs.Queue, readGroups) {
+		groups = pipe.XInfoGroups(ctx, qs.Queue)
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
 	n.own.count("xlen", true)
-	n.own.count("xrange", true)
-	n.own.count("xinfo|groups", true)
 	qs.Length = uint64(xlen.Val())
-	qs.HasOldest = true
-	if msgs := first.Val(); len(msgs) == 1 {
-		qs.OldestAge = idAge(msgs[0].ID, now)
+	if first != nil {
+		n.own.count("xrange", true)
+		qs.HasOldest = true
+		size := 0
+		if msgs := first.Val(); len(msgs) == 1 {
+			qs.OldestAge = idAge(msgs[0].ID, now)
+			size = entrySize(msgs[0])
+		}
+		e.readCost(n, qs.Queue, readFirstEntry, size)
 	}
+	if groups == nil { // suspended: the groups left out as last read
+		qs.GroupsDropped = n.groupsDropped[qs.Queue]
+		return nil
+	}
+	n.own.count("xinfo|groups", true)
 	gs := groups.Val()
+	size := 0
+	for _, g := range gs {
+		size += len(g.Name) + len(g.LastDeliveredID) + 64
+	}
+	e.readCost(n, qs.Queue, readGroups, size)
 	if len(gs) > MaxStreamGroups {
 		qs.GroupsDropped = uint64(len(gs) - MaxStreamGroups)
 		gs = gs[:MaxStreamGroups]
 	}
+	if n.groupsDropped == nil {
+		n.groupsDropped = map[string]uint64{}
+	}
+	n.groupsDropped[qs.Queue] = qs.GroupsDropped
+	return e.groupsPending(ctx, n, qs, gs, now)
+}
+
+// entrySize is about the bytes of a stream entry's reply.
+func entrySize(m redis.XMessage) int {
+	size := len(m.ID)
+	for k, v := range m.Values {
+		size += len(k) + len(fmt.Sprint(v)) + 8
+	}
+	return size
+}
+
+// groupsPending reads the oldest pending ID of each group with pending
+// entries (XPENDING summary form).
+func (e *Exporter) groupsPending(ctx context.Context, n *node, qs *QueueStats, gs []redis.XInfoGroup, now time.Time) error {
 	pending := make([]*redis.XPendingCmd, len(gs))
-	pipe = n.rdb.Pipeline()
+	pipe := n.rdb.Pipeline()
 	for i, g := range gs {
 		qs.Groups = append(qs.Groups, StreamGroup{Name: g.Name, Pending: uint64(max(g.Pending, 0)),
 			Lag: uint64(max(g.Lag, 0)), LagKnown: g.Lag >= 0})

@@ -244,9 +244,11 @@ func answersPlaintext(ctx context.Context, addr string, timeout time.Duration) b
 // plaintextHint explains a plaintext connection that the server closed at
 // once. It probes the port with a TLS handshake (certificate not checked,
 // nothing sent over it, within the dial timeout): a port that answers in TLS
-// is a TLS mismatch, and the error says so (ErrTLSMismatch); otherwise it
-// adds the likeliest cause. Failed connects are rate-bounded by the node's
-// backoff, and so are the probes.
+// is a TLS mismatch, and the error says so (ErrTLSMismatch). A port that
+// answers a plaintext PING on a new connection is a plain Redis that reset
+// one connection: the error is returned as it is. Only a port that answers
+// neither gets the hint that it may expect TLS. Failed connects are
+// rate-bounded by the node's backoff, and so are the probes.
 func (t Target) plaintextHint(ctx context.Context, addr string, err error) error {
 	if t.TLS != nil || !(errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
 		return err
@@ -254,6 +256,9 @@ func (t Target) plaintextHint(ctx context.Context, addr string, err error) error
 	if speaksTLS(ctx, addr, t.dialTimeout()) {
 		return fmt.Errorf("%w: %s speaks TLS and closed the plaintext connection: use rediss:// (or --redis.tls), not redis://: %w",
 			ErrTLSMismatch, addr, err)
+	}
+	if answersPlaintext(ctx, addr, t.dialTimeout()) {
+		return err
 	}
 	return fmt.Errorf("%w (the server closed the connection: if it expects TLS, use rediss://)", err)
 }

@@ -33,10 +33,10 @@ func TestHookAndClientShareOneKeyGroupCap(t *testing.T) {
 	ctx := context.Background()
 	const each = 150
 	for i := 0; i < each; i++ {
-		rdb.Get(ctx, fmt.Sprintf("viahook%d:1", i))
+		rdb.Get(ctx, fmt.Sprintf("viahook%c%c:1", 'a'+i/26, 'a'+i%26))
 	}
 	for i := 0; i < each; i++ {
-		l, err := c.Lock(ctx, fmt.Sprintf("viaclient%d:1", i), instrument.LockOptions{})
+		l, err := c.Lock(ctx, fmt.Sprintf("viaclient%c%c:1", 'a'+i/26, 'a'+i%26), instrument.LockOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

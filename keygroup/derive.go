@@ -75,14 +75,14 @@ func (w *groupWriter) str(s string) {
 }
 
 // segment writes one separator-delimited segment: "*" if it is ID-like as a
-// whole, otherwise its '-'/'_' sub-segments, each starred if ID-like
+// whole, a word followed by a number as the word and "*" ("order12" →
+// "order*"), otherwise its '-'/'_' sub-segments, each written the same way
 // ("user_123" → "user_*").
 func (w *groupWriter) segment(seg string) {
 	if seg == "" {
 		return
 	}
-	if idLike(seg) {
-		w.star()
+	if w.part(seg) {
 		return
 	}
 	start := 0
@@ -90,18 +90,66 @@ func (w *groupWriter) segment(seg string) {
 		if k < len(seg) && seg[k] != '-' && seg[k] != '_' {
 			continue
 		}
-		if sub := seg[start:k]; sub != "" {
-			if idLike(sub) {
-				w.star()
-			} else {
-				w.str(sub)
-			}
+		if sub := seg[start:k]; sub != "" && !w.part(sub) {
+			w.str(sub)
 		}
 		if k < len(seg) {
 			w.byte(seg[k])
 		}
 		start = k + 1
 	}
+}
+
+// part writes s starred if it is an ID or a word followed by a number, and
+// reports whether it did. A number after a word is an ID whatever its
+// digits ("nt9" and "nt10" are both "nt*"), except a single letter and
+// digit, which names a version or a shard ("v2").
+func (w *groupWriter) part(s string) bool {
+	if p := wordNumber(s); p > 0 && !hexID(s) {
+		w.str(s[:p])
+		w.star()
+		return true
+	}
+	if idLike(s) {
+		w.star()
+		return true
+	}
+	return false
+}
+
+// wordNumber returns the length of the letters of s when s is letters
+// followed by digits, longer than two bytes; 0 otherwise.
+func wordNumber(s string) int {
+	i := 0
+	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z') {
+		i++
+	}
+	if i == 0 || i == len(s) || len(s) <= 2 {
+		return 0
+	}
+	for j := i; j < len(s); j++ {
+		if s[j] < '0' || s[j] > '9' {
+			return 0
+		}
+	}
+	return i
+}
+
+// hexID reports whether s is hex (with optional dashes) of 8+ digits
+// containing a digit: a hash or a UUID, starred whole.
+func hexID(s string) bool {
+	var digits, hex int
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case b >= '0' && b <= '9':
+			digits++
+		case b >= 'a' && b <= 'f', b >= 'A' && b <= 'F':
+			hex++
+		case b != '-':
+			return false
+		}
+	}
+	return digits > 0 && digits+hex >= 8
 }
 
 // idLike reports whether s looks like an identifier rather than a name:

@@ -194,6 +194,17 @@ func (c *Classifier) add(group []byte) string {
 	return g
 }
 
+// Apart returns a classifier with c's rules, derivation and cap whose
+// derived groups and overflow are counted apart from c's, starting empty:
+// the exporter classifies lock keys with one, so that many ordinary key
+// groups never fold the lock groups into Other. It has no overflow counter.
+func (c *Classifier) Apart() *Classifier {
+	a := &Classifier{rules: c.rules, noDerive: c.noDerive, derivedCap: c.derivedCap}
+	empty := map[string]string{}
+	a.derived.Store(&empty)
+	return a
+}
+
 // Groups returns the derived groups seen so far (rule groups and Other are
 // not included), in no particular order.
 func (c *Classifier) Groups() []string {

@@ -36,6 +36,11 @@ func TestDefaultDerivation(t *testing.T) {
 		"feed:2024-01-01":                                 "feed:*",
 		"config":                                          "config",
 		"rate-limit:api:v2":                               "rate-limit:api:v2",
+		"lock:order:nt9":                                  "lock:order:nt*",
+		"lock:order:nt10":                                 "lock:order:nt*",
+		"lock:order:nt12345":                              "lock:order:nt*",
+		"user42:cart":                                     "user*:cart",
+		"job_run7":                                        "job_run*",
 		"{orders}:lock":                                   "*:lock",
 		"user{77}:cart":                                   "user*:cart",
 		"unclosed{brace":                                  "unclosed{brace",
@@ -244,7 +249,7 @@ func TestSharedOnePerRegistry(t *testing.T) {
 		t.Fatalf("overflow series before any overflow = %d, %v; want 1", n, err)
 	}
 	for i := 0; i < keygroup.DefaultMaxGroups+10; i++ {
-		keygroup.Shared(reg).Classify(fmt.Sprintf("group%d:1", i))
+		keygroup.Shared(reg).Classify(fmt.Sprintf("group%c%c:1", 'a'+i/26, 'a'+i%26))
 	}
 	if got := len(a.Groups()); got != keygroup.DefaultMaxGroups-1 { // Other takes one place
 		t.Fatalf("derived groups = %d, want %d", got, keygroup.DefaultMaxGroups-1)

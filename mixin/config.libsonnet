@@ -34,6 +34,8 @@
     lockContentionCritical: 0.25,
     lockContentionFor: "10m",
     lockContentionWarning: 0.05,
+    lockStateStaleFor: "2m",
+    lockStateStaleIntervals: 3,
     locksLongHeldFor: "10m",
     locksLostFor: "1m",
     locksWithoutTtlFor: "5m",

@@ -58,7 +58,12 @@ const (
 	LocksHeld                ID = "cachewatch_exporter_locks_held"
 	LocksWithoutTTL          ID = "cachewatch_exporter_locks_without_ttl"
 	LocksLongHeld            ID = "cachewatch_exporter_locks_long_held"
-	LockRemainingTTL         ID = "cachewatch_exporter_lock_remaining_ttl_seconds"
+	LocksExpiring            ID = "cachewatch_exporter_locks_expiring"
+	LockNotifications        ID = "cachewatch_exporter_lock_notifications"
+	LockIndexRepairs         ID = "cachewatch_exporter_lock_index_repairs_total"
+	ExporterDataAge          ID = "cachewatch_exporter_data_age_seconds"
+	ExporterSampleInterval   ID = "cachewatch_exporter_sample_interval_seconds"
+	KeysMemory               ID = "cachewatch_exporter_keys_memory_bytes"
 	KeysSampled              ID = "cachewatch_exporter_keys_sampled"
 	KeysWithoutTTL           ID = "cachewatch_exporter_keys_without_ttl"
 	KeysExpiring             ID = "cachewatch_exporter_keys_expiring"
@@ -72,6 +77,7 @@ const (
 	ServerCommandSeconds     ID = "cachewatch_exporter_server_command_seconds_total"
 	ServerCommandFailed      ID = "cachewatch_exporter_server_command_failed_total"
 	ServerCommandLatency     ID = "cachewatch_exporter_server_command_latency_seconds"
+	ServerCommandDuration    ID = "cachewatch_exporter_server_command_duration_seconds"
 	ServerClients            ID = "cachewatch_exporter_server_clients"
 	ServerMemoryUsed         ID = "cachewatch_exporter_server_memory_used_bytes"
 	ServerMemoryMax          ID = "cachewatch_exporter_server_memory_max_bytes"
@@ -81,6 +87,7 @@ const (
 	StreamGroupsDropped      ID = "cachewatch_exporter_stream_groups_dropped"
 	StreamGroupLag           ID = "cachewatch_exporter_stream_group_lag"
 	StreamGroupOldestPending ID = "cachewatch_exporter_stream_group_oldest_pending_age_seconds"
+	QueueReadsSkipped        ID = "cachewatch_exporter_queue_reads_skipped_total"
 )
 
 // Bucket layouts shared by several histograms. Loopback Redis answers in tens
@@ -96,7 +103,20 @@ var (
 	// ageBuckets spans 100ms to 1 day: the age of served stale data and
 	// remaining lock TTLs.
 	ageBuckets = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400}
+	// serverLatencyBuckets are the buckets of Redis's LATENCY HISTOGRAM:
+	// powers of two microseconds from 1µs to about 1s (2^20 µs).
+	serverLatencyBuckets = func() []float64 {
+		out := make([]float64, 21)
+		for i := range out {
+			out[i] = float64(uint64(1)<<i) / 1e6
+		}
+		return out
+	}()
 )
+
+// Horizons of the cumulative "within" label of the keys and locks expiring
+// gauges; "inf" counts every key or lock with a TTL.
+var withinValues = []string{"1s", "10s", "1m", "10m", "1h", "1d", "inf"}
 
 // The labels the instrument client, the hook and the Redlock adapter set on
 // every key-group series: which client (its Name option) and which key group.
@@ -440,7 +460,7 @@ var exporterMetrics = map[ID]*Metric{
 	ExporterErrors: {
 		Name: string(ExporterErrors), Kind: Counter,
 		Help: "Sampler errors by stage; the other stages are still sampled.",
-		Labels: []Label{node, {Name: "stage", Values: []string{"connect", "info", "scan", "keys", "locks", "queues", "latency"}},
+		Labels: []Label{node, {Name: "stage", Values: []string{"connect", "info", "scan", "keys", "locks", "notifications", "queues", "latency"}},
 			{Name: "class", Values: []string{"noperm", "auth", "timeout", "connection", "clusterdown", "malformed", "other"}}},
 		Sources: []Source{Exporter},
 		OTel:    OTelInstrument{"cachewatch.exporter.sample.errors", OTelObservableCounter, "{error}"},
@@ -454,7 +474,7 @@ var exporterMetrics = map[ID]*Metric{
 	},
 	LocksHeld: {
 		Name: string(LocksHeld), Kind: Gauge,
-		Help:    "Lock keys present (matching the lock patterns) in the last complete pass.",
+		Help:    "Lock keys present (matching the lock patterns), as of data_age_seconds{family=\"locks\"} ago.",
 		Labels:  []Label{node, keyGroup},
 		Sources: []Source{Exporter},
 		OTel:    OTelInstrument{"cachewatch.exporter.locks.held", OTelObservableGauge, "{lock}"},
@@ -473,12 +493,41 @@ var exporterMetrics = map[ID]*Metric{
 		Sources: []Source{Exporter},
 		OTel:    OTelInstrument{"cachewatch.exporter.locks.long_held", OTelObservableGauge, "{lock}"},
 	},
-	LockRemainingTTL: {
-		Name: string(LockRemainingTTL), Kind: Histogram, Unit: "seconds",
-		Help:    "Remaining TTL of sampled lock keys (locks without expiry are counted separately).",
-		Labels:  []Label{node, keyGroup},
-		Buckets: ageBuckets, Sources: []Source{Exporter},
-		OTel: OTelInstrument{"cachewatch.exporter.lock.remaining_ttl.seconds", OTelGaugeHistogram, "s"},
+	LocksExpiring: {
+		Name: string(LocksExpiring), Kind: Gauge,
+		Help:    "Lock keys of the group whose remaining TTL is at most the given horizon (cumulative; inf counts every lock with a TTL, locks without expiry are counted separately).",
+		Labels:  []Label{node, keyGroup, {Name: "within", Values: withinValues}},
+		Sources: []Source{Exporter},
+		OTel:    OTelInstrument{"cachewatch.exporter.locks.expiring", OTelObservableGauge, "{lock}"},
+	},
+	LockNotifications: {
+		Name: string(LockNotifications), Kind: Gauge,
+		Help:    "1 when the node's lock figures are kept exact by keyspace notifications (refreshed every sample), 0 when they come from SCAN passes alone.",
+		Labels:  []Label{node},
+		Sources: []Source{Exporter},
+		OTel:    OTelInstrument{"cachewatch.exporter.lock.notifications", OTelObservableGauge, ""},
+	},
+	LockIndexRepairs: {
+		Name: string(LockIndexRepairs), Kind: Counter,
+		Help:    "Lock keys a reconciling SCAN pass found the notification-fed lock index wrong about (a lost notification); 0 while notifications arrive.",
+		Labels:  []Label{node},
+		Sources: []Source{Exporter},
+		OTel:    OTelInstrument{"cachewatch.exporter.lock.index_repairs", OTelObservableCounter, "{key}"},
+	},
+	ExporterDataAge: {
+		Name: string(ExporterDataAge), Kind: Gauge, Unit: "seconds",
+		Help: "Age of a series family's figures: seconds since the oldest observation they are built from. It keeps growing while the family's series are left out (a failing stage).",
+		Labels: []Label{node, {Name: "family", Values: []string{"locks", "keys", "server", "queues"},
+			Doc: "locks: `locks_*`; keys: `keys_*`, `expiry_synchronisation`; server: `server_*`; queues: `queue_*`, `stream_*`"}},
+		Sources: []Source{Exporter},
+		OTel:    OTelInstrument{"cachewatch.exporter.data.age", OTelObservableGauge, "s"},
+	},
+	ExporterSampleInterval: {
+		Name: string(ExporterSampleInterval), Kind: Gauge, Unit: "seconds",
+		Help:    "The exporter's configured time between samples (--sample.interval), to judge data ages by.",
+		Labels:  []Label{node},
+		Sources: []Source{Exporter},
+		OTel:    OTelInstrument{"cachewatch.exporter.sample.interval", OTelObservableGauge, "s"},
 	},
 	KeysSampled: {
 		Name: string(KeysSampled), Kind: Gauge,
@@ -498,9 +547,16 @@ var exporterMetrics = map[ID]*Metric{
 		Name: string(KeysExpiring), Kind: Gauge,
 		Help: "Sampled keys of the group expiring within the given horizon (cumulative).",
 		Labels: []Label{node, keyGroup,
-			{Name: "within", Values: []string{"1s", "10s", "1m", "10m", "1h", "1d", "inf"}}},
+			{Name: "within", Values: withinValues}},
 		Sources: []Source{Exporter},
 		OTel:    OTelInstrument{"cachewatch.exporter.keys.expiring", OTelObservableGauge, "{key}"},
+	},
+	KeysMemory: {
+		Name: string(KeysMemory), Kind: Gauge, Unit: "bytes",
+		Help:    "Estimated memory of the group's keys: the mean MEMORY USAGE of the keys sampled in the last complete pass times the group's keys (opt-in: --keys.memory-sample).",
+		Labels:  []Label{node, keyGroup},
+		Sources: []Source{Exporter},
+		OTel:    OTelInstrument{"cachewatch.exporter.keys.memory", OTelObservableGauge, "By"},
 	},
 	ExpirySync: {
 		Name: string(ExpirySync), Kind: Gauge,
@@ -572,6 +628,13 @@ var exporterMetrics = map[ID]*Metric{
 		Sources: []Source{Exporter},
 		OTel:    OTelInstrument{"cachewatch.exporter.server.command.latency", OTelObservableGauge, "s"},
 	},
+	ServerCommandDuration: {
+		Name: string(ServerCommandDuration), Kind: Histogram, Unit: "seconds",
+		Help:    "Server-side time per call by command, from LATENCY HISTOGRAM (Redis 7+): the distribution, not only percentiles; the sum is INFO commandstats usec.",
+		Labels:  []Label{node, command},
+		Buckets: serverLatencyBuckets, Sources: []Source{Exporter},
+		OTel: OTelInstrument{"cachewatch.exporter.server.command.duration.seconds", OTelGaugeHistogram, "s"},
+	},
 	ServerClients: {
 		Name: string(ServerClients), Kind: Gauge,
 		Help:    "Client connections by state (INFO clients).",
@@ -628,6 +691,14 @@ var exporterMetrics = map[ID]*Metric{
 		Sources: []Source{Exporter},
 		OTel:    OTelInstrument{"cachewatch.exporter.stream.group.lag", OTelObservableGauge, "{entry}"},
 	},
+	QueueReadsSkipped: {
+		Name: string(QueueReadsSkipped), Kind: Counter,
+		Help: "Samples in which a queue read was left out because its last reply exceeded the per-read byte cap; the figures it gives are left out meanwhile.",
+		Labels: []Label{node, queue, {Name: "read", Values: []string{"first_entry", "groups", "first_member"},
+			Doc: "first_entry: a stream's first entry (XRANGE COUNT 1); groups: XINFO GROUPS; first_member: a sorted set's earliest member"}},
+		Sources: []Source{Exporter},
+		OTel:    OTelInstrument{"cachewatch.exporter.queue.reads_skipped", OTelObservableCounter, "{sample}"},
+	},
 	StreamGroupOldestPending: {
 		Name: string(StreamGroupOldestPending), Kind: Gauge, Unit: "seconds",
 		Help:    "Age of the oldest unacknowledged message of a consumer group.",
@@ -650,10 +721,12 @@ var order = []ID{
 
 	ExporterUp, ExporterSampleDuration, ExporterLastSuccess, ExporterKeysScanned, ExporterScanCycles,
 	ExporterTruncated, ExporterErrors, ExporterKeyspaceCoverage,
-	LocksHeld, LocksWithoutTTL, LocksLongHeld, LockRemainingTTL,
-	KeysSampled, KeysWithoutTTL, KeysExpiring, ExpirySync,
+	ExporterDataAge, ExporterSampleInterval,
+	LocksHeld, LocksWithoutTTL, LocksLongHeld, LocksExpiring, LockNotifications, LockIndexRepairs,
+	KeysSampled, KeysWithoutTTL, KeysExpiring, KeysMemory, ExpirySync,
 	ServerKeyspaceHits, ServerKeyspaceMisses, ServerExpiredKeys, ServerEvictedKeys, ServerMissBursts,
-	ServerCommandCalls, ServerCommandSeconds, ServerCommandFailed, ServerCommandLatency,
+	ServerCommandCalls, ServerCommandSeconds, ServerCommandFailed, ServerCommandLatency, ServerCommandDuration,
 	ServerClients, ServerMemoryUsed, ServerMemoryMax,
 	QueueLength, QueueOldestAge, StreamGroupPending, StreamGroupsDropped, StreamGroupLag, StreamGroupOldestPending,
+	QueueReadsSkipped,
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -27,12 +29,15 @@ func init() {
 
 // exporterFlags are the exporter command's flags beyond the shared Redis ones.
 type exporterFlags struct {
-	redis     redisFlags
-	web       *web.FlagConfig
-	path      string
-	interval  time.Duration
-	longHeld  time.Duration
-	missBurst uint64
+	redis         redisFlags
+	web           *web.FlagConfig
+	path          string
+	interval      time.Duration
+	longHeld      time.Duration
+	reconcile     time.Duration
+	notifications string
+	targetsFile   string
+	missBurst     uint64
 }
 
 func defineExporter(cmd *kingpin.CmdClause) action {
@@ -45,55 +50,107 @@ func defineExporter(cmd *kingpin.CmdClause) action {
 		Default(exporter.DefaultLongHeld.String()).DurationVar(&f.longHeld)
 	cmd.Flag("server.miss-burst", "Count a miss burst when server misses grow by this much in one sample (0: off).").
 		Default("0").Uint64Var(&f.missBurst)
+	cmd.Flag("locks.notifications", "Follow lock keys through keyspace notifications: auto (when the server publishes them), off, or enable (CONFIG SET the missing classes).").
+		Default(exporter.NotifyAuto.String()).EnumVar(&f.notifications, "auto", "off", "enable")
+	cmd.Flag("locks.reconcile", "With notifications, time over which a SCAN pass reconciles the lock index.").
+		Default(exporter.DefaultLockReconcile.String()).DurationVar(&f.reconcile)
+	cmd.Flag("targets.file", "YAML file of Redis targets, each with its own credentials, sampled apart and labelled target (instead of --redis.*).").
+		PlaceHolder("FILE").StringVar(&f.targetsFile)
 	return f.run
 }
 
-// validate checks what kingpin cannot: ranges and cross-flag rules.
-func (f *exporterFlags) validate() (exporter.Options, error) {
-	opts, err := f.redis.options()
-	if err != nil {
-		return opts, err
-	}
+// validate checks what kingpin cannot: ranges and cross-flag rules. It
+// returns the options of every target: the --redis.* one, or those of
+// --targets.file.
+func (f *exporterFlags) validate() ([]exporter.Options, error) {
 	switch {
 	case f.interval <= 0:
-		return opts, fmt.Errorf("--sample.interval must be positive, got %s", f.interval)
+		return nil, fmt.Errorf("--sample.interval must be positive, got %s", f.interval)
+	case f.redis.maxDurationSet && f.redis.maxDuration > f.interval*9/10:
+		return nil, fmt.Errorf("--sample.max-duration %s must be at most 90%% of --sample.interval %s", f.redis.maxDuration, f.interval)
 	case f.longHeld <= 0:
-		return opts, fmt.Errorf("--locks.long-held must be positive, got %s", f.longHeld)
+		return nil, fmt.Errorf("--locks.long-held must be positive, got %s", f.longHeld)
+	case f.reconcile <= 0:
+		return nil, fmt.Errorf("--locks.reconcile must be positive, got %s", f.reconcile)
 	case !strings.HasPrefix(f.path, "/"):
-		return opts, fmt.Errorf("--web.telemetry-path %q must start with /", f.path)
+		return nil, fmt.Errorf("--web.telemetry-path %q must start with /", f.path)
 	}
+	if err := f.validateWeb(); err != nil {
+		return nil, err
+	}
+	all, err := f.targets()
+	if err != nil {
+		return nil, err
+	}
+	mode, _ := exporter.ParseNotifyMode(f.notifications) // kingpin checked the value
+	for i := range all {
+		all[i].Interval, all[i].LongHeld, all[i].MissBurst = f.interval, f.longHeld, f.missBurst
+		all[i].LockNotifications, all[i].LockReconcile = mode, f.reconcile
+	}
+	return all, nil
+}
+
+// targets returns the options of the --redis.* target, or of every target
+// of --targets.file.
+func (f *exporterFlags) targets() ([]exporter.Options, error) {
+	if f.targetsFile == "" {
+		opts, err := f.redis.options()
+		return []exporter.Options{opts}, err
+	}
+	if f.redis.connectionSet() {
+		return nil, errors.New("--targets.file and --redis.* connection flags: set targets in one place")
+	}
+	return readTargets(f.targetsFile, f.redis)
+}
+
+// validateWeb checks the listen addresses and the web config file.
+func (f *exporterFlags) validateWeb() error {
 	if !*f.web.WebSystemdSocket {
 		for _, a := range *f.web.WebListenAddresses {
 			if err := checkHostPort(strings.TrimPrefix(a, "vsock://")); err != nil {
-				return opts, fmt.Errorf("--web.listen-address %q: %w", a, err)
+				return fmt.Errorf("--web.listen-address %q: %w", a, err)
 			}
 		}
 	}
 	if *f.web.WebConfigFile != "" {
 		if err := web.Validate(*f.web.WebConfigFile); err != nil {
-			return opts, fmt.Errorf("--web.config.file: %w", err)
+			return fmt.Errorf("--web.config.file: %w", err)
 		}
 	}
-	opts.Interval, opts.LongHeld, opts.MissBurst = f.interval, f.longHeld, f.missBurst
-	return opts, nil
+	return nil
 }
 
 func (f *exporterFlags) run(ctx context.Context, c *cli) int {
-	opts, err := f.validate()
+	all, err := f.validate()
 	if err != nil {
 		return c.usageError(err)
 	}
-	opts.Logger = c.logger
-	e, err := exporter.New(opts)
-	if err != nil {
-		return c.usageError(err)
+	exporters := make([]*exporter.Exporter, 0, len(all))
+	for _, opts := range all {
+		opts.Logger = c.logger
+		if opts.Name != "" {
+			opts.Logger = c.logger.With("target", opts.Name)
+		}
+		e, err := exporter.New(opts)
+		if err != nil {
+			return c.usageError(err)
+		}
+		exporters = append(exporters, e)
 	}
-	return f.serve(ctx, e, c.logger)
+	return f.serve(ctx, exporters, c.logger)
 }
 
-func (f *exporterFlags) serve(ctx context.Context, e *exporter.Exporter, logger *slog.Logger) int {
+// serve samples every target in the background and serves their last
+// samples until ctx is done.
+func (f *exporterFlags) serve(ctx context.Context, exporters []*exporter.Exporter, logger *slog.Logger) int {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(e, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, e := range exporters {
+		if err := reg.Register(e); err != nil {
+			logger.Error("register target", "err", err)
+			return 1
+		}
+	}
 	mux := http.NewServeMux()
 	mux.Handle(f.path, promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
 	if f.path != "/" {
@@ -111,8 +168,10 @@ func (f *exporterFlags) serve(ctx context.Context, e *exporter.Exporter, logger 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sampled := make(chan struct{})
-	go func() { defer close(sampled); _ = e.Run(ctx) }()
+	var sampled sync.WaitGroup
+	for _, e := range exporters {
+		sampled.Go(func() { _ = e.Run(ctx) })
+	}
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
@@ -128,6 +187,6 @@ func (f *exporterFlags) serve(ctx context.Context, e *exporter.Exporter, logger 
 		stop()
 	}
 	cancel()
-	<-sampled
+	sampled.Wait()
 	return code
 }

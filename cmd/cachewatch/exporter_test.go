@@ -80,6 +80,24 @@ func TestFlagErrorsExitTwo(t *testing.T) {
 		{"doctor queue length", []string{"doctor", "--queue-length", "0"}, "--queue-length must be at least 1"},
 		{"doctor hot keys", []string{"doctor", "--hot-keys", "0"}, "--hot-keys must be in 1-1000"},
 		{"doctor has no web flags", []string{"doctor", "--web.listen-address", ":1"}, "unknown long flag '--web.listen-address'"},
+		{"max-duration above interval", []string{"exporter", "--sample.max-duration", "20s"}, "--sample.max-duration 20s must be at most 90% of --sample.interval 15s"},
+		{"max-duration of a short interval", []string{"exporter", "--sample.interval", "5s", "--sample.max-duration", "5s"}, "must be at most 90% of --sample.interval 5s"},
+		{"zero max-duration", []string{"doctor", "--sample.max-duration", "0s"}, "--sample.max-duration must be positive"},
+		{"scan budget", []string{"exporter", "--locks.scan-budget", "0"}, "--locks.scan-budget must be in (0, 1]"},
+		{"scan budget above 1", []string{"doctor", "--locks.scan-budget", "1.5"}, "--locks.scan-budget must be in (0, 1]"},
+		{"notifications mode", []string{"exporter", "--locks.notifications", "on"}, "--locks.notifications: enum value must be one of auto,off,enable"},
+		{"reconcile", []string{"exporter", "--locks.reconcile", "0s"}, "--locks.reconcile must be positive"},
+		{"lock groups", []string{"exporter", "--locks.max-groups", "0"}, "--locks.max-groups must be positive"},
+		{"memory sample", []string{"exporter", "--keys.memory-sample=-1"}, "--keys.memory-sample must not be negative"},
+		{"reply cap", []string{"exporter", "--queue.max-reply-bytes", "0"}, "--queue.max-reply-bytes must be positive"},
+		{"targets and redis flags", []string{"exporter", "--targets.file", writeFile(t, dir, "t1.yml", "targets: [{name: a, addrs: ['h:1']}]"), "--redis.addr", "h:2"}, "--targets.file and --redis.* connection flags"},
+		{"targets file missing", []string{"exporter", "--targets.file", filepath.Join(dir, "none.yml")}, "--targets.file: open"},
+		{"targets password inline", []string{"exporter", "--targets.file", writeFile(t, dir, "t2.yml", "targets:\n  - name: a\n    addrs: ['h:1']\n    password: hunter2\n")}, "line 4: unknown field password (use password_file or password_env)"},
+		{"targets duplicate name", []string{"exporter", "--targets.file", writeFile(t, dir, "t3.yml", "targets: [{name: a, addrs: ['h:1']}, {name: a, addrs: ['h:2']}]")}, `target 2 ("a"): name used twice`},
+		{"targets no address", []string{"exporter", "--targets.file", writeFile(t, dir, "t4.yml", "targets: [{name: a}]")}, "set one of url and addrs"},
+		{"targets password env unset", []string{"exporter", "--targets.file", writeFile(t, dir, "t5.yml", "targets: [{name: a, addrs: ['h:1'], password_env: CACHEWATCH_TEST_UNSET}]")}, "$CACHEWATCH_TEST_UNSET is empty or unset"},
+		{"targets bad port", []string{"exporter", "--targets.file", writeFile(t, dir, "t6.yml", "targets: [{name: a, addrs: ['h:0']}]")}, `target 1 ("a"): --redis.addr "h:0"`},
+		{"targets bad yaml", []string{"exporter", "--targets.file", writeFile(t, dir, "t7.yml", "targets: [hunter2")}, "not valid YAML"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -94,6 +112,60 @@ func TestFlagErrorsExitTwo(t *testing.T) {
 				t.Fatal("the password was printed")
 			}
 		})
+	}
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// One exporter watches several targets from a file, each with its own
+// password (from a file, from a variable): every series carries its target,
+// up and the sampler's health included.
+func TestExporterTargetsFile(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	ctx := context.Background()
+	if err := a.Client(t).ConfigSet(ctx, "requirepass", "secret-a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Client(t).ConfigSet(ctx, "requirepass", "secret-b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Setenv("CACHEWATCH_TEST_B_PASSWORD", "secret-b")
+	file := writeFile(t, dir, "targets.yml", "targets:\n"+
+		"  - name: orders\n    url: redis://"+a.Addr+"\n    password_file: "+writeFile(t, dir, "pw-a", "secret-a\n")+"\n"+
+		"  - name: sessions\n    addrs: ['"+b.Addr+"']\n    password_env: CACHEWATCH_TEST_B_PASSWORD\n    mode: standalone\n")
+	listen := freeListenAddr(t)
+	ctx, cancel := context.WithCancel(ctx)
+	var stderr lockedBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"exporter", "--targets.file", file, "--web.listen-address", listen, "--sample.interval", "200ms"}, io.Discard, &stderr)
+	}()
+	body := waitForBody(t, "http://"+listen+"/metrics", "", "", `cachewatch_exporter_up{node="`+b.Addr+`",target="sessions"} 1`)
+	body = waitForBody(t, "http://"+listen+"/metrics", "", "", `cachewatch_exporter_up{node="`+a.Addr+`",target="orders"} 1`)
+	for _, want := range []string{
+		`cachewatch_exporter_sample_duration_seconds{node="` + a.Addr + `",target="orders"}`,
+		`cachewatch_exporter_data_age_seconds{family="server",node="` + b.Addr + `",target="sessions"}`,
+		`cachewatch_keygroup_overflow_total{target="sessions"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %s in:\n%s", want, body)
+		}
+	}
+	metrictest.PromtoolCheck(t, body)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "secret-") {
+		t.Fatal("a password was logged")
 	}
 }
 

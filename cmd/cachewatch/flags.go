@@ -43,12 +43,19 @@ func (l *listFlag) IsCumulative() bool { return true }
 // redisFlags are the connection and sampling flags shared by exporter and doctor.
 type redisFlags struct {
 	url, urlAlias, user, passwordFile, mode string
-	addrs, lockPatterns, queues, rules      listFlag
-	tls, tlsSkipVerify                      bool
-	tlsCA, tlsServerName                    string
-	maxKeys, scanCount, batch, maxGroups    int
-	maxDuration                             time.Duration
-	keysPerSecond                           float64
+	// passwordEnv names the variable holding the password (PasswordEnv
+	// unless a targets file names another, or none: noPasswordEnv).
+	passwordEnv                          string
+	noPasswordEnv                        bool
+	addrs, lockPatterns, queues, rules   listFlag
+	tls, tlsSkipVerify                   bool
+	tlsCA, tlsServerName                 string
+	maxKeys, scanCount, batch, maxGroups int
+	lockGroups, maxLocks, memorySample   int
+	maxReply                             int
+	maxDuration                          time.Duration
+	maxDurationSet                       bool
+	keysPerSecond, scanBudget            float64
 }
 
 func (f *redisFlags) register(cmd *kingpin.CmdClause) {
@@ -77,12 +84,22 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 		Default(strconv.Itoa(keygroup.DefaultMaxGroups)).IntVar(&f.maxGroups)
 	cmd.Flag("sample.max-keys", "Keys read per node per sample; SCAN resumes next sample.").
 		Default(strconv.Itoa(exporter.DefaultMaxKeys)).IntVar(&f.maxKeys)
-	cmd.Flag("sample.max-duration", "Time spent scanning per node per sample.").
-		Default(exporter.DefaultMaxDuration.String()).DurationVar(&f.maxDuration)
+	cmd.Flag("sample.max-duration", "Time spent scanning per node per sample (at most 90% of the interval; default 13s or less).").
+		PlaceHolder(exporter.DefaultMaxDuration.String()).IsSetByUser(&f.maxDurationSet).DurationVar(&f.maxDuration)
 	cmd.Flag("sample.scan-count", "SCAN COUNT hint.").Default(strconv.Itoa(exporter.DefaultScanCount)).IntVar(&f.scanCount)
 	cmd.Flag("sample.batch", "Keys read per pipeline.").Default(strconv.Itoa(exporter.DefaultBatch)).IntVar(&f.batch)
 	cmd.Flag("sample.keys-per-second", "Pace key reads to at most this rate per node (0: unpaced).").
 		Default(strconv.FormatFloat(exporter.DefaultKeysPerSecond, 'f', -1, 64)).Float64Var(&f.keysPerSecond)
+	cmd.Flag("locks.scan-budget", "Share (0-1] of the server's time the lock pass's SCAN may take.").
+		Default(strconv.FormatFloat(exporter.DefaultLockScanBudget, 'f', -1, 64)).Float64Var(&f.scanBudget)
+	cmd.Flag("locks.max-tracked", "Lock keys indexed per node; with more, lock series are left out.").
+		Default(strconv.Itoa(exporter.DefaultMaxLocks)).IntVar(&f.maxLocks)
+	cmd.Flag("locks.max-groups", "Cap on distinct lock groups, apart from --keygroup.max-groups; the rest fold into other.").
+		Default(strconv.Itoa(keygroup.DefaultMaxGroups)).IntVar(&f.lockGroups)
+	cmd.Flag("keys.memory-sample", "Read MEMORY USAGE of one key in N in the keyspace pass, for memory per key group (0: off).").
+		Default("0").IntVar(&f.memorySample)
+	cmd.Flag("queue.max-reply-bytes", "Bytes above which a queue read's reply (first stream entry, group list, first delayed job) has that read left out for a backoff.").
+		Default(strconv.Itoa(exporter.DefaultMaxQueueReply)).IntVar(&f.maxReply)
 }
 
 // options builds exporter options from the flags, reading the password from
@@ -97,28 +114,46 @@ func (f *redisFlags) options() (exporter.Options, error) {
 	if err != nil {
 		return exporter.Options{}, err
 	}
-	for _, n := range []struct {
-		name string
-		v    int
-	}{{"sample.max-keys", f.maxKeys}, {"sample.scan-count", f.scanCount}, {"sample.batch", f.batch}, {"keygroup.max-groups", f.maxGroups}} {
-		if n.v <= 0 {
-			return exporter.Options{}, fmt.Errorf("--%s must be positive, got %d", n.name, n.v)
-		}
+	lockGroups, err := f.classifierCapped(f.lockGroups)
+	if err != nil {
+		return exporter.Options{}, err
 	}
-	if f.maxDuration <= 0 {
-		return exporter.Options{}, fmt.Errorf("--sample.max-duration must be positive, got %s", f.maxDuration)
-	}
-	if f.keysPerSecond < 0 {
-		return exporter.Options{}, fmt.Errorf("--sample.keys-per-second must not be negative, got %g", f.keysPerSecond)
+	if err := f.checkRanges(); err != nil {
+		return exporter.Options{}, err
 	}
 	kps := f.keysPerSecond
 	if kps == 0 {
 		kps = -1 // unpaced
 	}
 	return exporter.Options{
-		Target: t, LockPatterns: f.lockPatterns, Queues: f.queues, KeyGroups: groups,
+		Target: t, LockPatterns: f.lockPatterns, Queues: f.queues, KeyGroups: groups, LockGroups: lockGroups,
 		MaxKeys: f.maxKeys, MaxDuration: f.maxDuration, ScanCount: f.scanCount, Batch: f.batch, KeysPerSecond: kps,
+		LockScanBudget: f.scanBudget, MaxLocks: f.maxLocks, MemorySample: f.memorySample, MaxQueueReply: f.maxReply,
 	}, nil
+}
+
+// checkRanges refuses counts, durations and shares out of range, naming the flag.
+func (f *redisFlags) checkRanges() error {
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"sample.max-keys", f.maxKeys}, {"sample.scan-count", f.scanCount}, {"sample.batch", f.batch}, {"keygroup.max-groups", f.maxGroups},
+		{"locks.max-groups", f.lockGroups}, {"locks.max-tracked", f.maxLocks}, {"queue.max-reply-bytes", f.maxReply}} {
+		if n.v <= 0 {
+			return fmt.Errorf("--%s must be positive, got %d", n.name, n.v)
+		}
+	}
+	switch {
+	case f.maxDurationSet && f.maxDuration <= 0:
+		return fmt.Errorf("--sample.max-duration must be positive, got %s", f.maxDuration)
+	case f.keysPerSecond < 0:
+		return fmt.Errorf("--sample.keys-per-second must not be negative, got %g", f.keysPerSecond)
+	case !(f.scanBudget > 0 && f.scanBudget <= 1):
+		return fmt.Errorf("--locks.scan-budget must be in (0, 1], got %g", f.scanBudget)
+	case f.memorySample < 0:
+		return fmt.Errorf("--keys.memory-sample must not be negative, got %d", f.memorySample)
+	}
+	return nil
 }
 
 // target builds the connection target from the URL or address flags.
@@ -236,12 +271,19 @@ func checkPort(port string) error {
 }
 
 func (f *redisFlags) password() (string, error) {
-	env := os.Getenv(PasswordEnv)
+	name := f.passwordEnv
+	if name == "" && !f.noPasswordEnv {
+		name = PasswordEnv
+	}
+	env := ""
+	if name != "" {
+		env = os.Getenv(name)
+	}
 	if f.passwordFile == "" {
 		return env, nil
 	}
 	if env != "" {
-		return "", fmt.Errorf("set $%s or --redis.password-file, not both", PasswordEnv)
+		return "", fmt.Errorf("set $%s or --redis.password-file, not both", name)
 	}
 	b, err := os.ReadFile(f.passwordFile)
 	if err != nil {
@@ -276,6 +318,12 @@ func (f *redisFlags) tlsConfig(t *exporter.Target) error {
 }
 
 func (f *redisFlags) classifier() (*keygroup.Classifier, error) {
+	return f.classifierCapped(f.maxGroups)
+}
+
+// classifierCapped builds a classifier of the --keygroup.rule rules with
+// the given cap.
+func (f *redisFlags) classifierCapped(maxGroups int) (*keygroup.Classifier, error) {
 	var rules []keygroup.Rule
 	for _, r := range f.rules {
 		glob, group, ok := strings.Cut(r, "=")
@@ -284,7 +332,7 @@ func (f *redisFlags) classifier() (*keygroup.Classifier, error) {
 		}
 		rules = append(rules, keygroup.Glob(glob, group))
 	}
-	return keygroup.New(keygroup.Options{Rules: rules, MaxGroups: f.maxGroups})
+	return keygroup.New(keygroup.Options{Rules: rules, MaxGroups: maxGroups})
 }
 
 // urlPattern finds URLs in free text (errors, go-redis log lines).

@@ -205,6 +205,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	eo := opts.Exporter
 	eo.LongHeld, eo.HotKeys = opts.LongHeld, opts.HotKeys
+	// Two samples a few seconds apart: a subscription to keyspace events
+	// would add nothing but a sync pass.
+	eo.LockNotifications = exporter.NotifyOff
 	e, err := exporter.New(eo)
 	if err != nil {
 		return nil, err

@@ -53,3 +53,27 @@ func TestDoctorEscapesKeyNames(t *testing.T) {
 		t.Errorf("escaped key name missing:\n%s\n%s", text.String(), js.String())
 	}
 }
+
+// A backslash in a key name is escaped too: a name holding the two
+// characters `\n` must not print like one holding a newline.
+func TestDoctorEscapesBackslash(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lfu", "--lfu-log-factor", "0")
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	newline, backslash := "cfg\nx", `cfg\nx`
+	for _, k := range []string{newline, backslash} {
+		must(t, rdb.Set(ctx, k, "v", 0).Err())
+		for i := 0; i < 50; i++ {
+			must(t, rdb.Get(ctx, k).Err())
+		}
+	}
+	r, err := doctor.Run(ctx, doctor.Options{Exporter: exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}},
+		Interval: 10 * time.Millisecond, HotKeys: 5})
+	must(t, err)
+	var text bytes.Buffer
+	must(t, r.WriteText(&text))
+	out := text.String()
+	if !strings.Contains(out, `cfg\nx`) || !strings.Contains(out, `cfg\\nx`) {
+		t.Fatalf("the two keys are not told apart:\n%s", out)
+	}
+}

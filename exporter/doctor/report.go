@@ -59,12 +59,13 @@ func unsafeRune(r rune) bool {
 
 // printable returns s with control and format characters and bytes that
 // are not UTF-8 escaped Go-style (\x1b, \n, \u202e): a key name cannot clear
-// the screen, move the cursor or start a line of its own. Clean text is
-// returned unchanged.
+// the screen, move the cursor or start a line of its own. A backslash is
+// escaped too (\\), so that an escape in the output always stands for the
+// character it names. Clean text is returned unchanged.
 func printable(s string) string {
 	clean := true
 	for _, r := range s {
-		if r == utf8.RuneError || unsafeRune(r) {
+		if r == utf8.RuneError || r == '\\' || unsafeRune(r) {
 			clean = false
 			break
 		}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,9 @@ const (
 	streamGroup  = "workers"
 	listQueue    = "jobs:list"
 	delayedQueue = "jobs:delayed"
+	// bigQueue is a stream whose first entry is larger than the exporter's
+	// reply cap: reading it is left out between backoffs.
+	bigQueue = "jobs:big"
 	// stuckLock is the lock key written without a TTL on purpose, to fire
 	// the locks-without-TTL alert; its key group is stuckLockGroup.
 	stuckLock      = "lock:stuck:1"
@@ -171,6 +175,7 @@ func (tr *traffic) seed() {
 	pipe.ZAdd(ctx, delayedQueue, redis.Z{Score: past, Member: "job-1"}, redis.Z{Score: past + 1, Member: "job-2"})
 	pipe.RPush(ctx, listQueue, "a", "b", "c")
 	pipe.XGroupCreateMkStream(ctx, streamQueue, streamGroup, "0")
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: bigQueue, Values: []any{"payload", strings.Repeat("x", 100<<10)}})
 	if _, err := pipe.Exec(ctx); err != nil {
 		tr.t.Fatalf("seed: %v", err)
 	}
@@ -540,6 +545,9 @@ func happened(dead string) map[string]string {
 		"hook: pool timeouts (starvation)":         `sum(cachewatch_redis_pool_timeouts_total{client="pool"}) > 0`,
 		"hook: pipelines and transactions":         `count(cachewatch_redis_pipeline_duration_seconds_count{client="raw"} > 0) == 2`,
 		"exporter: the lock without TTL":           `max(cachewatch_exporter_locks_without_ttl{key_group="` + stuckLockGroup + `"}) == 1`,
+		"exporter: lock figures fresh":             `max(cachewatch_exporter_data_age_seconds{family="locks", node!="` + dead + `"}) < 10`,
+		"exporter: huge first entry left out":      `sum(cachewatch_exporter_queue_reads_skipped_total{queue="` + bigQueue + `", read="first_entry"}) > 0`,
+		"exporter: memory per key group":           `max(cachewatch_exporter_keys_memory_bytes{key_group="filler:*"}) > 0`,
 		"exporter: long-held locks":                `max(cachewatch_exporter_locks_long_held{key_group="lock:nightly:*"}) == 1`,
 		"exporter: keys without TTL":               `max(cachewatch_exporter_keys_without_ttl{key_group="config:*"}) == 20`,
 		"exporter: synchronised expiry":            `max(cachewatch_exporter_expiry_synchronisation{key_group="session:*"}) > 10`,

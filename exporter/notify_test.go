@@ -1,0 +1,310 @@
+package exporter_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// notifyArgs start a server that publishes the keyspace events the lock
+// index needs.
+var notifyArgs = []string{"--notify-keyspace-events", exporter.NotifyFlags}
+
+// writeLocks writes cache keys and lock keys: locks lock:order:0…locks-1,
+// the first noTTL of them without expiry.
+func writeLocks(t *testing.T, rdb redis.UniversalClient, keys, locks, noTTL int) {
+	t.Helper()
+	ctx := context.Background()
+	pipe := rdb.Pipeline()
+	for i := range keys {
+		pipe.Set(ctx, fmt.Sprintf("cache:item:%d", i), "v", time.Hour)
+	}
+	for i := range locks {
+		ttl := 10 * time.Minute
+		if i < noTTL {
+			ttl = 0
+		}
+		pipe.Set(ctx, fmt.Sprintf("lock:order:%d", i), fmt.Sprintf("tok-%d", i), ttl)
+	}
+	_, err := pipe.Exec(ctx)
+	must(t, err)
+}
+
+// notifyOptions make a lock pass that cannot cover the keyspace within one
+// sample once synced (a 200 ms budget per sample, a reconciling pass over
+// an hour): what a later sample knows of the locks, it knows from the
+// notifications.
+func notifyOptions(addrs []string, clk clockwork.Clock) exporter.Options {
+	return exporter.Options{Target: exporter.Target{Addrs: addrs, Mode: exporter.ModeStandalone}, Clock: clk,
+		MaxDuration: 200 * time.Millisecond, LockReconcile: time.Hour, MaxKeys: 100}
+}
+
+// With keyspace notifications, the lock figures are exact at every sample
+// (as of its start: data age 0) although no SCAN pass completes between the
+// samples: deletions, new locks, PERSIST and a lock that expires by itself
+// are all followed.
+func TestLocksFollowNotifications(t *testing.T) {
+	srv := redistest.Start(t, notifyArgs...)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	writeLocks(t, rdb, 20_000, 300, 20)
+	clk := clockwork.NewFakeClockAt(time.Now())
+	e, reg := newExporter(t, notifyOptions([]string{srv.Addr}, clk))
+	s := e.Sample(ctx)[0]
+	if s.Pass == nil || !s.Pass.LocksNotified || s.Pass.LockPassEnded.IsZero() {
+		t.Fatalf("first sample: no synced lock index: %+v errors %v", s.Pass, s.Errors)
+	}
+	passEnded := s.Pass.LockPassEnded
+	_, got := scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_locks_held{key_group="lock:order:*"}`:                  300,
+		`cachewatch_exporter_locks_without_ttl{key_group="lock:order:*"}`:           20,
+		`cachewatch_exporter_lock_notifications`:                                    1,
+		`cachewatch_exporter_data_age_seconds{family="locks"}`:                      0,
+		`cachewatch_exporter_lock_index_repairs_total`:                              0,
+		`cachewatch_exporter_locks_expiring{key_group="lock:order:*",within="inf"}`: 280,
+	})
+
+	for i := 100; i < 200; i++ { // 100 with a TTL deleted
+		must(t, rdb.Unlink(ctx, fmt.Sprintf("lock:order:%d", i)).Err())
+	}
+	for i := 0; i < 50; i++ { // 50 new, 10 of them without TTL
+		ttl := time.Minute
+		if i < 10 {
+			ttl = 0
+		}
+		must(t, rdb.Set(ctx, fmt.Sprintf("lock:job:%d", i), "t", ttl).Err())
+	}
+	for i := 20; i < 25; i++ { // 5 lose their TTL
+		must(t, rdb.Persist(ctx, fmt.Sprintf("lock:order:%d", i)).Err())
+	}
+	must(t, rdb.Set(ctx, "lock:job:short", "t", 50*time.Millisecond).Err())
+	waitGone(t, rdb, "lock:job:short") // expired by the server: an "expired" event
+
+	clk.Advance(15 * time.Second)
+	s = e.Sample(ctx)[0]
+	if !s.Pass.LockPassEnded.Equal(passEnded) {
+		t.Fatalf("a lock pass completed in the second sample: the test would not show the notifications at work")
+	}
+	_, got = scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_locks_held{key_group="lock:order:*"}`:        200,
+		`cachewatch_exporter_locks_without_ttl{key_group="lock:order:*"}`: 25,
+		`cachewatch_exporter_locks_held{key_group="lock:job:*"}`:          50,
+		`cachewatch_exporter_locks_without_ttl{key_group="lock:job:*"}`:   10,
+		`cachewatch_exporter_data_age_seconds{family="locks"}`:            0,
+		`cachewatch_exporter_lock_notifications`:                          1,
+	})
+}
+
+func waitGone(t *testing.T, rdb *redis.Client, key string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for rdb.Exists(context.Background(), key).Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never expired", key)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A subscription that breaks loses events: the index is not trusted until a
+// new subscription and a whole pass after it (a lock written while it was
+// down is found), and the break is counted.
+func TestLockIndexResyncsAfterLostSubscription(t *testing.T) {
+	srv := redistest.Start(t, notifyArgs...)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	writeLocks(t, rdb, 1000, 40, 0)
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}})
+	if s := e.Sample(ctx)[0]; s.Pass == nil || !s.Pass.LocksNotified {
+		t.Fatalf("not synced: %+v", s.Errors)
+	}
+	must(t, rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	must(t, rdb.Set(ctx, "lock:lost:1", "t", 0).Err()) // its event is lost
+	s := e.Sample(ctx)[0]
+	if s.Pass != nil && s.Pass.LocksNotified {
+		t.Fatal("still synced after the subscription was killed")
+	}
+	// Resubscribed after its 1 s backoff; the next sample syncs again.
+	deadline := time.Now().Add(30 * time.Second)
+	for s.Pass == nil || !s.Pass.LocksNotified {
+		if time.Now().After(deadline) {
+			t.Fatalf("never synced again: %v", s.Errors)
+		}
+		time.Sleep(200 * time.Millisecond)
+		s = e.Sample(ctx)[0]
+	}
+	_, got := scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_locks_held{key_group="lock:lost:*"}`:                           1,
+		`cachewatch_exporter_locks_without_ttl{key_group="lock:lost:*"}`:                    1,
+		`cachewatch_exporter_locks_held{key_group="lock:order:*"}`:                          40,
+		`cachewatch_exporter_lock_notifications`:                                            1,
+		`cachewatch_exporter_sample_errors_total{stage="notifications",class="connection"}`: 1,
+	})
+}
+
+// Events missed while the server stopped publishing them (the setting
+// turned off and on between two samples) are repaired by the reconciling
+// SCAN pass, and counted.
+func TestReconcilingPassRepairsLostEvents(t *testing.T) {
+	srv := redistest.Start(t, notifyArgs...)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	writeLocks(t, rdb, 1000, 40, 0)
+	opts := exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, LockReconcile: time.Second}
+	e, reg := newExporter(t, opts)
+	e.Sample(ctx)
+	must(t, rdb.ConfigSet(ctx, "notify-keyspace-events", "").Err())
+	for i := 0; i < 10; i++ {
+		must(t, rdb.Del(ctx, fmt.Sprintf("lock:order:%d", i)).Err())
+	}
+	for i := 0; i < 5; i++ {
+		must(t, rdb.Set(ctx, fmt.Sprintf("lock:job:%d", i), "t", time.Minute).Err())
+	}
+	must(t, rdb.ConfigSet(ctx, "notify-keyspace-events", exporter.NotifyFlags).Err())
+	s := e.Sample(ctx)[0] // the reconciling pass (1,040 keys at ≥ 1,000 keys/s) completes
+	if s.Pass == nil || !s.Pass.LocksNotified {
+		t.Fatalf("not synced: %v", s.Errors)
+	}
+	_, got := scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_locks_held{key_group="lock:order:*"}`: 30,
+		`cachewatch_exporter_locks_held{key_group="lock:job:*"}`:   5,
+		`cachewatch_exporter_lock_index_repairs_total`:             15,
+	})
+}
+
+// FLUSHALL removes keys without a keyspace event per key: the next sample
+// starts the lock index over instead of serving the flushed locks.
+func TestFlushResetsLockIndex(t *testing.T) {
+	srv := redistest.Start(t, notifyArgs...)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	writeLocks(t, rdb, 1000, 40, 5)
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}})
+	e.Sample(ctx)
+	must(t, rdb.FlushAll(ctx).Err())
+	must(t, rdb.Set(ctx, "lock:job:1", "t", 0).Err())
+	e.Sample(ctx)
+	_, got := scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{`cachewatch_exporter_locks_held{key_group="lock:job:*"}`: 1})
+	for k := range got {
+		if strings.Contains(k, `key_group="lock:order:*"`) {
+			t.Errorf("flushed locks still served: %s = %v", k, got[k])
+		}
+	}
+}
+
+// The exporter writes notify-keyspace-events only in NotifyEnable mode, and
+// then adds only what is missing; NotifyAuto never writes it and falls
+// back to SCAN passes.
+func TestNotificationModes(t *testing.T) {
+	srv := redistest.Start(t, "--notify-keyspace-events", "E$")
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	writeLocks(t, rdb, 100, 10, 0)
+	auto, _ := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}})
+	if s := auto.Sample(ctx)[0]; s.Pass == nil || s.Pass.LocksNotified || s.Pass.LocksAsOf.IsZero() {
+		t.Fatalf("auto on a server without keyspace events: %+v", s.Pass)
+	}
+	if got := rdb.ConfigGet(ctx, "notify-keyspace-events").Val()["notify-keyspace-events"]; got != "$E" {
+		t.Fatalf("auto mode changed notify-keyspace-events to %q", got)
+	}
+	on, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, LockNotifications: exporter.NotifyEnable})
+	if s := on.Sample(ctx)[0]; s.Pass == nil || !s.Pass.LocksNotified {
+		t.Fatalf("enable mode: not synced: %v", s.Errors)
+	}
+	got := rdb.ConfigGet(ctx, "notify-keyspace-events").Val()["notify-keyspace-events"]
+	for _, c := range exporter.NotifyFlags + "E" {
+		if !strings.ContainsRune(got, c) {
+			t.Fatalf("enable mode: notify-keyspace-events = %q, want %s kept and %s added", got, "E$", exporter.NotifyFlags)
+		}
+	}
+	_, m := scrape(t, reg)
+	expect(t, m, srv.Addr, map[string]float64{`cachewatch_exporter_lock_notifications`: 1})
+}
+
+// In a Cluster every master is subscribed: changes on each are followed
+// without a completed pass.
+func TestNotificationsOnEveryClusterMaster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	ctx := context.Background()
+	for _, n := range cl.Nodes {
+		c := n.Client(t)
+		must(t, c.ConfigSet(ctx, "notify-keyspace-events", exporter.NotifyFlags).Err())
+	}
+	rdb := cl.Client(t)
+	writeLocks(t, rdb, 3000, 90, 0)
+	clk := clockwork.NewFakeClockAt(time.Now())
+	opts := notifyOptions(cl.Addrs()[:1], clk)
+	opts.Target.Mode = exporter.ModeAuto
+	e, reg := newExporter(t, opts)
+	for _, s := range e.Sample(ctx) {
+		if s.Pass == nil || !s.Pass.LocksNotified {
+			t.Fatalf("%s: not synced: %v", s.Node, s.Errors)
+		}
+	}
+	for i := 0; i < 30; i++ {
+		must(t, rdb.Del(ctx, fmt.Sprintf("lock:order:%d", i)).Err())
+		must(t, rdb.Set(ctx, fmt.Sprintf("lock:job:%d", i), "t", 0).Err())
+	}
+	clk.Advance(15 * time.Second)
+	snaps := e.Sample(ctx)
+	if len(snaps) != 3 {
+		t.Fatalf("%d nodes sampled", len(snaps))
+	}
+	_, got := scrape(t, reg)
+	for _, series := range []struct {
+		name string
+		want float64
+	}{
+		{`cachewatch_exporter_locks_held{key_group="lock:order:*"}`, 60},
+		{`cachewatch_exporter_locks_without_ttl{key_group="lock:job:*"}`, 30},
+		{`cachewatch_exporter_lock_notifications{}`, 3},
+	} {
+		if sum, _ := sumNodes(got, series.name); sum != series.want {
+			t.Errorf("%s summed over nodes = %v, want %v", series.name, sum, series.want)
+		}
+	}
+}
+
+// A user who may not subscribe to the lock patterns' channels still gets
+// exact lock figures from SCAN passes; the refusal is counted and retried
+// after the ACL backoff, not every sample.
+func TestRefusedSubscriptionFallsBackToScan(t *testing.T) {
+	srv := redistest.Start(t, notifyArgs...)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	writeLocks(t, admin, 1000, 40, 4)
+	must(t, admin.Do(ctx, "ACL", "SETUSER", "sampler", "reset", "on", ">pw", "~*", "resetchannels", "+@all").Err())
+	clk := clockwork.NewFakeClockAt(time.Now())
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, Username: "sampler", Password: "pw"},
+		Interval: 15 * time.Second, Clock: clk})
+	const samples = 30
+	for i := 0; i < samples; i++ {
+		if s := e.Sample(ctx)[0]; s.Pass == nil || s.Pass.LocksNotified || s.Pass.Groups["lock:order:*"] == nil ||
+			s.Pass.Groups["lock:order:*"].Locks != 40 {
+			t.Fatalf("sample %d: lock figures %+v, errors %v", i, s.Pass, s.Errors)
+		}
+		clk.Advance(time.Second)
+	}
+	_, got := scrape(t, reg)
+	refused := got[`cachewatch_exporter_sample_errors_total{class="noperm",node="`+srv.Addr+`",stage="notifications"}`]
+	if refused < 1 || refused > 3 { // at 0 and 15 s (the ACL backoff: the interval, doubling)
+		t.Errorf("refused subscriptions counted %v times in %d samples, want 1 to 3", refused, samples)
+	}
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_locks_without_ttl{key_group="lock:order:*"}`: 4,
+		`cachewatch_exporter_lock_notifications`:                          0,
+	})
+}
