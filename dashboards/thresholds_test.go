@@ -48,6 +48,7 @@ var wantThresholds = []string{
 	dashboards.KeyspaceUID + " / Exporter up",
 	dashboards.KeyspaceUID + " / Keyspace coverage",
 	dashboards.KeyspaceUID + " / Sampler errors by stage and class",
+	dashboards.KeyspaceUID + " / Lock figures' age in sample intervals",
 }
 
 // The colours the severities must have on a panel.
