@@ -256,35 +256,8 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 		}
 		record(se, string(StageConnect))
 	}
-	// A reply that does not parse means a server (or proxy) the sampler does
-	// not understand: nothing it says is trusted. A refused INFO (NOPERM) is
-	// the operator's choice, and the other stages still run.
-	if !skip(string(StageInfo)) {
-		st, se := e.readInfo(ctx, n)
-		if se != nil && (se.fatal() || se.Class == ClassMalformed) {
-			return finish(se)
-		} else if se != nil {
-			record(se, string(StageInfo))
-		} else {
-			delete(n.backoff, string(StageInfo))
-			e.serverFigures(n, s, st)
-			n.serverAsOf = e.clock.Now()
-			e.latencyStage(ctx, n, st, skip, record)
-		}
-	}
-	if len(e.opts.Queues) > 0 && !skip(string(StageQueues)) {
-		queues, qerrs := e.sampleQueues(ctx, n)
-		for _, se := range qerrs {
-			if se.fatal() {
-				return finish(se)
-			}
-			record(se, string(StageQueues))
-		}
-		if len(qerrs) == 0 {
-			delete(n.backoff, string(StageQueues))
-			n.queuesAsOf = e.clock.Now()
-		}
-		s.Queues, s.NotQueues = queues, n.notQueues
+	if fatal := e.serverStages(ctx, n, s, skip, record); fatal != nil {
+		return finish(fatal)
 	}
 	// Scrapes see the server figures now; the passes may take most of the
 	// interval (they are paced).
@@ -357,6 +330,44 @@ func (e *Exporter) lockAges(n *node, s *NodeSnapshot) {
 		s.LocksAsOf = n.locksSince
 	}
 	s.LockNotifications = n.feed != nil && n.locks.synced
+}
+
+// serverStages reads INFO, LATENCY HISTOGRAM and the queues into s. It
+// returns the error that makes the node unusable, if any.
+func (e *Exporter) serverStages(ctx context.Context, n *node, s *NodeSnapshot, skip func(string) bool, record func(*StageError, string)) *StageError {
+	// A reply that does not parse means a server (or proxy) the sampler does
+	// not understand: nothing it says is trusted. A refused INFO (NOPERM) is
+	// the operator's choice, and the other stages still run.
+	if !skip(string(StageInfo)) {
+		st, se := e.readInfo(ctx, n)
+		switch {
+		case se != nil && (se.fatal() || se.Class == ClassMalformed):
+			return se
+		case se != nil:
+			record(se, string(StageInfo))
+		default:
+			delete(n.backoff, string(StageInfo))
+			e.serverFigures(n, s, st)
+			n.serverAsOf = e.clock.Now()
+			e.latencyStage(ctx, n, st, skip, record)
+		}
+	}
+	if len(e.opts.Queues) == 0 || skip(string(StageQueues)) {
+		return nil
+	}
+	queues, qerrs := e.sampleQueues(ctx, n)
+	for _, se := range qerrs {
+		if se.fatal() {
+			return se
+		}
+		record(se, string(StageQueues))
+	}
+	if len(qerrs) == 0 {
+		delete(n.backoff, string(StageQueues))
+		n.queuesAsOf = e.clock.Now()
+	}
+	s.Queues, s.NotQueues = queues, n.notQueues
+	return nil
 }
 
 // withLockView adds the node's lock figures to the key figures p, unless
