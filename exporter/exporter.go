@@ -404,7 +404,7 @@ func (e *Exporter) Close() error {
 	defer e.sampleM.Unlock()
 	var errs []error
 	for _, n := range e.nodes {
-		errs = append(errs, n.rdb.Close())
+		errs = append(errs, n.close())
 	}
 	e.nodes = map[string]*node{}
 	e.closed = true
@@ -460,7 +460,7 @@ func (e *Exporter) refreshNodes(ctx context.Context) []*node {
 	}
 	for a, n := range e.nodes { // masters gone from the topology
 		if !want[a] {
-			_ = n.rdb.Close()
+			_ = n.close()
 			delete(e.nodes, a)
 		}
 	}

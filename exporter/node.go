@@ -163,6 +163,15 @@ func (n *node) resetKeyspace() {
 	n.resetLocks()
 }
 
+// close ends the node's subscription and closes its connections.
+func (n *node) close() error {
+	if n.feed != nil {
+		n.feed.close()
+		n.feed = nil
+	}
+	return n.rdb.Close()
+}
+
 // resetLocks forgets the lock index: it is rebuilt by a new pass (and a new
 // subscription, whose events before the failure are lost).
 func (n *node) resetLocks() {

@@ -3,6 +3,7 @@ package exporter_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -307,4 +308,42 @@ func TestRefusedSubscriptionFallsBackToScan(t *testing.T) {
 		`cachewatch_exporter_locks_without_ttl{key_group="lock:order:*"}`: 4,
 		`cachewatch_exporter_lock_notifications`:                          0,
 	})
+}
+
+// Close ends the subscriptions' goroutines with the connections.
+func TestCloseEndsSubscriptions(t *testing.T) {
+	srv := redistest.Start(t, notifyArgs...)
+	writeLocks(t, srv.Client(t), 10, 3, 0)
+	before := runtime.NumGoroutine()
+	e, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}})
+	must(t, err)
+	if s := e.Sample(context.Background())[0]; s.Pass == nil || !s.Pass.LocksNotified {
+		t.Fatalf("not subscribed: %v", s.Errors)
+	}
+	must(t, e.Close())
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after Close, %d before New", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := patternSubscribers(t, srv.Client(t)); n != 0 {
+		t.Errorf("%d subscribed connections left after Close", n)
+	}
+}
+
+// patternSubscribers counts the server's connections subscribed to a
+// pattern (CLIENT LIST psub).
+func patternSubscribers(t *testing.T, rdb *redis.Client) int {
+	t.Helper()
+	list, err := rdb.ClientList(context.Background()).Result()
+	must(t, err)
+	n := 0
+	for _, field := range strings.Fields(list) {
+		if strings.HasPrefix(field, "psub=") && field != "psub=0" {
+			n++
+		}
+	}
+	return n
 }
