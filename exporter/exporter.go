@@ -118,7 +118,8 @@ const (
 type Options struct {
 	Target Target
 	// Name, when set, is the value of a "target" label on every series
-	// (several exporters, one per target, on one registry).
+	// collected by Prometheus (several exporters, one per target, on one
+	// registry); with a MeterProvider, tell targets apart by its resource.
 	Name string
 	// LockPatterns are Redis globs of lock keys (*, ?, [abc], [^a], [a-z],
 	// \ escapes; as SCAN … MATCH and PSUBSCRIBE read them); default
