@@ -259,7 +259,7 @@ var (
 	promqlWords = map[string]bool{
 		"sum": true, "max": true, "min": true, "by": true, "on": true, "without": true, "and": true, "or": true,
 		"unless": true, "rate": true, "increase": true, "histogram_quantile": true, "max_over_time": true,
-		"min_over_time": true, "last_over_time": true, "group": true,
+		"min_over_time": true, "last_over_time": true, "group": true, "time": true,
 	}
 	targetLabels = map[string]bool{"job": true, "instance": true}
 )

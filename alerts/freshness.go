@@ -12,13 +12,13 @@ import (
 func freshnessDefinitions(cfg Config) []definition {
 	e := cfg.ExporterSelector
 	instNode := map[string]string{"job": "cachewatch-exporter", "instance": "exporter:9121", "node": "redis:6379"}
-	age := func(v string) series {
-		return series{signals.ExporterDataAge.String() + `{` + exp + `, family="locks"}`, v}
+	asOf := func(v string) series {
+		return series{signals.ExporterDataTimestamp.String() + `{` + exp + `, family="locks"}`, v}
 	}
 	interval := series{signals.ExporterSampleInterval.String() + `{` + exp + `}`, "15x59"}
 	return []definition{{
 		group: groupExporter, name: "CachewatchLockStateStale", by: "job, instance, node",
-		query: "max by (job, instance, node) (" + vec(signals.ExporterDataAge.String(), e, `family="locks"`) + ")" +
+		query: "(time() - min by (job, instance, node) (" + vec(signals.ExporterDataTimestamp.String(), e, `family="locks"`) + "))" +
 			" / max by (job, instance, node) (" + vec(signals.ExporterSampleInterval.String(), e) + ")",
 		op:          ">",
 		levels:      []level{lvl(SeverityWarning, cfg.LockStateStaleIntervals, num(cfg.LockStateStaleIntervals)+" intervals")},
@@ -26,7 +26,7 @@ func freshnessDefinitions(cfg Config) []definition {
 		summary:     "The exporter's lock figures are old: locks held, without TTL and long-held may be wrong.",
 		description: `The lock figures of {{ $labels.node }} served by {{ $labels.instance }} are {{ $value | humanize }} sample intervals old (threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "`" + signals.ExporterDataAge.String() + "{family=\"locks\"}` is the time since the lock figures were last exact. Above a few intervals, the lock series (and the alerts on them, such as locks without TTL) describe the past: a stuck lock may be missing, a released one still shown.",
+			meaning: "`time() - " + signals.ExporterDataTimestamp.String() + "{family=\"locks\"}` is the time since the lock figures were last exact. Above a few intervals, the lock series (and the alerts on them, such as locks without TTL) describe the past: a stuck lock may be missing, a released one still shown.",
 			causes: []string{
 				"Keyspace notifications are off (`" + signals.LockNotifications.String() + "` 0) and one SCAN pass over the keyspace takes longer than an interval at `--locks.scan-budget` (the limit in docs/exporter.md).",
 				"The exporter has just started, or its subscription broke, and the sync pass has not finished (its duration is the keyspace size times the server's SCAN time per key, over the budget).",
@@ -38,12 +38,12 @@ func freshnessDefinitions(cfg Config) []definition {
 		},
 		cases: []testCase{{
 			name:    "lock figures not refreshed since the exporter lost them",
-			series:  []series{age("60+60x59"), interval},
+			series:  []series{asOf("0x59"), interval},
 			quietAt: []time.Duration{0},
-			want:    []want{{SeverityWarning, instNode, "The lock figures of redis:6379 served by exporter:9121 are 184 sample intervals old (threshold 3 intervals)."}},
+			want:    []want{{SeverityWarning, instNode, "The lock figures of redis:6379 served by exporter:9121 are 180 sample intervals old (threshold 3 intervals)."}},
 		}, {
 			name:   "healthy: refreshed every interval",
-			series: []series{age("7x59"), interval},
+			series: []series{asOf("0+60x59"), interval},
 		}},
 	}}
 }

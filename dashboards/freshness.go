@@ -22,14 +22,14 @@ func freshnessRow(x *exprs) row {
 			help: help{"Time since the lock figures were last exact, over the exporter's sample interval." + perExporter,
 				"below 1 with keyspace notifications; below the time a SCAN pass takes without.", rbLockStateStale},
 			unit: units.Short, scale: alertValue,
-			targets: []target{{ratio(x.agg("max", s.ExporterDataAge, perInstance, x.is(s.ExporterDataAge, "family", "locks")),
+			targets: []target{{ratio("(time() - "+x.agg("min", s.ExporterDataTimestamp, perInstance, x.is(s.ExporterDataTimestamp, "family", "locks"))+")",
 				x.agg("max", s.ExporterSampleInterval, perInstance)), "{{instance}} {{node}}"}},
 		}, {
 			title: "Age of lock, keyspace, server and queue figures",
 			help: help{"Seconds since the oldest observation behind each series family; it keeps growing while a failing stage's series are left out." + perExporter,
 				"locks, server and queues below one interval; keys below the time a whole-keyspace pass takes.", rbLockStateStale},
 			unit:    units.Seconds,
-			targets: []target{{x.agg("max", s.ExporterDataAge, byFamily), "{{family}} {{instance}} {{node}}"}},
+			targets: []target{{"time() - " + x.agg("min", s.ExporterDataTimestamp, byFamily), "{{family}} {{instance}} {{node}}"}},
 		}, {
 			title: "Lock figures kept exact by keyspace notifications",
 			help: help{"1 when keyspace notifications keep the node's lock figures exact every sample; 0 when they come from SCAN passes alone (exact only as often as a pass fits the budget)." + perExporter,

@@ -51,16 +51,14 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(e.descs[signals.KeyGroupOverflow], prometheus.CounterValue, float64(e.overflows()))
 }
 
-// collect sends every node's last published sample through m, with the ages
-// of its figures at the time of the collection.
+// collect sends every node's last published sample through m.
 func (e *Exporter) collect(m emitter) {
-	now := e.clock.Now()
 	for _, s := range e.Snapshots() {
 		m.node = s.Node
 		collectNode(m, s)
 		if s.Up {
 			m.gauge(signals.ExporterSampleInterval, e.opts.Interval.Seconds())
-			collectAges(m, s, now)
+			collectAges(m, s)
 		}
 	}
 }
@@ -136,15 +134,15 @@ func validUTF8(s string) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
-// collectAges sends the age of each series family's figures, kept while
-// the family's series are left out (a failing stage).
-func collectAges(m emitter, s *NodeSnapshot, now time.Time) {
+// collectAges sends when each series family's figures were taken, kept
+// while the family's series are left out (a failing stage).
+func collectAges(m emitter, s *NodeSnapshot) {
 	for _, a := range []struct {
 		family string
 		at     time.Time
 	}{{"locks", s.LocksAsOf}, {"keys", s.KeysAsOf}, {"server", s.ServerAsOf}, {"queues", s.QueuesAsOf}} {
 		if !a.at.IsZero() {
-			m.gauge(signals.ExporterDataAge, max(now.Sub(a.at), 0).Seconds(), a.family)
+			m.gauge(signals.ExporterDataTimestamp, float64(a.at.UnixNano())/1e9, a.family)
 		}
 	}
 	notified := 0.0

@@ -29,8 +29,8 @@
 //     the last complete pass, or the pass in progress until one completes,
 //     with the coverage exported.
 //
-// Every series family's age is exported (data_age_seconds): how long ago
-// the oldest observation behind its figures was made.
+// Every series family's figures carry the Unix time of the oldest
+// observation they are built from (data_timestamp_seconds): their age.
 //
 // A node or stage that fails is retried after a backoff, however often
 // Sample is called; a command refused by ACL is logged once per stage.

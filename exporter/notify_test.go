@@ -49,7 +49,7 @@ func notifyOptions(addrs []string, clk clockwork.Clock) exporter.Options {
 }
 
 // With keyspace notifications, the lock figures are exact at every sample
-// (as of its start: data age 0) although no SCAN pass completes between the
+// (as of its start: their timestamp is the sample's) although no SCAN pass completes between the
 // samples: deletions, new locks, PERSIST and a lock that expires by itself
 // are all followed.
 func TestLocksFollowNotifications(t *testing.T) {
@@ -69,7 +69,7 @@ func TestLocksFollowNotifications(t *testing.T) {
 		`cachewatch_exporter_locks_held{key_group="lock:order:*"}`:                  300,
 		`cachewatch_exporter_locks_without_ttl{key_group="lock:order:*"}`:           20,
 		`cachewatch_exporter_lock_notifications`:                                    1,
-		`cachewatch_exporter_data_age_seconds{family="locks"}`:                      0,
+		`cachewatch_exporter_data_timestamp_seconds{family="locks"}`:                unixSeconds(clk.Now()),
 		`cachewatch_exporter_lock_index_repairs_total`:                              0,
 		`cachewatch_exporter_locks_expiring{key_group="lock:order:*",within="inf"}`: 280,
 	})
@@ -101,10 +101,13 @@ func TestLocksFollowNotifications(t *testing.T) {
 		`cachewatch_exporter_locks_without_ttl{key_group="lock:order:*"}`: 25,
 		`cachewatch_exporter_locks_held{key_group="lock:job:*"}`:          50,
 		`cachewatch_exporter_locks_without_ttl{key_group="lock:job:*"}`:   10,
-		`cachewatch_exporter_data_age_seconds{family="locks"}`:            0,
+		`cachewatch_exporter_data_timestamp_seconds{family="locks"}`:      unixSeconds(clk.Now()),
 		`cachewatch_exporter_lock_notifications`:                          1,
 	})
 }
+
+// unixSeconds is t as the exporter exports a time.
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func waitGone(t *testing.T, rdb *redis.Client, key string) {
 	t.Helper()

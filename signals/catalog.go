@@ -61,7 +61,7 @@ const (
 	LocksExpiring            ID = "cachewatch_exporter_locks_expiring"
 	LockNotifications        ID = "cachewatch_exporter_lock_notifications"
 	LockIndexRepairs         ID = "cachewatch_exporter_lock_index_repairs_total"
-	ExporterDataAge          ID = "cachewatch_exporter_data_age_seconds"
+	ExporterDataTimestamp    ID = "cachewatch_exporter_data_timestamp_seconds"
 	ExporterSampleInterval   ID = "cachewatch_exporter_sample_interval_seconds"
 	KeysMemory               ID = "cachewatch_exporter_keys_memory_bytes"
 	KeysSampled              ID = "cachewatch_exporter_keys_sampled"
@@ -474,7 +474,7 @@ var exporterMetrics = map[ID]*Metric{
 	},
 	LocksHeld: {
 		Name: string(LocksHeld), Kind: Gauge,
-		Help:    "Lock keys present (matching the lock patterns), as of data_age_seconds{family=\"locks\"} ago.",
+		Help:    "Lock keys present (matching the lock patterns), as of data_timestamp_seconds{family=\"locks\"}.",
 		Labels:  []Label{node, keyGroup},
 		Sources: []Source{Exporter},
 		OTel:    OTelInstrument{"cachewatch.exporter.locks.held", OTelObservableGauge, "{lock}"},
@@ -514,17 +514,17 @@ var exporterMetrics = map[ID]*Metric{
 		Sources: []Source{Exporter},
 		OTel:    OTelInstrument{"cachewatch.exporter.lock.index_repairs", OTelObservableCounter, "{key}"},
 	},
-	ExporterDataAge: {
-		Name: string(ExporterDataAge), Kind: Gauge, Unit: "seconds",
-		Help: "Age of a series family's figures: seconds since the oldest observation they are built from. It keeps growing while the family's series are left out (a failing stage).",
+	ExporterDataTimestamp: {
+		Name: string(ExporterDataTimestamp), Kind: Gauge, Unit: "seconds",
+		Help: "Unix time of the oldest observation behind a series family's figures (their age is time() minus it). It stays while the family's series are left out (a failing stage), so the age keeps growing.",
 		Labels: []Label{node, {Name: "family", Values: []string{"locks", "keys", "server", "queues"},
 			Doc: "locks: `locks_*`; keys: `keys_*`, `expiry_synchronisation`; server: `server_*`; queues: `queue_*`, `stream_*`"}},
 		Sources: []Source{Exporter},
-		OTel:    OTelInstrument{"cachewatch.exporter.data.age", OTelObservableGauge, "s"},
+		OTel:    OTelInstrument{"cachewatch.exporter.data.timestamp", OTelObservableGauge, "s"},
 	},
 	ExporterSampleInterval: {
 		Name: string(ExporterSampleInterval), Kind: Gauge, Unit: "seconds",
-		Help:    "The exporter's configured time between samples (--sample.interval), to judge data ages by.",
+		Help:    "The exporter's configured time between samples (--sample.interval), to judge the data's age by.",
 		Labels:  []Label{node},
 		Sources: []Source{Exporter},
 		OTel:    OTelInstrument{"cachewatch.exporter.sample.interval", OTelObservableGauge, "s"},
@@ -721,7 +721,7 @@ var order = []ID{
 
 	ExporterUp, ExporterSampleDuration, ExporterLastSuccess, ExporterKeysScanned, ExporterScanCycles,
 	ExporterTruncated, ExporterErrors, ExporterKeyspaceCoverage,
-	ExporterDataAge, ExporterSampleInterval,
+	ExporterDataTimestamp, ExporterSampleInterval,
 	LocksHeld, LocksWithoutTTL, LocksLongHeld, LocksExpiring, LockNotifications, LockIndexRepairs,
 	KeysSampled, KeysWithoutTTL, KeysExpiring, KeysMemory, ExpirySync,
 	ServerKeyspaceHits, ServerKeyspaceMisses, ServerExpiredKeys, ServerEvictedKeys, ServerMissBursts,

@@ -152,7 +152,7 @@ func TestExporterTargetsFile(t *testing.T) {
 	body = waitForBody(t, "http://"+listen+"/metrics", "", "", `cachewatch_exporter_up{node="`+a.Addr+`",target="orders"} 1`)
 	for _, want := range []string{
 		`cachewatch_exporter_sample_duration_seconds{node="` + a.Addr + `",target="orders"}`,
-		`cachewatch_exporter_data_age_seconds{family="server",node="` + b.Addr + `",target="sessions"}`,
+		`cachewatch_exporter_data_timestamp_seconds{family="server",node="` + b.Addr + `",target="sessions"}`,
 		`cachewatch_keygroup_overflow_total{target="sessions"}`,
 	} {
 		if !strings.Contains(body, want) {

@@ -545,7 +545,7 @@ func happened(dead string) map[string]string {
 		"hook: pool timeouts (starvation)":         `sum(cachewatch_redis_pool_timeouts_total{client="pool"}) > 0`,
 		"hook: pipelines and transactions":         `count(cachewatch_redis_pipeline_duration_seconds_count{client="raw"} > 0) == 2`,
 		"exporter: the lock without TTL":           `max(cachewatch_exporter_locks_without_ttl{key_group="` + stuckLockGroup + `"}) == 1`,
-		"exporter: lock figures fresh":             `max(cachewatch_exporter_data_age_seconds{family="locks", node!="` + dead + `"}) < 10`,
+		"exporter: lock figures fresh":             `max(time() - cachewatch_exporter_data_timestamp_seconds{family="locks", node!="` + dead + `"}) < 10`,
 		"exporter: huge first entry left out":      `sum(cachewatch_exporter_queue_reads_skipped_total{queue="` + bigQueue + `", read="first_entry"}) > 0`,
 		"exporter: memory per key group":           `max(cachewatch_exporter_keys_memory_bytes{key_group="filler:*"}) > 0`,
 		"exporter: long-held locks":                `max(cachewatch_exporter_locks_long_held{key_group="lock:nightly:*"}) == 1`,
