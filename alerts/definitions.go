@@ -560,7 +560,7 @@ func redisDefinitions(cfg Config) []definition {
 		levels: []level{lvl(SeverityWarning, time.Duration(cfg.ServerScriptMean).Seconds(), d(cfg.ServerScriptMean))},
 		guard: sumBy("job, node, command", window(cfg.RateWindow.String()).rate(signals.ServerCommandCalls.String(), cfg.ExporterSelector, scriptCommands)) +
 			" > " + num(cfg.MinCommandsPerSecond), guardOn: "job, node, command",
-		seen:        exporterSight(cfg),
+		seen:        exporterSight(cfg, "server"),
 		forDur:      time.Duration(cfg.ScriptP99For),
 		summary:     "Lua scripts take long on the Redis server and block every other command.",
 		description: `{{ $labels.command }} on {{ $labels.node }} takes {{ $value | humanizeDuration }} of server time per call (threshold {{threshold}}).`,
@@ -710,7 +710,7 @@ func redisDefinitions(cfg Config) []definition {
 func keyspaceDefinitions(cfg Config) []definition {
 	e := cfg.ExporterSelector
 	r := names(cfg)
-	sampled := exporterSight(cfg)
+	locks, keys, server, queues := exporterSight(cfg, "locks"), exporterSight(cfg, "keys"), exporterSight(cfg, "server"), exporterSight(cfg, "queues")
 	kgNode := with(expNode, "key_group", "lock:report:*")
 	byGroup := func(m signals.ID) string {
 		return "max by (job, node, key_group) (" + vec(m.String(), e) + ")"
@@ -722,7 +722,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		group: groupKeyspace, name: "CachewatchLocksWithoutTTL",
 		query: byGroup(signals.LocksWithoutTTL), by: "job, node, key_group", op: ">",
 		levels:      []level{lvl(SeverityCritical, 0, "0")},
-		seen:        sampled,
+		seen:        locks,
 		forDur:      time.Duration(cfg.LocksWithoutTTLFor),
 		summary:     "Lock keys without expiry exist: a crashed owner holds them forever.",
 		description: `{{ $value }} lock keys of group {{ $labels.key_group }} on {{ $labels.node }} have no TTL.`,
@@ -749,7 +749,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		group: groupKeyspace, name: "CachewatchLocksLongHeld",
 		query: byGroup(signals.LocksLongHeld), by: "job, node, key_group", op: ">",
 		levels:      []level{lvl(SeverityWarning, 0, "0")},
-		seen:        sampled,
+		seen:        locks,
 		forDur:      time.Duration(cfg.LocksLongHeldFor),
 		summary:     "Locks are held by the same owner far longer than expected.",
 		description: `{{ $value }} locks of group {{ $labels.key_group }} on {{ $labels.node }} have kept the same owner token past the long-held threshold.`,
@@ -777,7 +777,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		query: byGroup(signals.ExpirySync), by: "job, node, key_group", op: ">",
 		levels: []level{lvl(SeverityWarning, cfg.ExpirySync, num(cfg.ExpirySync))},
 		guard:  byGroup(signals.KeysSampled) + " >= " + num(cfg.ExpirySyncMinKeys), guardOn: "job, node, key_group",
-		seen:        sampled,
+		seen:        keys,
 		forDur:      time.Duration(cfg.ExpirySyncFor),
 		summary:     "Many keys of a group expire in the same second: a stampede is coming.",
 		description: `Keys of group {{ $labels.key_group }} on {{ $labels.node }} expire {{ $value | humanize }} times more often in their busiest second than an even spread would give (threshold {{threshold}}).`,
@@ -810,7 +810,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		query: r.serverHitRatio1 + " - " + r.serverHitRatio, by: "job, node", op: ">",
 		levels: []level{lvl(SeverityWarning, cfg.HitRatioDrop, pct(cfg.HitRatioDrop))},
 		guard:  r.serverLookups + " > " + num(cfg.MinLookupsPerSecond), guardOn: "job, node",
-		seen:        sampled,
+		seen:        server,
 		forDur:      time.Duration(cfg.HitRatioDropFor),
 		summary:     "The Redis server's hit ratio dropped sharply.",
 		description: `The keyspace hit ratio of {{ $labels.node }} is {{ $value | humanizePercentage }} below its last-hour average (threshold {{threshold}}).`,
@@ -846,7 +846,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		group: groupKeyspace, name: "CachewatchQueueOldestAgeHigh",
 		query: "max by (job, node, queue) (" + vec(signals.QueueOldestAge.String(), e) + ")", by: "job, node, queue", op: ">",
 		levels:      []level{lvl(SeverityWarning, time.Duration(cfg.QueueOldestAge).Seconds(), d(cfg.QueueOldestAge))},
-		seen:        sampled,
+		seen:        queues,
 		forDur:      time.Duration(cfg.QueueOldestAgeFor),
 		summary:     "The oldest message of a queue is old: workers do not keep up.",
 		description: `The oldest entry of queue {{ $labels.queue }} on {{ $labels.node }} is {{ $value | humanizeDuration }} old (threshold {{threshold}}).`,
@@ -873,7 +873,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		group: groupKeyspace, name: "CachewatchStreamLagHigh",
 		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupLag.String(), e) + ")", by: "job, node, queue, group", op: ">",
 		levels:      []level{lvl(SeverityWarning, cfg.StreamLag, num(cfg.StreamLag))},
-		seen:        sampled,
+		seen:        queues,
 		forDur:      time.Duration(cfg.StreamFor),
 		summary:     "A stream consumer group lags far behind the stream.",
 		description: `Consumer group {{ $labels.group }} of stream {{ $labels.queue }} on {{ $labels.node }} has {{ $value | humanize }} entries not yet delivered (threshold {{threshold}}).`,
@@ -899,7 +899,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		group: groupKeyspace, name: "CachewatchStreamPendingStuck",
 		query: "max by (job, node, queue, group) (" + vec(signals.StreamGroupOldestPending.String(), e) + ")", by: "job, node, queue, group", op: ">",
 		levels:      []level{lvl(SeverityWarning, time.Duration(cfg.StreamPendingAge).Seconds(), d(cfg.StreamPendingAge))},
-		seen:        sampled,
+		seen:        queues,
 		forDur:      time.Duration(cfg.StreamFor),
 		summary:     "A stream message was delivered but not acknowledged for a long time.",
 		description: `The oldest unacknowledged message of group {{ $labels.group }} on stream {{ $labels.queue }} ({{ $labels.node }}) is {{ $value | humanizeDuration }} old (threshold {{threshold}}).`,
@@ -1098,17 +1098,27 @@ func serviceSight(cfg Config, live, healthyValues string) *sight {
 		who:     "the service not scraped",
 		on:      "job",
 		healthy: "group by (job) (" + vec(live, cfg.ServiceSelector) + ")",
-		fixture: series{live + `{job="api", instance="api-1:8080"}`, healthyValues},
+		fixture: []series{{live + `{job="api", instance="api-1:8080"}`, healthyValues}},
 	}
 }
 
-// exporterSight: a node's data are seen while an exporter scrapes and
-// samples it.
-func exporterSight(cfg Config) *sight {
+// exporterSight: a node's data of family (locks, keys, server, queues)
+// are seen while an exporter scrapes and samples the node and has
+// refreshed that family within the stale-state bound (a lock pass that has
+// not finished after a restart, or a failing stage, is no sight).
+func exporterSight(cfg Config, family string) *sight {
+	e := cfg.ExporterSelector
+	fam := `family="` + family + `"`
 	return &sight{
-		who:     "no exporter scraped and sampling the node",
-		on:      "job, node",
-		healthy: "max by (job, node) (" + vec(signals.ExporterUp.String(), cfg.ExporterSelector) + ") == 1",
-		fixture: series{signals.ExporterUp.String() + `{` + exp + `}`, "1x59"},
+		who: "no exporter scraped, sampling the node and refreshing these figures",
+		on:  "job, node",
+		healthy: "max by (job, node) (" + vec(signals.ExporterUp.String(), e) + ") == 1" +
+			"\nand on (job, node)\n(time() - max by (job, node) (" + vec(signals.ExporterDataTimestamp.String(), e, fam) + "))" +
+			"\n<= " + num(cfg.LockStateStaleIntervals) + " * max by (job, node) (" + vec(signals.ExporterSampleInterval.String(), e) + ")",
+		fixture: []series{
+			{signals.ExporterUp.String() + `{` + exp + `}`, "1x59"},
+			{signals.ExporterDataTimestamp.String() + `{` + exp + `, ` + fam + `}`, "0+60x59"},
+			{signals.ExporterSampleInterval.String() + `{` + exp + `}`, "15x59"},
+		},
 	}
 }

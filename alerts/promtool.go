@@ -328,13 +328,13 @@ func blindCases(d definition) []testCase {
 		return nil
 	}
 	const cut, after = 40, 55 * time.Minute
-	with := append(append([]series(nil), firing.series...), d.seen.fixture)
+	with := append(append([]series(nil), firing.series...), d.seen.fixture...)
 	out := []testCase{{
 		name:   "blind: its source is not seen, so it keeps firing (" + firing.name + ")",
 		series: cutOff(with, cut), evalAt: after, want: firing.want, firingOnly: true,
 	}, {
 		name:   "seen: its source is seen and its data are gone, so it resolves (" + firing.name + ")",
-		series: append(cutOff(firing.series, cut), d.seen.fixture), evalAt: after, firingOnly: true,
+		series: append(cutOff(firing.series, cut), d.seen.fixture...), evalAt: after, firingOnly: true,
 	}}
 	if d.forDur > 2*time.Minute {
 		out = append(out, testCase{

@@ -183,9 +183,9 @@ type sight struct {
 	// who names the source in the runbooks.
 	who         string
 	on, healthy string
-	// fixture is a series that makes healthy true for the test cases'
+	// fixture are series that make healthy true for the test cases'
 	// labels (job api, node redis:6379).
-	fixture series
+	fixture []series
 }
 
 func (d definition) alerts(cfg Config) []Alert {

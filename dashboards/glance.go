@@ -81,7 +81,8 @@ func redisGlance(x *exprs) []panel {
 	}}
 }
 
-// keyspaceGlance: stuck locks, whether the exporter sees the server, slow
+// keyspaceGlance: stuck locks, whether the exporter sees the server and how
+// old its lock figures are, slow
 // scripts on the server, and how well it serves.
 func keyspaceGlance(x *exprs, hitRatio string) []panel {
 	// The commands that run a script, as the catalog lists them.
@@ -105,6 +106,13 @@ func keyspaceGlance(x *exprs, hitRatio string) []panel {
 			"1.", rbExporterDown},
 		unit: units.Short, max: 1, scale: alertValue,
 		targets: []target{{x.agg("min", s.ExporterUp, nil), "up"}},
+	}, {
+		kind: statPanel, title: "Lock figures' age (oldest, in sample intervals)",
+		help: help{"Time since the lock figures were last exact, over the sample interval, on the exporter and node where it is longest, as the alert judges each exporter: above a few intervals the lock figures beside it describe the past.",
+			"below 1 with keyspace notifications.", rbLockStateStale},
+		unit: units.Short, scale: alertValue, noValue: "no lock figures",
+		targets: []target{{ratio("(time() - "+x.agg("min", s.ExporterDataTimestamp, nil, x.is(s.ExporterDataTimestamp, "family", "locks"))+")",
+			x.agg("max", s.ExporterSampleInterval, nil)), "intervals"}},
 	}, {
 		kind: statPanel, title: "Server time per script call (worst)",
 		help: help{"Server time per call of the script commands (EVAL, EVALSHA, FCALL…) from INFO commandstats, on the node and command with the most: what Redis spends, its single thread blocked." + haMax,

@@ -39,6 +39,7 @@ var wantThresholds = []string{
 	dashboards.KeyspaceUID + " / Locks without TTL (all nodes)",
 	dashboards.KeyspaceUID + " / Long-held locks (all nodes)",
 	dashboards.KeyspaceUID + " / Exporter sampling (worst exporter)",
+	dashboards.KeyspaceUID + " / Lock figures' age (oldest, in sample intervals)",
 	dashboards.KeyspaceUID + " / Server time per script call (worst)",
 	dashboards.KeyspaceUID + " / Locks without TTL",
 	dashboards.KeyspaceUID + " / Long-held locks",
