@@ -32,7 +32,7 @@ import (
 // cache) on hot keys whose source is slow. Each iteration runs a cold miss
 // on new keys, waits until the values are past their fresh TTL (1 s), and
 // runs the same crowd again on the expired-but-stale keys. Every variant
-// runs every shape (stampedeShapes): 4, 16 and 32 processes, 1 or 100 hot
+// runs every shape (stampedeShapes): 4, 16, 32 and 64 processes, 1 or 100 hot
 // keys, callers released at once or arriving over 200 ms, a 50 or 400 ms
 // loader, and a loader that fails on the stale keys.
 //
@@ -90,6 +90,8 @@ var stampedeShapes = []stampedeShape{
 	{Name: "p32-k1", Procs: 32, Keys: 1, PerKey: 32, Load: 50 * time.Millisecond},
 	{Name: "p4-k100", Procs: 4, Keys: 100, PerKey: 10, Load: 50 * time.Millisecond},
 	{Name: "p16-k100", Procs: 16, Keys: 100, PerKey: 4, Load: 50 * time.Millisecond},
+	{Name: "p64-k1", Procs: 64, Keys: 1, PerKey: 16, Load: 50 * time.Millisecond},
+	{Name: "p64-k100", Procs: 64, Keys: 100, PerKey: 2, Load: 50 * time.Millisecond},
 	{Name: "p4-k1-spread200ms", Procs: 4, Keys: 1, PerKey: 250, Spread: 200 * time.Millisecond, Load: 50 * time.Millisecond},
 	{Name: "p4-k1-load400ms", Procs: 4, Keys: 1, PerKey: 100, Load: 400 * time.Millisecond},
 	{Name: "p4-k1-stalefail", Procs: 4, Keys: 1, PerKey: 250, Load: 50 * time.Millisecond, FailStale: true},
