@@ -504,7 +504,7 @@ func cacheDefinitions(cfg Config) []definition {
 				"`CacheOptions.RedisTimeout` too low for the Redis latency.",
 				"Connection pool starvation (see CachewatchPoolTimeouts).",
 			},
-			confirm: "On **" + boardContention + "**, panels *Circuit breaker state* and *Fallback calls in flight*; on **" + boardRedis + "**, *Command errors by class* and *Pool waits and timeouts*; on **" + boardKeyspace + "**, *Exporter up*.",
+			confirm: "On **" + boardContention + "**, panels *Circuit breaker state*, *Fallback calls in flight* and *Fallbacks by cause* (refused connections, error replies or a stalled Redis); on **" + boardRedis + "**, *Command errors by class* and *Pool waits and timeouts*; on **" + boardKeyspace + "**, *Exporter up*.",
 			fix:     "Restore Redis. Keep `FallbackConcurrency` small enough for the source to survive; tune `RedisTimeout` and `BreakerOpenFor` if the breaker trips on normal latency.",
 		},
 		cases: []testCase{{

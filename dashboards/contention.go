@@ -215,6 +215,13 @@ func contention() (*board, error) {
 					"0; at the limit, callers are being rejected.", rbBreakerOpen},
 				unit:    units.Short,
 				targets: []target{{x.agg("sum", s.SourceInFlight, []string{"client"}), "{{client}}"}},
+			}, {
+				title: "Fallbacks by cause",
+				help: help{"Lookups sent to the source directly because Redis failed, by the failure: redis_down (refused or broken connections), redis_error (error replies), timeout (round trips unanswered until the breaker opened). A slow process never falls back.",
+					"0.", rbBreakerOpen},
+				// The breaker alert reads the breaker's state, not these.
+				unit: units.OpsPerSecond, scale: notComparable,
+				targets: []target{{x.rate(s.CacheFallbacks, []string{"client", "cause"}), "{{client}} {{cause}}"}},
 			}},
 		}, {
 			title: "Labels: key groups",

@@ -1,8 +1,10 @@
 package instrument
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // background tracks the goroutines a Cache starts (flights, refreshes,
@@ -14,9 +16,20 @@ type background struct {
 	closed atomic.Bool // set under mu; read without it by isClosed
 	wg     sync.WaitGroup
 	stop   chan struct{} // closed by close: waits in background work end early
+	// ctx ends when close begins: Redis calls in background work end early.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
-func newBackground() *background { return &background{stop: make(chan struct{})} }
+func newBackground() *background {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &background{stop: make(chan struct{}), ctx: ctx, cancel: cancel}
+}
+
+// bound returns a context that ends after d or when close begins.
+func (b *background) bound(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(b.ctx, d)
+}
 
 // start runs fn in a goroutine, unless close has begun: then it reports
 // false and the caller does without.
@@ -41,6 +54,7 @@ func (b *background) close() {
 	if !b.closed.Load() {
 		b.closed.Store(true)
 		close(b.stop)
+		b.cancel()
 	}
 	b.mu.Unlock()
 	b.wg.Wait()

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
-	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/cachewatch/cachewatch/internal/emit"
+	"github.com/cachewatch/cachewatch/signals"
 )
 
 // errCallerGone marks a Redis call abandoned because the caller's context
@@ -18,41 +21,107 @@ var errCallerGone = errors.New("caller context done")
 // degraded is the protection of a Cache against an unreachable Redis: every
 // Redis call goes through a circuit breaker and is bounded in time; when
 // Redis fails, callers go to the source directly, at most `limit` at a time.
+//
+// Slow is not down: only Redis failing (refused or broken connections,
+// error replies, round trips unanswered until the breaker opens) sends a
+// caller to the source. A round trip that timed out, or a call still
+// waiting in the Cache's own queue, is waited for again (failing).
 type degraded struct {
 	breaker  *gobreaker.CircuitBreaker[[]any]
 	slots    chan struct{}
 	timeout  time.Duration
+	patience time.Duration // LeaseTTL: how long a lookup waits for a slow Redis
 	rdb      redis.UniversalClient
 	inFlight *emit.Gauge
+	// fallbacks counts the lookups sent to the source, by cause; tripped
+	// is the cause of the last failure the breaker counted, which is what
+	// keeps it open.
+	fallbacks *emit.CounterVec
+	tripped   atomic.Pointer[string]
 }
 
 func newDegraded(rdb redis.UniversalClient, name string, o CacheOptions, m *metrics) *degraded {
 	state := m.breakerState.WithLabelValues(name)
 	state.Set(float64(gobreaker.StateClosed))
 	failures := o.BreakerFailures
-	return &degraded{
-		breaker: gobreaker.NewCircuitBreaker[[]any](gobreaker.Settings{
-			Name:          name,
-			Timeout:       o.BreakerOpenFor,
-			ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-			IsExcluded:    func(err error) bool { return errors.Is(err, errCallerGone) },
-			OnStateChange: func(_ string, _, to gobreaker.State) { state.Set(float64(to)) },
-		}),
-		slots:    make(chan struct{}, o.FallbackConcurrency),
-		timeout:  o.RedisTimeout,
-		rdb:      rdb,
-		inFlight: m.sourceInFlight.WithLabelValues(name),
+	d := &degraded{
+		slots:     make(chan struct{}, o.FallbackConcurrency),
+		timeout:   o.RedisTimeout,
+		patience:  o.LeaseTTL,
+		rdb:       rdb,
+		inFlight:  m.sourceInFlight.WithLabelValues(name),
+		fallbacks: m.fallbacks.CurryWith(name),
+	}
+	d.breaker = gobreaker.NewCircuitBreaker[[]any](gobreaker.Settings{
+		Name:        name,
+		Timeout:     o.BreakerOpenFor,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		IsExcluded:  func(err error) bool { return errors.Is(err, errCallerGone) },
+		IsSuccessful: func(err error) bool {
+			if err == nil {
+				return true
+			}
+			cause := failureCause(err)
+			d.tripped.Store(&cause)
+			return false
+		},
+		OnStateChange: func(_ string, _, to gobreaker.State) { state.Set(float64(to)) },
+	})
+	for _, cause := range []string{signals.FallbackRedisDown, signals.FallbackRedisError, signals.FallbackTimeout} {
+		d.fallbacks.WithLabelValues(cause) // at 0 from the start: a rate of no fallbacks reads 0, not nothing
+	}
+	return d
+}
+
+// failureCause names the failure err shows of Redis (a fallback's cause):
+// a round trip unanswered in time, an error reply, or else a connection
+// that could not be made or broke.
+func failureCause(err error) string {
+	var reply redis.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return signals.FallbackTimeout
+	case errors.As(err, &reply):
+		return signals.FallbackRedisError
+	default:
+		return signals.FallbackRedisDown
 	}
 }
+
+// failing reports whether err shows Redis failing, and then the cause to
+// count the fallback under: the breaker refused the call (under the failure
+// that opened it), the connection failed or Redis replied an error. A
+// round trip that timed out while the breaker stays closed, a call that
+// waited in the Cache's queue and a caller that left are not Redis failing:
+// the lookup waits for Redis instead (or ends with its caller).
+func (d *degraded) failing(err error) (cause string, ok bool) {
+	switch {
+	case err == nil, errors.Is(err, errCallerGone), errors.Is(err, errNotSent), errors.Is(err, errQueued):
+		return "", false
+	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+		if c := d.tripped.Load(); c != nil {
+			return *c, true
+		}
+		return signals.FallbackRedisDown, true
+	case errors.Is(err, context.DeadlineExceeded):
+		return "", false
+	}
+	return failureCause(err), true
+}
+
+// errBreakerOpen is the error of a lookup that found the breaker open
+// before it asked Redis anything.
+var errBreakerOpen = redisErr("fetch", gobreaker.ErrOpenState)
 
 // call runs one Redis round trip through the breaker, bounded by the
 // Redis timeout and by ctx. With the breaker open it fails at once.
 func (d *degraded) call(ctx context.Context, op string, fn func(context.Context) ([]any, error)) ([]any, error) {
 	res, err := d.breaker.Execute(func() ([]any, error) {
-		rctx, cancel := context.WithTimeout(ctx, d.timeoutFor(ctx))
+		t, callerLeaves := d.timeoutFor(ctx)
+		rctx, cancel := context.WithTimeout(ctx, t)
 		defer cancel()
 		res, err := d.bounded(rctx, fn)
-		if err != nil && ctx.Err() != nil {
+		if err != nil && (ctx.Err() != nil || callerLeaves && rctx.Err() != nil) {
 			return nil, fmt.Errorf("%w: %w", errCallerGone, err)
 		}
 		return res, err
@@ -88,32 +157,41 @@ func callerBound(ctx context.Context) (context.Context, context.CancelFunc) {
 	return ctx, func() {}
 }
 
-// timeoutFor is the time one Redis call may take: RedisTimeout, but at most
-// half of what is left of the caller's deadline, so that a stalled Redis
-// still leaves the caller time to be served by the fallback.
-func (d *degraded) timeoutFor(ctx context.Context) time.Duration {
-	t := d.timeout
-	if dl, ok := ctx.Value(callerDeadlineKey{}).(time.Time); ok && !dl.IsZero() {
-		// Past the deadline the caller has left; the flight now serves
-		// only those that joined it, with the full timeout.
-		if left := time.Until(dl); left > 0 {
-			t = min(t, max(left/2, time.Millisecond))
-		}
+// timeoutFor is the time one Redis call may take: RedisTimeout, or half of
+// what is left of the caller's deadline when that is shorter, so that the
+// process's copy of the value (LocalCopies) can still answer the caller in
+// time. callerLeaves: the call's end is then the caller's, not Redis
+// failing, and the breaker does not count it.
+func (d *degraded) timeoutFor(ctx context.Context) (t time.Duration, callerLeaves bool) {
+	if left, ok := callerLeft(ctx); ok && left/2 < d.timeout {
+		return max(left/2, time.Millisecond), true
 	}
-	return t
+	return d.timeout, false
 }
 
-// queuedBound is how long a read queued behind another batch may wait for
-// its own: the caller's share of its deadline when that is the tighter
-// bound (so the fallback still has time), else two Redis timeouts — one
-// for the batch ahead of it, one for its own. Waiting in this process's
-// own queue is not Redis failing, so only the round trips are bounded by
-// (and counted against) RedisTimeout.
-func (d *degraded) queuedBound(ctx context.Context) time.Duration {
-	if t := d.timeoutFor(ctx); t < d.timeout {
-		return t
+// callerLeft is what is left of the deadline of the caller that started a
+// flight; ok is false when it had none or has already left (the flight then
+// serves only those that joined it, with the full timeout).
+func callerLeft(ctx context.Context) (left time.Duration, ok bool) {
+	dl, ok := ctx.Value(callerDeadlineKey{}).(time.Time)
+	if !ok || dl.IsZero() {
+		return 0, false
 	}
-	return 2 * d.timeout
+	left = time.Until(dl)
+	return left, left > 0
+}
+
+// queuedBound is how long a call queued behind the Cache's round trips in
+// flight may wait to be sent and answered: the caller's share of its
+// deadline, as timeoutFor gives it (callerLeaves), else LeaseTTL. A queue
+// in this process is not Redis failing, so it is not bounded by
+// RedisTimeout: on a starved process the calls ahead of it take what the
+// scheduler gives them.
+func (d *degraded) queuedBound(ctx context.Context) (t time.Duration, callerLeaves bool) {
+	if t, callerLeaves := d.timeoutFor(ctx); callerLeaves {
+		return t, true
+	}
+	return d.patience, false
 }
 
 // open reports whether the breaker currently refuses Redis calls.

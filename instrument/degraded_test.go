@@ -12,14 +12,17 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/signals"
 )
 
 func TestFetchDegradedRedisPausedKilledRestarted(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
 	clk := newFetchClock()
-	// MaxRetries -1: a dead server fails fast instead of being retried.
-	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	// MaxRetries -1 and one dial attempt: a dead server fails fast instead
+	// of being retried (go-redis's default five dials take 500ms, longer
+	// than RedisTimeout: the fallback would count a timeout).
+	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1})
 	ca := newFetchCache(t, rdb, reg, clk, CacheOptions{
 		RedisTimeout: 300 * time.Millisecond, BreakerFailures: 2, BreakerOpenFor: 200 * time.Millisecond,
 		FallbackConcurrency: 2, Name: "degraded-test"})
@@ -49,6 +52,11 @@ func TestFetchDegradedRedisPausedKilledRestarted(t *testing.T) {
 	if got := lookups(ca, g, resultFallback); got != 1 {
 		t.Fatalf("fallback lookups = %v after a fetch against a stopped Redis, want 1", got)
 	}
+	// The read timed out and was sent again until the timeouts opened the
+	// breaker: a stalled Redis is counted as the timeout it is.
+	if got, down := fallbacks(ca, signals.FallbackTimeout), fallbacks(ca, signals.FallbackRedisDown); got != 1 || down != 0 {
+		t.Fatalf("fallbacks{cause=timeout} = %v, {cause=redis_down} = %v against a stopped Redis; want 1, 0", got, down)
+	}
 
 	done := make(chan struct{})
 	go func() { defer close(done); fetch("killed mid-fetch") }()
@@ -65,6 +73,13 @@ func TestFetchDegradedRedisPausedKilledRestarted(t *testing.T) {
 			t.Fatalf("breaker state gauge = %v after %d fetches against a dead Redis, want 2 (open)", state(), i)
 		}
 		fetch("redis dead")
+	}
+	// Once BreakerOpenFor has passed, the breaker lets one trial through:
+	// it finds the connection refused, and its fallback counts that cause.
+	waitFor(t, "the breaker to let a trial through", func() bool { return ca.deg.breaker.State() == gobreaker.StateHalfOpen })
+	fetch("trial against a dead Redis")
+	if got := fallbacks(ca, signals.FallbackRedisDown); got != 1 {
+		t.Fatalf("fallbacks{cause=redis_down} = %v after a trial against a dead Redis, want 1 (timeout %v, fallback lookups %v, state %v)", got, fallbacks(ca, signals.FallbackTimeout), lookups(ca, g, resultFallback), ca.deg.breaker.State())
 	}
 	before := lookups(ca, g, resultFallback)
 	fetch("breaker open")
@@ -91,6 +106,14 @@ func TestFetchDegradedRedisPausedKilledRestarted(t *testing.T) {
 	if int64(sourceCalls(ca, g, "success")) != calls.Load() || calls.Load() != int64(loads) {
 		t.Fatalf("loader calls %d, source_calls %v, fallback+miss lookups %v; want all equal",
 			calls.Load(), sourceCalls(ca, g, "success"), loads)
+	}
+	var byCause float64
+	for _, cause := range []string{signals.FallbackTimeout, signals.FallbackRedisDown, signals.FallbackRedisError} {
+		byCause += fallbacks(ca, cause)
+	}
+	if fb := lookups(ca, g, resultFallback); byCause != fb || fallbacks(ca, signals.FallbackRedisError) != 0 {
+		t.Fatalf("fallbacks by cause add up to %v (redis_error %v), fallback lookups %v; want equal, no redis_error",
+			byCause, fallbacks(ca, signals.FallbackRedisError), fb)
 	}
 	if got := testutil.ToFloat64(ca.c.m.sourceInFlight.WithLabelValues("degraded-test")); got != 0 {
 		t.Fatalf("source_in_flight = %v at rest", got)
@@ -163,4 +186,35 @@ func TestFetchFallbackConcurrencyBounded(t *testing.T) {
 		t.Fatalf("source_in_flight = %v at rest", inFlight())
 	}
 	srv.Resume()
+}
+
+// Error replies are Redis failing too: a user the ACL denies scripts gets
+// NOPERM for every read, each lookup is served by the loader, and the
+// fallbacks count the cause redis_error.
+func TestFetchFallbackOnErrorReplies(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	if err := admin.Do(context.Background(), "ACL", "SETUSER", "noscripts", "on", ">pw", "~*", "&*", "+@all", "-@scripting").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, Username: "noscripts", Password: "pw"})
+	reg := prometheus.NewRegistry()
+	ca := newFetchCache(t, rdb, reg, newFetchClock(), CacheOptions{BreakerFailures: 100, Name: "noperm-test"})
+	var calls atomic.Int64
+	load := func(context.Context) (string, error) { calls.Add(1); return "from-source", nil }
+	const n = 3
+	for range n {
+		if v, err := ca.Fetch(context.Background(), "item:1", load); err != nil || v != "from-source" {
+			t.Fatalf("Fetch = %q, %v; want the source's value", v, err)
+		}
+	}
+	g := ca.c.group("item:1")
+	if calls.Load() != n || lookups(ca, g, resultFallback) != n || fallbacks(ca, signals.FallbackRedisError) != n {
+		t.Fatalf("loader calls %d, fallback lookups %v, fallbacks{cause=redis_error} %v; want %d each",
+			calls.Load(), lookups(ca, g, resultFallback), fallbacks(ca, signals.FallbackRedisError), n)
+	}
+	if got := fallbacks(ca, signals.FallbackTimeout) + fallbacks(ca, signals.FallbackRedisDown); got != 0 {
+		t.Fatalf("fallbacks of other causes = %v, want 0", got)
+	}
+	lintRegistry(t, reg)
 }

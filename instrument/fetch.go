@@ -73,15 +73,24 @@ type CacheOptions struct {
 	// script calls of a Cache's concurrent lookups share round trips: those
 	// asked for while one is in flight go together as one pipeline, bounded
 	// by one RedisTimeout, when it returns or after 200µs, whichever comes
-	// first (at most 4 round trips in flight); a call waits in that queue
-	// at most twice RedisTimeout. A read that times out while the breaker
-	// is closed is tried once more before Fetch goes to the loader, when
-	// the caller's deadline leaves more than 4 RedisTimeouts.
+	// first (at most 4 round trips in flight).
+	//
+	// Slow is not down: a round trip that timed out, or a call still
+	// waiting in that queue (a starved process), is sent again for as long
+	// as the caller waits (its context, at most LeaseTTL); its lookup is
+	// never sent to the loader for it. When the caller has a deadline, a
+	// round trip gets at most half of what is left of it, so that the
+	// process's copy of the value (LocalCopies) can still answer in time.
 	RedisTimeout time.Duration
 	// BreakerFailures is the number of consecutive Redis failures (failed
-	// round trips: a failed pipeline counts once; a call that gave up
-	// waiting for its turn does not count) that open the circuit breaker
-	// (default 5). While it is open, Fetch goes straight to the loader.
+	// round trips: refused or broken connections, error replies, timeouts;
+	// a failed pipeline counts once; a call that waited in the queue or
+	// whose caller left does not count) that open the circuit breaker
+	// (default 5). Only Redis failing sends a lookup to the loader
+	// directly: while the breaker is open, and when a round trip fails with
+	// a broken connection or an error reply. Each such fallback counts in
+	// cachewatch_cache_fallbacks_total by cause (redis_down, redis_error,
+	// timeout: the failure that opened the breaker).
 	BreakerFailures uint32
 	// BreakerOpenFor is how long the breaker stays open before it lets one
 	// trial call through (default 5s).
@@ -609,13 +618,13 @@ func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(con
 	span := trace.SpanFromContext(ctx)
 	ca.fails.expire(ca.c.m.refreshConsecutive, ca.c.now().UnixMilli())
 	if ca.deg.open() {
-		return ca.unavailable(ctx, key, group, load, errors.New("circuit breaker open"))
+		return ca.unavailable(ctx, key, group, load, errBreakerOpen)
 	}
 	ca.c.writes.wait(ctx, k.value) // this process's own write of key comes first
 	sub, woken, wake := ca.watch(k.value)
 	defer sub.close()
 	k.wake = wake
-	s, token, err := ca.read(ctx, k)
+	s, token, err := ca.read(ctx, key, k)
 	if err != nil {
 		return ca.unavailable(ctx, key, group, load, err)
 	}
@@ -656,9 +665,10 @@ func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(con
 	return o, err
 }
 
-// unavailable answers a flight while Redis is not: from the process's copy
-// if there is one within its hard TTL (LocalCopies), else from the source.
-func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load func(context.Context) (T, error), cause error) (outcome[T], error) {
+// unavailable answers a flight whose read failed: from the process's copy
+// if there is one within its hard TTL (LocalCopies), else from the source
+// if Redis is failing; a read that only waited too long ends in an error.
+func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load func(context.Context) (T, error), err error) (outcome[T], error) {
 	now := ca.c.now().UnixMilli()
 	if c, ok := ca.local.usable(key, now); ok {
 		trace.SpanFromContext(ctx).AddEvent("cache copy served, Redis unavailable")
@@ -672,45 +682,77 @@ func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load fun
 		return o, nil
 	}
 	var o outcome[T]
-	var err error
-	o.val, o.result, err = ca.fallback(ctx, key, group, load, cause)
+	cause, failing := ca.deg.failing(err)
+	if !failing {
+		o.result = resultError
+		return o, fmt.Errorf("cachewatch: fetch %q: waiting for Redis: %w", key, err)
+	}
+	o.val, o.result, err = ca.fallback(ctx, key, group, load, err, cause)
 	return o, err
 }
 
 // read runs the read script: one round trip for the value, its state and,
 // when due, the refresh lease, offered under the returned token.
 //
-// A read that timed out while the breaker stays closed is tried once more
-// (under a new token: the first may yet grant its own, released as an
-// orphan) when the caller's deadline leaves time for it and the fallback:
-// one slow round trip on a busy host is not Redis being down, and a flight
-// sent to the source for it would load once per process instead of once for
-// the fleet — with batched reads, every flight of the batch would.
-func (ca *Cache[T]) read(ctx context.Context, k keys) (stored, string, error) {
-	token := leaseToken()
-	s, err := ca.readOnce(ctx, k, token)
-	if err != nil && ca.retryable(ctx, err) {
-		trace.SpanFromContext(ctx).AddEvent("read timed out, reading again")
-		token = leaseToken()
-		s, err = ca.readOnce(ctx, k, token)
+// Slow is not down: a read that Redis did not answer within RedisTimeout,
+// or that waited in this Cache's queue, is sent again (under a new token:
+// the first may yet grant its own lease, released as an orphan) for as
+// long as the breaker lets it, the caller waits and LeaseTTL allows. On a
+// starved process or a slow Redis, a flight sent to the source instead
+// would load once per process, not once for the fleet — with batched reads,
+// every flight of the batch would. Only Redis failing ends the wait early
+// (the breaker opens after BreakerFailures timed-out round trips in a row).
+func (ca *Cache[T]) read(ctx context.Context, key string, k keys) (stored, string, error) {
+	var until time.Time
+	for {
+		token := leaseToken()
+		s, err := ca.readOnce(ctx, k, token)
+		if err == nil || !ca.waitOn(ctx, key, err, &until) {
+			return s, token, err
+		}
+		trace.SpanFromContext(ctx).AddEvent("read not answered in time, reading again")
 	}
-	return s, token, err
 }
 
-// retryable reports whether a failed read is tried again: it timed out
-// (on the wire or in this Cache's queue), the breaker is still closed, and
-// the caller, if it has a deadline, has more than 4 RedisTimeouts left.
-func (ca *Cache[T]) retryable(ctx context.Context, err error) bool {
-	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errQueued) {
+// waitOn reports whether a failed read of key is sent again: Redis is
+// slow, not failing (degraded.failing), the caller is there, and LeaseTTL
+// has not passed since the first read failed (*until, set then, on the real
+// clock like every bound of a Redis call). When the caller's share of its
+// deadline ran out (degraded.timeoutFor) and the process has a copy of the
+// value, the copy answers it instead. A background revalidation does not
+// wait: its process serves the copy meanwhile, and the next stale hit
+// revalidates again.
+func (ca *Cache[T]) waitOn(ctx context.Context, key string, err error, until *time.Time) bool {
+	if _, failing := ca.deg.failing(err); failing || ctx.Err() != nil || revalidating(ctx) {
 		return false
 	}
-	if errors.Is(err, errCallerGone) || ca.deg.breaker.State() != gobreaker.StateClosed {
-		return false
+	if errors.Is(err, errCallerGone) {
+		if _, there := callerLeft(ctx); !there {
+			return false
+		}
+		if _, ok := ca.local.usable(key, ca.c.now().UnixMilli()); ok {
+			return false
+		}
 	}
-	if dl, ok := ctx.Value(callerDeadlineKey{}).(time.Time); ok && !dl.IsZero() && time.Until(dl) <= 4*ca.o.RedisTimeout {
-		return false
+	if until.IsZero() {
+		*until = time.Now().Add(ca.o.LeaseTTL)
 	}
-	return ctx.Err() == nil
+	return time.Now().Before(*until)
+}
+
+// runPatiently runs the script call newCall makes, again (a new call)
+// while Redis is slow rather than failing, as read does. sentBefore
+// reports that an earlier attempt timed out after it was sent: Redis may
+// have run it.
+func (ca *Cache[T]) runPatiently(ctx context.Context, newCall func() *scriptCall) (res any, sentBefore bool, err error) {
+	var until time.Time
+	for {
+		res, err = ca.run(ctx, newCall())
+		if err == nil || !ca.waitOn(ctx, "", err, &until) {
+			return res, sentBefore, err
+		}
+		sentBefore = sentBefore || !errors.Is(err, errNotSent)
+	}
 }
 
 // readOnce runs the read script once, under token.
@@ -734,15 +776,22 @@ func (ca *Cache[T]) readOnce(ctx context.Context, k keys, token string) (stored,
 // releaseOrphan releases the lease that an abandoned read (Redis stalled or
 // the call timed out) may yet grant when Redis runs it: otherwise nobody
 // could refresh the key until LeaseTTL passed. Redis may run the read only
-// once it recovers, so the release is tried a few times, off every caller's
-// path.
+// once it recovers, so the release is sent, off every caller's path, after
+// RedisTimeout, 1s and 4s — three answered attempts, stopping at the one
+// that releases the lease. An attempt Redis did not answer (each is given
+// at least a second) does not count: a slow Redis or a starved process is
+// given time, as a lookup's reads are, until LeaseTTL has passed (the lease
+// has then run out anyway).
 //
-// Close cuts the waits short: one last attempt, then the goroutine ends
-// (a lease it could not release expires after LeaseTTL).
+// Close cuts the waits short: one last attempt, bounded by RedisTimeout,
+// then the goroutine ends (a lease it could not release expires after
+// LeaseTTL).
 func (ca *Cache[T]) releaseOrphan(k keys, token string) {
 	ca.bg.start(func() {
-		for _, wait := range []time.Duration{ca.o.RedisTimeout, time.Second, 4 * time.Second} {
-			timer := ca.c.clock.NewTimer(wait)
+		until := time.Now().Add(ca.o.LeaseTTL)
+		waits := []time.Duration{ca.o.RedisTimeout, time.Second, 4 * time.Second}
+		for len(waits) > 0 && time.Now().Before(until) {
+			timer := ca.c.clock.NewTimer(waits[0])
 			select {
 			case <-timer.Chan():
 			case <-ca.bg.stop:
@@ -750,7 +799,15 @@ func (ca *Cache[T]) releaseOrphan(k keys, token string) {
 				ca.giveBack(k, token)
 				return
 			}
-			ca.giveBack(k, token)
+			ctx, cancel := ca.bg.bound(max(ca.o.RedisTimeout, time.Second))
+			released, err := ca.release(ctx, k, token)
+			cancel()
+			if released {
+				return
+			}
+			if err == nil {
+				waits = waits[1:]
+			}
 		}
 	})
 }
@@ -883,7 +940,14 @@ func (ca *Cache[T]) refreshInBackground(ctx context.Context, key, group string, 
 func (ca *Cache[T]) giveBack(k keys, token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), ca.o.RedisTimeout)
 	defer cancel()
-	_ = luascript.FetchRelease.Run(ca.c.ctx(ctx), ca.c.rdb, []string{k.lease}, token).Err()
+	_, _ = ca.release(ctx, k, token)
+}
+
+// release releases the lease token holds, if it still does, bounded by
+// ctx, and reports whether it did.
+func (ca *Cache[T]) release(ctx context.Context, k keys, token string) (bool, error) {
+	n, err := luascript.FetchRelease.Run(ca.c.ctx(ctx), ca.c.rdb, []string{k.lease}, token).Int64()
+	return n == 1, err
 }
 
 // callSource calls the loader, timing and counting it.
@@ -950,8 +1014,10 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	// Keep the key a little past its hard TTL, so a lookup can tell "too
 	// old" (counted, refused) from "never cached".
 	expire := hard + max(hard/10, time.Second)
-	res, err := ca.run(ctx, newScriptCall("fetch write", luascript.FetchWrite, []string{k.value, k.lease, k.waiters},
-		token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), l.took.Milliseconds(), neg, expire.Milliseconds()))
+	res, sentBefore, err := ca.runPatiently(ctx, func() *scriptCall {
+		return newScriptCall("fetch write", luascript.FetchWrite, []string{k.value, k.lease, k.waiters},
+			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), l.took.Milliseconds(), neg, expire.Milliseconds())
+	})
 	if err != nil {
 		span.RecordError(err)
 		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
@@ -960,6 +1026,13 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 		// next poll takes the lease and loads). If the write did land late,
 		// it released the lease itself and the release is a no-op.
 		ca.releaseOrphan(k, token)
+		return
+	}
+	if res != int64(1) && sentBefore {
+		// An earlier attempt timed out after it was sent: if Redis ran it,
+		// the value is stored and the lease released, and this one is
+		// refused for it. Not counted as a stale write: nobody can tell.
+		span.AddEvent("write refused after an earlier attempt timed out")
 		return
 	}
 	if res != int64(1) {
@@ -1045,11 +1118,17 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 func (ca *Cache[T]) readAgain(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
 	sub subscription, woken **wakeup, after *func(context.Context)) (v T, result string, err error, done bool) {
 	*woken = sub.wait()
-	s, token, err := ca.read(ctx, k)
+	s, token, err := ca.read(ctx, key, k)
 	switch {
 	case err != nil:
-		v, result, err = ca.fallback(ctx, key, group, load, err)
-		return v, result, err, true
+		if cause, failing := ca.deg.failing(err); failing {
+			v, result, err = ca.fallback(ctx, key, group, load, err, cause)
+			return v, result, err, true
+		}
+		if ctx.Err() != nil || errors.Is(err, errCallerGone) {
+			return v, resultError, fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", key, err), true
+		}
+		return v, "", nil, false // slow, not down: wait on
 	case s.state == stateFresh || s.state == stateStale:
 		v, result, err = ca.served(ctx, key, group, k, token, load, s)
 		return v, result, err, true
@@ -1121,27 +1200,29 @@ var testHookWaiting func(key string)
 // flight already in progress instead of starting one.
 var testHookJoined func(key string)
 
-// fallback serves a lookup from the source directly because Redis failed:
-// bounded concurrency, bounded by ctx, nothing written.
-func (ca *Cache[T]) fallback(ctx context.Context, key, group string, load func(context.Context) (T, error), cause error) (T, string, error) {
+// fallback serves a lookup from the source directly because Redis failed
+// (err, counted under cause: see degraded.failing): bounded concurrency,
+// bounded by ctx, nothing written.
+func (ca *Cache[T]) fallback(ctx context.Context, key, group string, load func(context.Context) (T, error), err error, cause string) (T, string, error) {
 	var zero T
 	if revalidating(ctx) { // a background revalidation does not load past a failed Redis
-		return zero, resultError, cause
+		return zero, resultError, err
 	}
+	ca.deg.fallbacks.WithLabelValues(cause).Inc()
 	ctx, cancelLoad := ca.leaseBound(ctx)
 	defer cancelLoad()
 	span := trace.SpanFromContext(ctx)
-	span.AddEvent("fallback", trace.WithAttributes(attribute.String("cause", cause.Error())))
+	span.AddEvent("fallback", trace.WithAttributes(attribute.String("cause", cause), attribute.String("error", err.Error())))
 	actx, cancel := callerBound(ctx)
 	defer cancel()
-	if err := ca.deg.acquire(actx); err != nil {
+	if aerr := ca.deg.acquire(actx); aerr != nil {
 		ca.c.m.sourceCalls.WithLabelValues(group, "rejected").Inc()
-		return zero, resultError, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w) and no source slot free: %w", key, cause, err)
+		return zero, resultError, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w) and no source slot free: %w", key, err, aerr)
 	}
 	defer ca.deg.release()
-	v, err := ca.callSource(ctx, group, load)
-	if err != nil {
-		return zero, resultError, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w), load: %w", key, cause, err)
+	v, lerr := ca.callSource(ctx, group, load)
+	if lerr != nil {
+		return zero, resultError, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w), load: %w", key, err, lerr)
 	}
 	return v, resultFallback, nil
 }

@@ -19,7 +19,9 @@ import (
 // single script call; the calls asked for meanwhile wait and go together,
 // as one pipeline, when it returns — or, if it has not returned within
 // flushQueuedAfter, on another pooled connection (at most maxInFlight round
-// trips at once) — while the next ones gather.
+// trips at once) — while the next ones gather. A queued call waits for its
+// turn as long as its lookup may wait (degraded.queuedBound): only its
+// round trip is bounded by RedisTimeout.
 //
 // Why: when a crowd arrives on many keys at once (a page of 100 products
 // expiring together), one call per key, each on its own pooled connection
@@ -89,9 +91,10 @@ func newScriptCall(op string, s *luascript.Script, keys []string, args ...any) *
 var errNotSent = errors.New("call abandoned before it was sent")
 
 // errQueued: a call gave up waiting for its pipeline (the calls ahead of it
-// took the time). The breaker counts the round trips themselves, not this:
-// a queue in this process is not Redis failing.
-var errQueued = errors.New("pipeline did not return in time")
+// took the time, up to LeaseTTL or the caller's deadline). The breaker
+// counts the round trips themselves, not this, and no lookup falls back
+// for it: a queue in this process is not Redis failing.
+var errQueued = errors.New("queued call not answered in time")
 
 // run sends c and returns its reply: at once when no call of this Cache is
 // in flight, else with the next pipeline. ctx bounds the wait as it bounds
@@ -122,7 +125,8 @@ func (ca *Cache[T]) run(ctx context.Context, c *scriptCall) (any, error) {
 	// not the Cache's. A timer, not a context: a context derived from the
 	// flight's would be registered with it and removed again, which every
 	// queued call paid for.
-	bound := startTimer(ca.deg.queuedBound(ctx))
+	wait, callerLeaves := ca.deg.queuedBound(ctx)
+	bound := startTimer(wait)
 	defer stopTimer(bound)
 	var cause error
 	select {
@@ -130,6 +134,9 @@ func (ca *Cache[T]) run(ctx context.Context, c *scriptCall) (any, error) {
 		return c.res, c.err
 	case <-bound.C:
 		cause = errQueued
+		if callerLeaves { // the caller's deadline, as its own context would say
+			cause = fmt.Errorf("%w: %w: %w", errCallerGone, context.DeadlineExceeded, cause)
+		}
 	case <-ctx.Done():
 		cause = fmt.Errorf("%w: %w", errCallerGone, ctx.Err())
 	}

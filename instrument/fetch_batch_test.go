@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -100,18 +101,20 @@ func TestFlightsOfManyKeysShareOnePipeline(t *testing.T) {
 	lintRegistry(t, reg)
 }
 
-// A read that waited in the Cache's own queue past its caller's share of
-// the deadline goes to the fallback, is never sent, and is not counted as a
-// Redis failure: with BreakerFailures 1 a counted failure would open the
-// breaker.
-func TestQueuedReadGivingUpDoesNotOpenTheBreaker(t *testing.T) {
-	ca, rdb, gate, _ := gatedCache(t, newFetchClock(), CacheOptions{BreakerFailures: 1, Name: "queued-test"})
+// A read waiting in the Cache's own queue is not Redis failing: it never
+// sends its caller to the loader (slow is not down) and never counts
+// against the breaker (with BreakerFailures 1 a counted failure would open
+// it). Its caller waits until its own deadline; the read, abandoned before
+// it was sent, is never sent.
+func TestQueuedReadWaitsAndNeverFallsBack(t *testing.T) {
+	ca, rdb, gate, reg := gatedCache(t, newFetchClock(), CacheOptions{BreakerFailures: 1, Name: "queued-test"})
 	if err := luascript.FetchRead.Load(context.Background(), rdb).Err(); err != nil { // one EVALSHA, no EVAL after NOSCRIPT
 		t.Fatal(err)
 	}
 	state := func() float64 { return testutil.ToFloat64(ca.c.m.breakerState.WithLabelValues("queued-test")) }
+	var calls atomic.Int64
 	load := func(v string) func(context.Context) (string, error) {
-		return func(context.Context) (string, error) { return v, nil }
+		return func(context.Context) (string, error) { calls.Add(1); return v, nil }
 	}
 	gate.hold()
 	first := make(chan error, 1)
@@ -123,28 +126,32 @@ func TestQueuedReadGivingUpDoesNotOpenTheBreaker(t *testing.T) {
 	}()
 	<-gate.entered
 
-	// item:b's read queues behind item:a's; its caller gives Redis half of
-	// its second, then the fallback serves it.
+	// item:b's read queues behind item:a's, held: its caller waits for
+	// Redis until its deadline, and the loader is not called.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	v, err := ca.Fetch(ctx, "item:b", load("b"))
 	cancel()
-	if err != nil || v != "b" {
-		t.Fatalf("item:b = %q, %v; want the source's value from the fallback", v, err)
+	if !errors.Is(err, context.DeadlineExceeded) || v != "" {
+		t.Fatalf("item:b = %q, %v; want its context's deadline, not a value from the loader", v, err)
 	}
 	gb := ca.c.group("item:b")
-	if lookups(ca, gb, resultFallback) != 1 {
-		t.Fatalf("item:b fallback lookups = %v, want 1", lookups(ca, gb, resultFallback))
+	if calls.Load() != 0 || lookups(ca, gb, resultFallback) != 0 || lookups(ca, gb, resultError) != 1 {
+		t.Fatalf("loader calls %d, fallback lookups %v, error lookups %v; want 0, 0, 1",
+			calls.Load(), lookups(ca, gb, resultFallback), lookups(ca, gb, resultError))
+	}
+	if n := fallbackSum(t, reg); n != 0 {
+		t.Fatalf("cachewatch_cache_fallbacks_total adds up to %v, want 0", n)
 	}
 	if got := state(); got != float64(gobreaker.StateClosed) {
-		t.Fatalf("breaker state gauge = %v after a read gave up in the queue, want 0 (closed)", got)
+		t.Fatalf("breaker state gauge = %v after a read waited in the queue, want 0 (closed)", got)
 	}
 
 	gate.open()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if got := lookups(ca, ca.c.group("item:a"), resultMiss); got != 1 {
-		t.Fatalf("item:a miss lookups = %v, want 1", got)
+	if got := lookups(ca, ca.c.group("item:a"), resultMiss); got != 1 || calls.Load() != 1 {
+		t.Fatalf("item:a miss lookups = %v, loader calls %d; want 1, 1", got, calls.Load())
 	}
 	if gate.calls.Load() != 1 {
 		t.Fatalf("read scripts sent = %d, want 1: item:b's abandoned read must not be sent", gate.calls.Load())

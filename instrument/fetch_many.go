@@ -34,13 +34,13 @@ import (
 // (wrapped) or the first per-key error.
 func (ca *Cache[T]) FetchMany(ctx context.Context, keys []string, load func(ctx context.Context, keys []string) (map[string]T, error)) (map[string]T, error) {
 	out := make(map[string]T, len(keys))
-	tokens := make([]string, len(keys))
-	for i := range keys {
-		tokens[i] = leaseToken()
-	}
-	states, err := ca.readMany(ctx, keys, tokens)
+	states, tokens, err := ca.readManyPatiently(ctx, keys)
 	if err != nil {
-		return ca.fallbackMany(ctx, keys, load, err)
+		if cause, failing := ca.deg.failing(err); failing {
+			return ca.fallbackMany(ctx, keys, load, err, cause)
+		}
+		ca.countLookups(ca.groupsOf(keys), resultError)
+		return nil, fmt.Errorf("cachewatch: fetch many: waiting for Redis: %w", err)
 	}
 	var toLoad []int
 	var firstErr error
@@ -87,7 +87,7 @@ func (ca *Cache[T]) FetchMany(ctx context.Context, keys []string, load func(ctx 
 // readMany runs the read script for every key in one pipeline.
 func (ca *Cache[T]) readMany(ctx context.Context, keyList, tokens []string) ([]stored, error) {
 	if ca.deg.open() {
-		return nil, errors.New("circuit breaker open")
+		return nil, errBreakerOpen
 	}
 	now := ca.c.now().UnixMilli()
 	calls := make([]*scriptCall, len(keyList))
@@ -116,6 +116,40 @@ func (ca *Cache[T]) readMany(ctx context.Context, keyList, tokens []string) ([]s
 		}
 	}
 	return states, nil
+}
+
+// readManyPatiently reads the keys as readMany, under new tokens, sent
+// again while Redis is slow rather than failing, as read does for one key;
+// the leases a read that timed out may yet grant are released as orphans.
+func (ca *Cache[T]) readManyPatiently(ctx context.Context, keyList []string) ([]stored, []string, error) {
+	var until time.Time
+	for {
+		tokens := make([]string, len(keyList))
+		for i := range keyList {
+			tokens[i] = leaseToken()
+		}
+		states, err := ca.readMany(ctx, keyList, tokens)
+		if err == nil {
+			return states, tokens, nil
+		}
+		if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errCallerGone) {
+			for i, key := range keyList {
+				ca.releaseOrphan(keysFor(key), tokens[i])
+			}
+		}
+		if !ca.waitOn(ctx, "", err, &until) {
+			return nil, nil, err
+		}
+	}
+}
+
+// groupsOf returns the key group of each key.
+func (ca *Cache[T]) groupsOf(keyList []string) []string {
+	groups := make([]string, len(keyList))
+	for i, key := range keyList {
+		groups[i] = ca.c.group(key)
+	}
+	return groups
 }
 
 // loadMany loads the keys at indexes idx (whose leases this call holds) in
@@ -189,11 +223,9 @@ func distinct(list []string) []string {
 // fallbackMany serves FetchMany from the source while Redis is unavailable,
 // counted as Fetch's fallback is: one source call (or rejection) per key
 // group, and per key a fallback lookup, or an error when no value came.
-func (ca *Cache[T]) fallbackMany(ctx context.Context, keyList []string, load func(context.Context, []string) (map[string]T, error), cause error) (map[string]T, error) {
-	groups := make([]string, len(keyList))
-	for i, key := range keyList {
-		groups[i] = ca.c.group(key)
-	}
+func (ca *Cache[T]) fallbackMany(ctx context.Context, keyList []string, load func(context.Context, []string) (map[string]T, error), cause error, causeLabel string) (map[string]T, error) {
+	groups := ca.groupsOf(keyList)
+	ca.deg.fallbacks.WithLabelValues(causeLabel).Inc()
 	if err := ca.deg.acquire(ctx); err != nil {
 		for _, group := range distinct(groups) {
 			ca.c.m.sourceCalls.WithLabelValues(group, "rejected").Inc()

@@ -33,6 +33,7 @@ type metrics struct {
 	// Labelled by the Cache's name, not curried.
 	breakerState   *emit.GaugeVec
 	sourceInFlight *emit.GaugeVec
+	fallbacks      *emit.CounterVec
 }
 
 func newMetrics(s emit.Sinks, client string) (*metrics, error) {
@@ -60,6 +61,7 @@ func newMetrics(s emit.Sinks, client string) (*metrics, error) {
 		backoff:            histogram(&r, signals.BackoffDelay),
 		breakerState:       gaugeByCache(&r, signals.CircuitBreakerState),
 		sourceInFlight:     gaugeByCache(&r, signals.SourceInFlight),
+		fallbacks:          counterByCache(&r, signals.CacheFallbacks),
 	}
 	return m, r.err
 }
@@ -111,5 +113,11 @@ func histogram(r *registrar, m signals.ID) *emit.HistogramVec {
 // gaugeByCache builds a gauge labelled by each Cache's own name.
 func gaugeByCache(r *registrar, m signals.ID) *emit.GaugeVec {
 	v, err := r.sinks.Gauge(m)
+	return keep(r, v, err)
+}
+
+// counterByCache builds a counter labelled by each Cache's own name.
+func counterByCache(r *registrar, m signals.ID) *emit.CounterVec {
+	v, err := r.sinks.Counter(m)
 	return keep(r, v, err)
 }

@@ -26,6 +26,7 @@ const (
 	BackoffDelay               ID = "cachewatch_backoff_delay_seconds"
 	CircuitBreakerState        ID = "cachewatch_circuit_breaker_state"
 	SourceInFlight             ID = "cachewatch_source_in_flight"
+	CacheFallbacks             ID = "cachewatch_cache_fallbacks_total"
 	KeyGroupOverflow           ID = "cachewatch_keygroup_overflow_total"
 )
 
@@ -133,6 +134,14 @@ const (
 	ModeLabel   = "mode"
 	ModeWait    = "wait"
 	ModeTryOnce = "try_once"
+)
+
+// The causes of a Cache's fallback to the loader (CacheFallbacks' cause
+// label): the ways Redis fails. Slowness is not among them.
+const (
+	FallbackRedisDown  = "redis_down"
+	FallbackRedisError = "redis_error"
+	FallbackTimeout    = "timeout"
 )
 
 // Label definitions reused across metrics.
@@ -314,6 +323,13 @@ var clientMetrics = map[ID]*Metric{
 		Labels:  []Label{client},
 		Sources: []Source{Instrument},
 		OTel:    OTelInstrument{"cachewatch.source.in_flight", OTelUpDownCounter, "{call}"},
+	},
+	CacheFallbacks: {
+		Name: string(CacheFallbacks), Kind: Counter,
+		Help:    "Lookups a Cache sent to the loader directly because Redis was failing, by the failure: `redis_down` (connections refused, reset or closed), `redis_error` (error replies), `timeout` (round trips unanswered within RedisTimeout, as many times in a row as opened the breaker). While the breaker is open, each counts under the failure that opened it. A slow process, or a lookup waiting in its own queue, never falls back: it waits for Redis.",
+		Labels:  []Label{client, {Name: "cause", Values: []string{FallbackRedisDown, FallbackRedisError, FallbackTimeout}}},
+		Sources: []Source{Instrument},
+		OTel:    OTelInstrument{"cachewatch.cache.fallbacks", OTelCounter, "{lookup}"},
 	},
 	KeyGroupOverflow: {
 		Name: string(KeyGroupOverflow), Kind: Counter,
@@ -714,7 +730,7 @@ var order = []ID{
 	LockAcquireDuration, LockAttempts, LockHoldDuration, LocksLost, LockRenewals,
 	CacheLookups, StaleAge, RefreshFailures, RefreshConsecutiveFailures, HardTTLExpired,
 	InvalidatedKeys, RecomputeDuration, SourceCalls, WriteSkew, StaleWritesRefused, DuplicateRecompute, IdempotencyChecks,
-	MissBursts, Retries, BackoffDelay, CircuitBreakerState, SourceInFlight, KeyGroupOverflow,
+	MissBursts, Retries, BackoffDelay, CircuitBreakerState, SourceInFlight, CacheFallbacks, KeyGroupOverflow,
 
 	CommandDuration, CommandErrors, PipelineDuration, ScriptDuration, ScriptNoscript,
 	PoolHits, PoolMisses, PoolTimeouts, PoolWaits, PoolWaitDuration, PoolConnections, PoolStaleConnections,
