@@ -69,7 +69,9 @@ type CacheOptions struct {
 	// Codec encodes values (default JSONCodec).
 	Codec Codec
 
-	// RedisTimeout bounds every Redis round trip (default 250ms). The
+	// RedisTimeout bounds every Redis round trip (default 1s: on a busy
+	// host a round trip can wait hundreds of milliseconds for the CPU, and
+	// BreakerFailures timeouts in a row open the breaker). The
 	// script calls of a Cache's concurrent lookups share round trips: those
 	// asked for while one is in flight go together as one pipeline, bounded
 	// by one RedisTimeout, when it returns or after 200µs, whichever comes
@@ -151,7 +153,7 @@ func (o CacheOptions) withDefaults(clientName string) CacheOptions {
 	if o.Codec == nil {
 		o.Codec = JSONCodec{}
 	}
-	def(&o.RedisTimeout, 250*time.Millisecond)
+	def(&o.RedisTimeout, time.Second)
 	if o.BreakerFailures == 0 {
 		o.BreakerFailures = 5
 	}
