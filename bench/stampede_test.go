@@ -50,18 +50,21 @@ import (
 // and loader; ns/op is reported as 0 because the wall time is mostly the
 // deliberate waits between phases.
 //
+// For diagnosing a slow shape (docs/benchmarks.md, "Diagnosing a stampede
+// regression"): CACHEWATCH_STAMPEDE_TIMELINE=1 prints each crowd's
+// timeline to stderr: per process, when its callers started and ended,
+// when its loads ran (wall clock, shared by the processes of one machine),
+// its CPU time, garbage collections and bytes allocated.
 // CACHEWATCH_STAMPEDE_PROFILE=dir makes every worker write a CPU and a
-// block profile of its run to dir (<shape>.<variant>.<worker>.cpu/.block).
+// block profile of its run to dir (<shape>.<variant>.<worker>.cpu/.block;
+// CACHEWATCH_STAMPEDE_NOBLOCK=1 leaves block profiling off).
 // CACHEWATCH_STAMPEDE_TRACE=dir makes every worker write a Go execution
 // trace of each measured crowd (not the warm-up) to dir
 // (<shape>.<variant>.<worker>.crowd<n>.trace; odd n cold, even n stale),
 // for go tool trace (-pprof=sched: how long goroutines waited to run).
-// CACHEWATCH_STAMPEDE_TIMELINE=1 prints each crowd's timeline to stderr:
-// per process, when its callers started and ended and when its loads ran
-// (wall clock, shared by the processes of one machine), and its CPU time.
+// CACHEWATCH_STAMPEDE_LOG=debug sends cachewatch's log to stderr.
 // Every worker runs a garbage collection before each crowd, outside its
-// timing (collectBeforeCrowds); CACHEWATCH_STAMPEDE_NOGC=1 leaves the
-// collections where the allocations put them, as before 2026-12-01.
+// timing (collectGarbage).
 func BenchmarkStampede(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, sh := range stampedeShapes {
@@ -187,11 +190,10 @@ func runCallers(fetch fetcher, key string, nkeys, perKey int, spread time.Durati
 	lat := make([]time.Duration, n)
 	starts := make([]time.Time, n)
 	var failed atomic.Int64
-	// The callers are started here rather than by crowd.Run, and each
+	// The callers are started here rather than by a helper, and each
 	// writes only its own slots: a lock taken by every caller as it ends,
-	// or a deeper stack (one more frame) around the call, moved the stale
-	// p99 of a path that takes no lock from 0.001 to 0.003–0.006 ms (same
-	// code, 2026-11-30).
+	// or a deeper stack (one more frame) around the call, moves the stale
+	// p99 of a path that takes no lock from 0.001 to 0.003–0.006 ms.
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range lat {
@@ -217,22 +219,6 @@ func runCallers(fetch fetcher, key string, nkeys, perKey int, spread time.Durati
 	}
 	return lat, int(failed.Load())
 }
-
-// collectBeforeCrowds: every worker runs a garbage collection before each
-// crowd, all of them done before any crowd starts, unless
-// CACHEWATCH_STAMPEDE_NOGC is set.
-//
-// Why: a worker allocates only in its crowds, so every collection starts in
-// one, and which one repeats from round to round: it follows from the
-// variant's allocations per crowd and its heap's size, not from chance.
-// Before this, on p4-k100, cachewatch's workers collected in 10 of 24 cold
-// crowds and sturdyc's in none of theirs, but in 11 of 24 stale ones
-// (docs/benchmarks.md, session 13). In a service, collections are paced by everything it
-// allocates, not by its stampedes. The collections go before the "run"
-// command, not in it: a worker still collecting while the others' callers
-// start would take their cores (16 and 32 processes). The variants'
-// allocations per crowd are still shown by CACHEWATCH_STAMPEDE_TIMELINE.
-var collectBeforeCrowds = os.Getenv("CACHEWATCH_STAMPEDE_NOGC") == ""
 
 // errStaleFail is the loader's error while a shape fails it on purpose.
 var errStaleFail = errors.New("bench: source down")
@@ -279,9 +265,7 @@ func TestStampedeWorker(t *testing.T) {
 	if stop := profileWorker(t); stop != nil {
 		defer stop()
 	}
-	// CACHEWATCH_STAMPEDE_POOL overrides go-redis's default pool size (10 per CPU).
-	pool, _ := strconv.Atoi(os.Getenv("CACHEWATCH_STAMPEDE_POOL"))
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(workerRedisEnv), PoolSize: pool})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(workerRedisEnv)})
 	defer rdb.Close()
 	var cmds cmdCounter
 	rdb.AddHook(&cmds)
@@ -447,9 +431,7 @@ func (ws stampedeWorkers) run(b *testing.B, key string, sh stampedeShape) ([]tim
 	var failed int
 	var tls []timeline
 	defer func() { printTimelines(key, tls) }()
-	if collectBeforeCrowds {
-		ws.send(b, "gc", func(int, []byte) {})
-	}
+	ws.collectGarbage(b)
 	ws.send(b, fmt.Sprintf("run %s %d %d %d", key, sh.Keys, sh.PerKey, sh.Spread.Microseconds()), func(i int, line []byte) {
 		var r struct {
 			LatUS  []int64  `json:"lat_us"`
@@ -466,6 +448,25 @@ func (ws stampedeWorkers) run(b *testing.B, key string, sh stampedeShape) ([]tim
 		}
 	})
 	return lat, failed
+}
+
+// collectGarbage has every worker run a garbage collection, all of them
+// done before any crowd starts: run calls it before each crowd, outside the
+// crowd's timing.
+//
+// Why: a worker allocates only in its crowds, so every collection starts in
+// one, and which one repeats from round to round: it follows from the
+// variant's allocations per crowd and its heap's size, not from chance (on
+// p4-k100 without it, cachewatch's workers collected in 10 of 24 cold
+// crowds and sturdyc's in none of theirs, but in 11 of 24 stale ones). In a
+// service, collections are paced by everything it allocates, not by its
+// stampedes. The collections go before the "run" command, not in it: a
+// worker still collecting while the others' callers start would take their
+// cores (16 and more processes). The variants' allocations per crowd are
+// still shown by CACHEWATCH_STAMPEDE_TIMELINE.
+func (ws stampedeWorkers) collectGarbage(b *testing.B) {
+	b.Helper()
+	ws.send(b, "gc", func(int, []byte) {})
 }
 
 // setFail makes every worker's loader fail (or succeed again).

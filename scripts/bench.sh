@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Runs cachewatch's benchmarks beside its peers and prints the comparison as
+# tables (docs/benchmarks.md explains each one and records the reference
+# figures):
+#
+#   - BenchmarkStampede: cachewatch, sturdyc and go-redis/cache on every
+#     shape (4 to 64 processes, 1 or 100 hot keys, spread arrivals, a slow
+#     and a failing loader), in worker processes against a throwaway
+#     redis-server;
+#   - the hook's overhead: in process (BenchmarkHookOverhead, BenchmarkHookCost)
+#     and on loopback beside go-redis's redisotel (BenchmarkHookLoopback);
+#   - lock acquire beside bsm/redislock and redsync (BenchmarkLockAcquire);
+#   - the key-group classifier (BenchmarkClassify).
+#
+# Default: one round of each, under 5 minutes on a 2-core machine. A single
+# round shows the shape of the comparison (loader calls and failures are
+# exact) but its latencies move by several percent from run to run.
+# --full: the rounds the reference figures use (stampede: 5 rounds of 5
+# crowds, with pubsub-floor as the reference for the hop between processes;
+# 5 to 20 rounds of the others), about an hour.
+#
+# Needs redis-server (installed with apt-get when missing and running as root,
+# as scripts/test.sh does). The raw `go test -bench` output is kept in a file
+# (its path is printed; CACHEWATCH_BENCH_OUT sets it) for benchstat or a
+# later comparison. Run nothing heavy beside it: the processes share the cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+full=0
+case "${1:-}" in
+  --full) full=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--full]" >&2; exit 2 ;;
+esac
+
+if ! command -v redis-server >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing redis-server"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  else
+    echo "missing redis-server: run 'sudo apt-get install redis-server'" >&2
+    exit 1
+  fi
+fi
+# Every benchmark starts its own server; none may skip for want of one.
+export CACHEWATCH_REQUIRE_REDIS=1
+unset REDIS_ADDR
+
+if ((full)); then
+  variants='cachewatch|sturdyc|go-redis-cache|pubsub-floor'
+  stampede=(-test.benchtime 5x -test.count 5)
+  hooks=(-test.benchtime 20000x -test.count 5)
+  loopback=(-test.benchtime 20000x -test.count 6)
+  lock=(-test.benchtime 2000x -test.count 20)
+  classify=(-test.count 5)
+else
+  variants='cachewatch|sturdyc|go-redis-cache'
+  stampede=(-test.benchtime 1x -test.count 1)
+  hooks=(-test.benchtime 20000x -test.count 1)
+  loopback=(-test.benchtime 10000x -test.count 1)
+  lock=(-test.benchtime 2000x -test.count 1)
+  classify=(-test.benchtime 1000000x -test.count 1)
+fi
+
+out=${CACHEWATCH_BENCH_OUT:-$(mktemp "${TMPDIR:-/tmp}/cachewatch-bench.XXXXXX")}
+: >"$out"
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+
+start=$SECONDS
+echo "building the benchmarks"
+(cd bench && go test -c -o "$bin/bench.test" .)
+go test -c -o "$bin/hooks.test" ./hooks
+go test -c -o "$bin/keygroup.test" ./keygroup
+echo "built in $((SECONDS - start)) s"
+
+# run DIR BINARY LABEL ARGS…: runs one benchmark binary from its package's
+# directory (as go test does), appending its output to $out.
+run() {
+  local dir=$1 test=$2 label=$3
+  shift 3
+  echo "running $label"
+  if ! (cd "$dir" && "$bin/$test" -test.run '^$' -test.benchmem "$@") >>"$out" 2>&1; then
+    echo "$label failed; the end of its output:" >&2
+    tail -n 30 "$out" >&2
+    exit 1
+  fi
+}
+
+run bench bench.test "BenchmarkStampede (${variants//|/, })" \
+  -test.bench "BenchmarkStampede/.*/^($variants)\$" -test.timeout 6h "${stampede[@]}"
+run hooks hooks.test "BenchmarkHookOverhead, BenchmarkHookCost" \
+  -test.bench 'BenchmarkHook(Overhead|Cost)' "${hooks[@]}"
+run bench bench.test "BenchmarkHookLoopback (interleaved)" \
+  -test.bench 'BenchmarkHookLoopback/.*/interleaved$' "${loopback[@]}"
+run bench bench.test "BenchmarkLockAcquire" \
+  -test.bench 'BenchmarkLockAcquire' "${lock[@]}"
+run keygroup keygroup.test "BenchmarkClassify" \
+  -test.bench 'BenchmarkClassify' "${classify[@]}"
+
+echo
+go run "$root/scripts/benchtable.go" <"$out"
+echo
+echo "raw output: $out"
+echo "took $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s"
