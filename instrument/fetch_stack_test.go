@@ -37,7 +37,7 @@ const callerFrames = 96
 // that outgrows its first 2 KiB is copied whole: in BenchmarkStampede
 // (p4-k100) that copy, made by every caller as its flight landed, was 17 %
 // of cachewatch's CPU time, spent at the moment the last callers wait for
-// (docs/benchmarks.md, "Session 7").
+// (docs/benchmarks.md, "Callers keep their first stack").
 //
 // Go sizes first stacks by the average it saw at the last collection, so
 // the check runs in a copy of this test binary that starts every goroutine

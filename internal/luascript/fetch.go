@@ -76,7 +76,7 @@ return {state, granted, h[1], h[2], h[5], h[6], h[3]}
 // in the order they started waiting, the longest waiting first — as the
 // timers of in-process coalescers would wake them. On 32 processes sharing
 // 2 cores the order decides whose callers wait for the others to be
-// scheduled; see docs/benchmarks.md, session 11.
+// scheduled; see docs/benchmarks.md, "The wake-up order".
 const wakeWaiters = `
 local function wake(m)
   if not KEYS[3] then return end
