@@ -9,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/cachewatch/cachewatch/signals"
@@ -236,4 +238,31 @@ func expired(ctx context.Context) bool {
 func (d *degraded) release() {
 	d.inFlight.Dec()
 	<-d.slots
+}
+
+// fallback serves a lookup from the source directly because Redis failed
+// (err, counted under cause: see degraded.failing): bounded concurrency,
+// bounded by ctx, nothing written.
+func (ca *Cache[T]) fallback(ctx context.Context, key, group string, load func(context.Context) (T, error), err error, cause string) (T, string, error) {
+	var zero T
+	if revalidating(ctx) { // a background revalidation does not load past a failed Redis
+		return zero, resultError, err
+	}
+	ca.deg.fallbacks.WithLabelValues(cause).Inc()
+	ctx, cancelLoad := ca.leaseBound(ctx)
+	defer cancelLoad()
+	span := trace.SpanFromContext(ctx)
+	span.AddEvent("fallback", trace.WithAttributes(attribute.String("cause", cause), attribute.String("error", err.Error())))
+	actx, cancel := callerBound(ctx)
+	defer cancel()
+	if aerr := ca.deg.acquire(actx); aerr != nil {
+		ca.c.m.sourceCalls.WithLabelValues(group, "rejected").Inc()
+		return zero, resultError, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w) and no source slot free: %w", key, err, aerr)
+	}
+	defer ca.deg.release()
+	v, lerr := ca.callSource(ctx, group, load)
+	if lerr != nil {
+		return zero, resultError, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w), load: %w", key, err, lerr)
+	}
+	return v, resultFallback, nil
 }

@@ -118,26 +118,29 @@ func (ca *Cache[T]) readMany(ctx context.Context, keyList, tokens []string) ([]s
 	return states, nil
 }
 
-// readManyPatiently reads the keys as readMany, under new tokens, sent
-// again while Redis is slow rather than failing, as read does for one key;
-// the leases a read that timed out may yet grant are released as orphans.
+// readManyPatiently reads the keys as readMany, sent again under the same
+// tokens while Redis is slow rather than failing, as read does for one
+// key; a read abandoned at last has the leases it may have been granted
+// released as orphans.
 func (ca *Cache[T]) readManyPatiently(ctx context.Context, keyList []string) ([]stored, []string, error) {
+	tokens := make([]string, len(keyList))
+	for i := range keyList {
+		tokens[i] = leaseToken()
+	}
 	var until time.Time
+	mayHaveRun := false
 	for {
-		tokens := make([]string, len(keyList))
-		for i := range keyList {
-			tokens[i] = leaseToken()
-		}
 		states, err := ca.readMany(ctx, keyList, tokens)
 		if err == nil {
 			return states, tokens, nil
 		}
-		if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errCallerGone) {
-			for i, key := range keyList {
-				ca.releaseOrphan(keysFor(key), tokens[i])
-			}
-		}
+		mayHaveRun = mayHaveRun || sentToRedis(err)
 		if !ca.waitOn(ctx, "", err, &until) {
+			if mayHaveRun {
+				for i, key := range keyList {
+					ca.releaseOrphan(keysFor(key), tokens[i])
+				}
+			}
 			return nil, nil, err
 		}
 	}

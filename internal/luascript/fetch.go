@@ -30,7 +30,9 @@ package luascript
 // fresh value is refreshed early (XFetch, Vattani et al.) when now + d·factor
 // reaches f; then the lease is offered too. A caller that finds nothing
 // servable and the lease taken must wait: its channel joins the end of
-// KEYS[3] (once), which lives as long as a lease.
+// KEYS[3] (once), which lives as long as a lease. A lease already held by
+// token is granted again (not extended): a read sent again after a timeout,
+// under the same token, learns that an earlier attempt took it.
 var FetchRead = define("cachewatch_fetch_read", `
 local now = tonumber(ARGV[1])
 local h = redis.call('HMGET', KEYS[1], 'v', 'f', 'h', 'd', 'n', 'e')
@@ -50,7 +52,7 @@ if h[2] then
   end
 end
 local granted = 0
-if redis.call('SET', KEYS[2], ARGV[4], 'NX', 'PX', ARGV[3]) then
+if redis.call('SET', KEYS[2], ARGV[4], 'NX', 'PX', ARGV[3]) or redis.call('GET', KEYS[2]) == ARGV[4] then
   granted = 1
 end
 if state == 0 or state == 3 then

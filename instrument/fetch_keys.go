@@ -1,0 +1,71 @@
+package instrument
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+// keys are the Redis names of one cached key, and the wake channel its
+// reads register when this process waits for another's load ("" for none).
+type keys struct {
+	value, lease, waiters string
+	wake                  string
+}
+
+// keysFor names key's value, lease and queue of waiters in Redis, in one
+// allocation (a flight names its keys once, and in a stampede every process
+// starts its flights at once): the value's name is the start of the
+// lease's.
+func keysFor(key string) keys {
+	prefix, open, id, end := hashTag(key)
+	n := len(prefix) + len(open) + len(id) + len(end)
+	all := prefix + open + id + end + leaseSuffix + prefix + open + id + end + waitersSuffix
+	lease := all[:n+len(leaseSuffix)]
+	return keys{value: lease[:n], lease: lease, waiters: all[len(lease):]}
+}
+
+// hashTag splits key around the hash tag its Redis names carry: a key
+// with a tag of its own keeps it (prefix is the whole key); otherwise the
+// tag holds what follows the first colon (the whole key if there is none),
+// so value and lease share a slot, keys spread over slots by their IDs,
+// and the prefix stays visible to key-group classification in hooks and
+// the exporter ("product:{42}" is "product:*", where "{product:42}" would
+// be "*").
+func hashTag(key string) (prefix, open, id, end string) {
+	if hashTagged(key) {
+		return key, "", "", ""
+	}
+	if i := strings.IndexByte(key, ':'); i >= 0 && i < len(key)-1 {
+		return key[:i+1], "{", key[i+1:], "}"
+	}
+	return "", "{", key, "}"
+}
+
+// leaseSuffix follows a cached value's name in its refresh lease's name,
+// waitersSuffix in the name of the queue of processes waiting for the lease
+// holder's value (a sorted set that lives no longer than a lease). Earlier
+// releases kept an unordered set under ":waiters": a new name, so that old
+// and new processes of a fleet being upgraded never meet a key of the other
+// type (a WRONGTYPE error); they poll for each other's loads meanwhile.
+const (
+	leaseSuffix   = ":lease"
+	waitersSuffix = ":waitq"
+)
+
+// hashTagged reports whether Redis Cluster would hash only part of key.
+func hashTagged(key string) bool {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return false
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	return end > 0
+}
+
+// leaseToken returns a random owner token for a refresh lease.
+func leaseToken() string {
+	var buf [26]byte // two uint64s in base 36: at most 13 digits each
+	b := strconv.AppendUint(buf[:0], rand.Uint64(), 36)
+	return string(strconv.AppendUint(b, rand.Uint64(), 36))
+}

@@ -1,0 +1,230 @@
+package instrument
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cachewatch/cachewatch/internal/luascript"
+)
+
+// loadAndStore calls the loader while holding the lease and leaves in
+// *after the write of its result, which wakes every waiter: the flight
+// answers its callers first (pendingWrites). The loader's answer is
+// returned even if the write fails: the caller has it, only the others
+// lose.
+func (ca *Cache[T]) loadAndStore(ctx context.Context, key, group string, k keys, token string,
+	load func(context.Context) (T, error), pastHard bool, after *func(context.Context)) (T, string, error) {
+	ctx, cancel := ca.leaseBound(ctx)
+	defer cancel()
+	span := trace.SpanFromContext(ctx)
+	span.AddEvent("lease acquired")
+	start := ca.c.now()
+	v, err := ca.callSource(ctx, group, load)
+	if err != nil && !ca.cacheable(err) {
+		ca.failed(ctx, key, group, k, token)
+		if pastHard {
+			err = fmt.Errorf("%w: %w", ErrHardTTLExpired, err)
+		}
+		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: load: %w", key, err)
+	}
+	*after = ca.writeBehind(key, group, k, token, ca.loadedSince(start, v, err))
+	if err != nil {
+		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: %w", key, err)
+	}
+	return v, resultMiss, nil
+}
+
+// writeBehind returns the write of a loaded value (see store), pending
+// (pendingWrites) from now until it lands. The flight runs it on its own
+// goroutine, under the flight's context, once its callers are answered,
+// rather than handing it to another goroutine: in a crowd that one would be
+// scheduled behind the callers just woken, and the other processes wait
+// for this write. It has a span of its own, a child of the flight's.
+func (ca *Cache[T]) writeBehind(key, group string, k keys, token string, l loaded[T]) func(context.Context) {
+	ca.c.writes.add(k.value)
+	return func(ctx context.Context) {
+		defer ca.c.writes.finish(k.value)
+		span := noSpan
+		if ca.c.spans.recording() { // the options allocate, recorded or not
+			ctx, span = ca.c.spans.start(ctx, "cachewatch.Write",
+				trace.WithAttributes(attribute.String("cachewatch.key_group", group)))
+		}
+		defer span.End()
+		ca.store(ctx, key, group, k, token, l)
+	}
+}
+
+// leaseBound bounds a flight's load or wait by LeaseTTL: the loader's
+// context is documented as bounded by it, and a wait for another process's
+// load need not outlast that load's lease.
+func (ca *Cache[T]) leaseBound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, ca.o.LeaseTTL)
+}
+
+// cacheable reports whether a loader error is a cacheable "not found".
+func (ca *Cache[T]) cacheable(err error) bool {
+	return ca.o.NegativeTTL > 0 && errors.Is(err, ErrNotFound)
+}
+
+// refreshInBackground reloads a stale (or early-expiring) value under the
+// lease the read granted. Its context outlives the caller's.
+func (ca *Cache[T]) refreshInBackground(ctx context.Context, key, group string, k keys, token string, load func(context.Context) (T, error)) {
+	link := trace.LinkFromContext(ctx)
+	started := ca.bg.start(func() {
+		rctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), ca.o.LeaseTTL)
+		defer cancel()
+		rctx, span := ca.c.spans.start(rctx, "cachewatch.Refresh", trace.WithLinks(link),
+			trace.WithAttributes(attribute.String("cachewatch.key_group", group)))
+		defer span.End()
+		span.AddEvent("lease acquired")
+		start := ca.c.now()
+		v, err := ca.callSource(rctx, group, load)
+		if err != nil && !ca.cacheable(err) {
+			ca.c.m.refreshFailures.WithLabelValues(group).Inc()
+			span.RecordError(err)
+			ca.failed(rctx, key, group, k, token)
+			return
+		}
+		ca.store(rctx, key, group, k, token, ca.loadedSince(start, v, err))
+	})
+	if !started { // closed: give the lease back for another process to refresh
+		ca.giveBack(k, token)
+	}
+}
+
+// callSource calls the loader, timing and counting it.
+func (ca *Cache[T]) callSource(ctx context.Context, group string, load func(context.Context) (T, error)) (T, error) {
+	start := time.Now()
+	v, err := load(ctx)
+	ca.countSourceCall([]string{group}, sourceResult(err), time.Since(start))
+	return v, err
+}
+
+// countSourceCall counts one loader call that took took, with result, in
+// each of groups: its recompute duration and its source call.
+func (ca *Cache[T]) countSourceCall(groups []string, result string, took time.Duration) {
+	for _, group := range groups {
+		ca.c.m.recompute.WithLabelValues(group, result).Observe(took.Seconds())
+		ca.c.m.sourceCalls.WithLabelValues(group, result).Inc()
+	}
+}
+
+// sourceResult is a loader call's result label: a "not found" answer is a
+// success (the source answered).
+func sourceResult(err error) string {
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return "error"
+	}
+	return "success"
+}
+
+// loaded is a loader's result on its way to Redis.
+type loaded[T any] struct {
+	v    T
+	err  error         // nil, or a "not found" to cache (NegativeTTL)
+	took time.Duration // the loader's time, kept for XFetch
+	at   time.Time     // when the loader returned: the TTLs count from then
+}
+
+// loadedSince returns the result of a loader call that started at start.
+func (ca *Cache[T]) loadedSince(start time.Time, v T, err error) loaded[T] {
+	end := ca.c.now()
+	return loaded[T]{v: v, err: err, took: end.Sub(start), at: end}
+}
+
+// store writes a loaded value (or a cacheable not-found) with jittered
+// TTLs and wakes the waiters.
+func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token string, l loaded[T]) {
+	span := trace.SpanFromContext(ctx)
+	raw, neg := []byte(nil), "0"
+	fresh, hard := ca.jitter(ca.o.FreshTTL), ca.jitter(ca.o.HardTTL)
+	if l.err != nil {
+		neg = "1"
+		fresh = ca.jitter(ca.o.NegativeTTL)
+		hard = fresh
+	} else {
+		var err error
+		if raw, err = ca.o.Codec.Marshal(l.v); err != nil {
+			span.RecordError(err)
+			ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: encode value", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
+			ca.failed(ctx, key, group, k, token)
+			return
+		}
+	}
+	hard = max(hard, fresh)
+	now := l.at
+	// Keep the key a little past its hard TTL, so a lookup can tell "too
+	// old" (counted, refused) from "never cached".
+	expire := hard + max(hard/10, time.Second)
+	res, sentBefore, err := ca.runPatiently(ctx, func() *scriptCall {
+		return newScriptCall("fetch write", luascript.FetchWrite, []string{k.value, k.lease, k.waiters},
+			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), l.took.Milliseconds(), neg, expire.Milliseconds())
+	})
+	if err != nil {
+		span.RecordError(err)
+		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
+		// Nothing was stored, so give the lease back rather than make every
+		// other process wait LeaseTTL for a value that will not come (their
+		// next poll takes the lease and loads). If the write did land late,
+		// it released the lease itself and the release is a no-op.
+		ca.releaseOrphan(k, token)
+		return
+	}
+	if res != int64(1) && sentBefore {
+		// An earlier attempt timed out after it was sent: if Redis ran it,
+		// the value is stored and the lease released, and this one is
+		// refused for it. Not counted as a stale write: nobody can tell.
+		span.AddEvent("write refused after an earlier attempt timed out")
+		return
+	}
+	if res != int64(1) {
+		// The key was invalidated, or the lease ran out and may have passed
+		// to another loader, while this load ran: what it read may be older
+		// than what came after, so it is not stored (the callers of this
+		// load still get it).
+		ca.c.m.staleWritesRefused.WithLabelValues(group).Inc()
+		span.AddEvent("stale write refused")
+		ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch", slog.String("key_group", group),
+			slog.String("key", key), slog.String("outcome", "stale_write_refused"))
+		return
+	}
+	span.AddEvent("written")
+	ca.fails.reset(ca.c.m.refreshConsecutive, group, key)
+	ca.local.put(key, k.value, group, l.v, l.err != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
+}
+
+// failed gives the lease a hold-off after a failed load and tracks the
+// key's run of consecutive failures.
+func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token string) {
+	holdoff := max(ca.o.FailureHoldoff, 0)
+	res, err := ca.deg.call(ctx, "fetch fail", func(rctx context.Context) ([]any, error) {
+		return luascript.FetchFail.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
+			token, holdoff.Milliseconds()).Slice()
+	})
+	if err != nil || len(res) < 2 {
+		return
+	}
+	n, _ := res[0].(int64)
+	ttl, _ := res[1].(int64)
+	if n > 0 {
+		// The run ends when the stored value does: the key is then never
+		// served again, so a key nobody fetches any more leaves the gauge.
+		now := ca.c.now().UnixMilli()
+		ca.fails.set(ca.c.m.refreshConsecutive, group, key, n, now+max(ttl, 0))
+	}
+}
+
+// jitter takes up to the Jitter fraction off d at random.
+func (ca *Cache[T]) jitter(d time.Duration) time.Duration {
+	if ca.o.Jitter <= 0 || d <= 0 {
+		return d
+	}
+	return d - time.Duration(rand.Float64()*ca.o.Jitter*float64(d))
+}

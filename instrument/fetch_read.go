@@ -1,0 +1,306 @@
+package instrument
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cachewatch/cachewatch/internal/luascript"
+)
+
+// stored is a decoded reply of the read script.
+type stored struct {
+	state      int64 // 0 missing, 1 fresh, 2 stale, 3 past hard TTL
+	granted    bool  // the caller holds the refresh lease
+	raw        string
+	freshUntil int64 // unix ms
+	hardUntil  int64 // unix ms
+	negative   bool
+}
+
+const (
+	stateMissing = 0
+	stateFresh   = 1
+	stateStale   = 2
+	stateExpired = 3
+)
+
+// lookup is one flight: read, then serve, refresh, load or wait. A load's
+// write is left in *after, for the flight to run once it has landed.
+func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error), after *func(context.Context)) (outcome[T], error) {
+	k := keysFor(key)
+	span := trace.SpanFromContext(ctx)
+	ca.fails.expire(ca.c.m.refreshConsecutive, ca.c.now().UnixMilli())
+	if ca.deg.open() {
+		return ca.unavailable(ctx, key, group, load, errBreakerOpen)
+	}
+	ca.c.writes.wait(ctx, k.value) // this process's own write of key comes first
+	sub, woken, wake := ca.watch(k.value)
+	defer sub.close()
+	k.wake = wake
+	s, token, err := ca.read(ctx, key, k)
+	if err != nil {
+		return ca.unavailable(ctx, key, group, load, err)
+	}
+	switch s.state {
+	case stateFresh, stateStale:
+		result := resultHit
+		if s.state == stateStale {
+			result = resultStale
+			span.AddEvent("cache stale")
+		} else {
+			span.AddEvent("cache hit")
+		}
+		// The lease is granted to the flight, so one refresh serves all of
+		// its callers (stale, or XFetch's early refresh of a fresh value).
+		if s.granted {
+			ca.refreshInBackground(ctx, key, group, k, token, load)
+		}
+		o := outcome[T]{freshUntil: s.freshUntil, hardUntil: s.hardUntil}
+		var err error
+		o.val, o.result, err = ca.decode(key, s, result)
+		if o.result == resultStale {
+			o.staleAge = time.Duration(ca.c.now().UnixMilli()-s.freshUntil) * time.Millisecond
+		}
+		ca.keepCopy(key, k.value, group, o.val, err, s)
+		return o, err
+	case stateExpired:
+		span.AddEvent("cache expired past hard TTL")
+	default:
+		span.AddEvent("cache miss")
+	}
+	ca.local.drop(key)
+	o := outcome[T]{pastHard: s.state == stateExpired}
+	if s.granted {
+		o.val, o.result, err = ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired, after)
+		return o, err
+	}
+	o.val, o.result, err = ca.waitForValue(ctx, key, group, k, load, sub, woken, after)
+	return o, err
+}
+
+// unavailable answers a flight whose read failed: from the process's copy
+// if there is one within its hard TTL (LocalCopies), else from the source
+// if Redis is failing; a read that only waited too long ends in an error.
+func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load func(context.Context) (T, error), err error) (outcome[T], error) {
+	now := ca.c.now().UnixMilli()
+	if c, ok := ca.local.usable(key, now); ok {
+		trace.SpanFromContext(ctx).AddEvent("cache copy served, Redis unavailable")
+		o := outcome[T]{val: c.val, result: resultHit, freshUntil: c.freshUntil, hardUntil: c.hardUntil}
+		if now >= c.freshUntil {
+			o.result, o.staleAge = resultStale, time.Duration(now-c.freshUntil)*time.Millisecond
+		}
+		if c.negative {
+			return o, fmt.Errorf("cachewatch: fetch %q: %w (cached)", key, ErrNotFound)
+		}
+		return o, nil
+	}
+	var o outcome[T]
+	cause, failing := ca.deg.failing(err)
+	if !failing {
+		o.result = resultError
+		return o, fmt.Errorf("cachewatch: fetch %q: waiting for Redis: %w", key, err)
+	}
+	o.val, o.result, err = ca.fallback(ctx, key, group, load, err, cause)
+	return o, err
+}
+
+// read runs the read script: one round trip for the value, its state and,
+// when due, the refresh lease, offered under the returned token.
+//
+// Slow is not down: a read that Redis did not answer within RedisTimeout,
+// or that waited in this Cache's queue, is sent again for as long as the
+// breaker lets it, the caller waits and LeaseTTL allows. On a starved
+// process or a slow Redis, a flight sent to the source instead would load
+// once per process, not once for the fleet — with batched reads, every
+// flight of the batch would. Only Redis failing ends the wait early (the
+// breaker opens after BreakerFailures timed-out round trips in a row).
+//
+// Every attempt offers the lease under the same token, and the script
+// grants a lease again to the token that holds it: whichever attempt Redis
+// ran first, the answered one tells the flight it holds the lease. A read
+// abandoned at last, if an attempt may have reached Redis, has its lease
+// released as an orphan.
+func (ca *Cache[T]) read(ctx context.Context, key string, k keys) (stored, string, error) {
+	token := leaseToken()
+	var until time.Time
+	mayHaveRun := false
+	for {
+		s, err := ca.readOnce(ctx, k, token)
+		if err == nil {
+			return s, token, nil
+		}
+		mayHaveRun = mayHaveRun || sentToRedis(err)
+		if !ca.waitOn(ctx, key, err, &until) {
+			if mayHaveRun {
+				ca.releaseOrphan(k, token)
+			}
+			return s, token, err
+		}
+		trace.SpanFromContext(ctx).AddEvent("read not answered in time, reading again")
+	}
+}
+
+// sentToRedis reports whether a failed call may have reached Redis: it was
+// neither refused by the breaker nor abandoned before it was sent.
+func sentToRedis(err error) bool {
+	return !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) && !errors.Is(err, errNotSent)
+}
+
+// waitOn reports whether a failed read of key is sent again: Redis is
+// slow, not failing (degraded.failing), the caller is there, and LeaseTTL
+// has not passed since the first read failed (*until, set then, on the real
+// clock like every bound of a Redis call). When the caller's share of its
+// deadline ran out (degraded.timeoutFor) and the process has a copy of the
+// value, the copy answers it instead. A background revalidation does not
+// wait: its process serves the copy meanwhile, and the next stale hit
+// revalidates again.
+func (ca *Cache[T]) waitOn(ctx context.Context, key string, err error, until *time.Time) bool {
+	if _, failing := ca.deg.failing(err); failing || ctx.Err() != nil || revalidating(ctx) {
+		return false
+	}
+	if errors.Is(err, errCallerGone) {
+		if _, there := callerLeft(ctx); !there {
+			return false
+		}
+		if _, ok := ca.local.usable(key, ca.c.now().UnixMilli()); ok {
+			return false
+		}
+	}
+	if until.IsZero() {
+		*until = time.Now().Add(ca.o.LeaseTTL)
+	}
+	return time.Now().Before(*until)
+}
+
+// runPatiently runs the script call newCall makes, again (a new call)
+// while Redis is slow rather than failing, as read does. sentBefore
+// reports that an earlier attempt timed out after it was sent: Redis may
+// have run it.
+func (ca *Cache[T]) runPatiently(ctx context.Context, newCall func() *scriptCall) (res any, sentBefore bool, err error) {
+	var until time.Time
+	for {
+		res, err = ca.run(ctx, newCall())
+		if err == nil || !ca.waitOn(ctx, "", err, &until) {
+			return res, sentBefore, err
+		}
+		sentBefore = sentBefore || !errors.Is(err, errNotSent)
+	}
+}
+
+// readOnce runs the read script once, under token.
+func (ca *Cache[T]) readOnce(ctx context.Context, k keys, token string) (stored, error) {
+	xf := 0.0
+	if ca.o.Beta > 0 {
+		xf = ca.o.Beta * -math.Log(1-rand.Float64()) // 1-U is in (0, 1]
+	}
+	v, err := ca.run(ctx, newScriptCall("fetch read", luascript.FetchRead, []string{k.value, k.lease, k.waiters},
+		ca.c.now().UnixMilli(), xf, ca.o.LeaseTTL.Milliseconds(), token, k.wake))
+	if err != nil {
+		return stored{}, err
+	}
+	res, _ := v.([]any)
+	return parseStored(res)
+}
+
+// releaseOrphan releases the lease that an abandoned read (Redis stalled or
+// the call timed out) may yet grant when Redis runs it: otherwise nobody
+// could refresh the key until LeaseTTL passed. Redis may run the read only
+// once it recovers, so the release is sent, off every caller's path, after
+// RedisTimeout, 1s and 4s — three answered attempts, stopping at the one
+// that releases the lease. An attempt Redis did not answer (each is given
+// at least a second) does not count, and the next waits 1, 2, then 4s: a
+// slow Redis or a starved process is given time, as a lookup's reads are,
+// until LeaseTTL has passed (the lease has then run out anyway).
+//
+// Close cuts the waits short: one last attempt, bounded by RedisTimeout,
+// then the goroutine ends (a lease it could not release expires after
+// LeaseTTL).
+func (ca *Cache[T]) releaseOrphan(k keys, token string) {
+	ca.bg.start(func() {
+		until := time.Now().Add(ca.o.LeaseTTL)
+		waits := []time.Duration{ca.o.RedisTimeout, time.Second, 4 * time.Second}
+		backoff := time.Second // between attempts Redis did not answer
+		for len(waits) > 0 && time.Now().Before(until) {
+			timer := ca.c.clock.NewTimer(waits[0])
+			select {
+			case <-timer.Chan():
+			case <-ca.bg.stop:
+				timer.Stop()
+				ca.giveBack(k, token)
+				return
+			}
+			ctx, cancel := ca.bg.bound(max(ca.o.RedisTimeout, time.Second))
+			released, err := ca.release(ctx, k, token)
+			cancel()
+			if released {
+				return
+			}
+			if err == nil {
+				waits = waits[1:]
+			} else {
+				waits[0], backoff = backoff, min(2*backoff, 4*time.Second)
+			}
+		}
+	})
+}
+
+func parseStored(res []any) (stored, error) {
+	var s stored
+	if len(res) < 2 {
+		return s, fmt.Errorf("cachewatch: fetch read: malformed reply %v", res)
+	}
+	s.state, _ = res[0].(int64)
+	granted, _ := res[1].(int64)
+	s.granted = granted == 1
+	if s.state != stateFresh && s.state != stateStale {
+		return s, nil
+	}
+	if len(res) < 5 {
+		return s, fmt.Errorf("cachewatch: fetch read: malformed reply %v", res)
+	}
+	s.raw, _ = res[2].(string)
+	f, _ := res[3].(string)
+	s.freshUntil, _ = strconv.ParseInt(f, 10, 64)
+	n, _ := res[4].(string)
+	s.negative = n == "1"
+	if len(res) > 6 {
+		h, _ := res[6].(string)
+		s.hardUntil, _ = strconv.ParseInt(h, 10, 64)
+	}
+	return s, nil
+}
+
+// decode turns a stored value into the caller's answer.
+func (ca *Cache[T]) decode(key string, s stored, result string) (T, string, error) {
+	var v T
+	if s.negative {
+		return v, result, fmt.Errorf("cachewatch: fetch %q: %w (cached)", key, ErrNotFound)
+	}
+	if err := ca.o.Codec.Unmarshal([]byte(s.raw), &v); err != nil {
+		return v, resultError, fmt.Errorf("cachewatch: fetch %q: decode cached value: %w", key, err)
+	}
+	return v, result, nil
+}
+
+// giveBack releases a refresh lease this Cache will not use, bounded by the
+// Redis timeout (if that fails, the lease expires after LeaseTTL).
+func (ca *Cache[T]) giveBack(k keys, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), ca.o.RedisTimeout)
+	defer cancel()
+	_, _ = ca.release(ctx, k, token)
+}
+
+// release releases the lease token holds, if it still does, bounded by
+// ctx, and reports whether it did.
+func (ca *Cache[T]) release(ctx context.Context, k keys, token string) (bool, error) {
+	n, err := luascript.FetchRelease.Run(ca.c.ctx(ctx), ca.c.rdb, []string{k.lease}, token).Int64()
+	return n == 1, err
+}
