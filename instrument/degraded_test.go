@@ -16,39 +16,69 @@ import (
 )
 
 func TestFetchDegradedRedisPausedKilledRestarted(t *testing.T) {
-	srv := redistest.Start(t)
-	reg := prometheus.NewRegistry()
-	clk := newFetchClock()
+	r := newDegradedRig(t)
+
+	r.fetch("healthy")
+	if lookups(r.ca, r.g, resultMiss) != 1 || r.state() != float64(gobreaker.StateClosed) {
+		t.Fatalf("healthy: miss=%v state=%v", lookups(r.ca, r.g, resultMiss), r.state())
+	}
+	r.paused()
+	r.killed()
+	r.restarted()
+	r.checkEveryFetchCounted()
+	lintRegistry(t, r.reg)
+}
+
+// degradedRig is one cache in front of a Redis that the degraded-mode
+// test stops, kills and restarts, with the loader calls it made.
+type degradedRig struct {
+	t     *testing.T
+	srv   *redistest.Server
+	reg   *prometheus.Registry
+	clk   *fetchClock
+	ca    *Cache[string]
+	g     string
+	calls atomic.Int64
+	load  func(context.Context) (string, error)
+}
+
+func newDegradedRig(t *testing.T) *degradedRig {
+	r := &degradedRig{t: t, srv: redistest.Start(t), reg: prometheus.NewRegistry(), clk: newFetchClock()}
 	// MaxRetries -1 and one dial attempt: a dead server fails fast instead
 	// of being retried (go-redis's default five dials take 500ms, longer
 	// than RedisTimeout: the fallback would count a timeout).
-	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1})
-	ca := newFetchCache(t, rdb, reg, clk, CacheOptions{
+	rdb := redistest.NewClient(t, &redis.Options{Addr: r.srv.Addr, MaxRetries: -1, DialerRetries: 1})
+	r.ca = newFetchCache(t, rdb, r.reg, r.clk, CacheOptions{
 		RedisTimeout: 300 * time.Millisecond, BreakerFailures: 2, BreakerOpenFor: 200 * time.Millisecond,
 		FallbackConcurrency: 2, Name: "degraded-test"})
-	var calls atomic.Int64
-	load := func(context.Context) (string, error) { calls.Add(1); return "from-source", nil }
-	g := ca.c.group("item:1")
-	state := func() float64 { return testutil.ToFloat64(ca.c.m.breakerState.WithLabelValues("degraded-test")) }
-	fetch := func(what string) {
-		t.Helper()
-		// The deadline is the bound: Fetch must answer within it although
-		// go-redis itself would wait for its 3s ReadTimeout.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if v, err := ca.Fetch(ctx, "item:1", load); err != nil || v != "from-source" {
-			t.Fatalf("%s: %q, %v; want the source's value within the deadline", what, v, err)
-		}
-	}
+	r.load = func(context.Context) (string, error) { r.calls.Add(1); return "from-source", nil }
+	r.g = r.ca.c.group("item:1")
+	return r
+}
 
-	fetch("healthy")
-	if lookups(ca, g, resultMiss) != 1 || state() != float64(gobreaker.StateClosed) {
-		t.Fatalf("healthy: miss=%v state=%v", lookups(ca, g, resultMiss), state())
-	}
+// state is the breaker state gauge.
+func (r *degradedRig) state() float64 {
+	return testutil.ToFloat64(r.ca.c.m.breakerState.WithLabelValues("degraded-test"))
+}
 
-	srv.Pause() // SIGSTOP: connections open, nothing answered
-	clk.add(time.Hour)
-	fetch("paused")
+func (r *degradedRig) fetch(what string) {
+	r.t.Helper()
+	// The deadline is the bound: Fetch must answer within it although
+	// go-redis itself would wait for its 3s ReadTimeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if v, err := r.ca.Fetch(ctx, "item:1", r.load); err != nil || v != "from-source" {
+		r.t.Fatalf("%s: %q, %v; want the source's value within the deadline", what, v, err)
+	}
+}
+
+// paused: a stopped Redis (SIGSTOP: connections open, nothing answered)
+// is a fallback counted as a timeout.
+func (r *degradedRig) paused() {
+	t, ca, g := r.t, r.ca, r.g
+	r.srv.Pause()
+	r.clk.add(time.Hour)
+	r.fetch("paused")
 	if got := lookups(ca, g, resultFallback); got != 1 {
 		t.Fatalf("fallback lookups = %v after a fetch against a stopped Redis, want 1", got)
 	}
@@ -57,55 +87,71 @@ func TestFetchDegradedRedisPausedKilledRestarted(t *testing.T) {
 	if got, down := fallbacks(ca, signals.FallbackTimeout), fallbacks(ca, signals.FallbackRedisDown); got != 1 || down != 0 {
 		t.Fatalf("fallbacks{cause=timeout} = %v, {cause=redis_down} = %v against a stopped Redis; want 1, 0", got, down)
 	}
+}
 
+// killed: Redis killed mid-fetch opens the breaker; its trial counts the
+// refused connection, and with the breaker open every fetch falls back.
+func (r *degradedRig) killed() {
+	t, ca, g := r.t, r.ca, r.g
 	done := make(chan struct{})
-	go func() { defer close(done); fetch("killed mid-fetch") }()
+	go func() { defer close(done); r.fetch("killed mid-fetch") }()
 	time.Sleep(50 * time.Millisecond) // let the read reach the stalled server
 	// Kill continues the process before killing it, so the stalled read may
 	// still be answered: this fetch is served either way, by Redis or by
 	// the fallback.
-	srv.Kill()
+	r.srv.Kill()
 	<-done
 	// With Redis dead, every fetch is a fallback and a Redis failure until
 	// the breaker opens (2 consecutive failures).
-	for i := 0; state() != float64(gobreaker.StateOpen); i++ {
+	for i := 0; r.state() != float64(gobreaker.StateOpen); i++ {
 		if i == 3 {
-			t.Fatalf("breaker state gauge = %v after %d fetches against a dead Redis, want 2 (open)", state(), i)
+			t.Fatalf("breaker state gauge = %v after %d fetches against a dead Redis, want 2 (open)", r.state(), i)
 		}
-		fetch("redis dead")
+		r.fetch("redis dead")
 	}
 	// Once BreakerOpenFor has passed, the breaker lets one trial through:
 	// it finds the connection refused, and its fallback counts that cause.
 	waitFor(t, "the breaker to let a trial through", func() bool { return ca.deg.breaker.State() == gobreaker.StateHalfOpen })
-	fetch("trial against a dead Redis")
+	r.fetch("trial against a dead Redis")
 	if got := fallbacks(ca, signals.FallbackRedisDown); got != 1 {
 		t.Fatalf("fallbacks{cause=redis_down} = %v after a trial against a dead Redis, want 1 (timeout %v, fallback lookups %v, state %v)", got, fallbacks(ca, signals.FallbackTimeout), lookups(ca, g, resultFallback), ca.deg.breaker.State())
 	}
 	before := lookups(ca, g, resultFallback)
-	fetch("breaker open")
+	r.fetch("breaker open")
 	if got := lookups(ca, g, resultFallback); got != before+1 {
 		t.Fatalf("fallback lookups = %v with the breaker open, want %v", got, before+1)
 	}
+}
 
-	srv.Restart() // empty
+// restarted: once Redis is back (empty), lookups are served by it again
+// and the breaker closes.
+func (r *degradedRig) restarted() {
+	t, ca, g := r.t, r.ca, r.g
+	r.srv.Restart()
 	servedByRedis := func() float64 { return lookups(ca, g, resultMiss) + lookups(ca, g, resultHit) }
 	beforeRestart := servedByRedis()
 	deadline := time.Now().Add(20 * time.Second)
 	for servedByRedis() == beforeRestart {
 		if time.Now().After(deadline) {
-			t.Fatalf("no lookup served by Redis 20s after restart; breaker state %v", state())
+			t.Fatalf("no lookup served by Redis 20s after restart; breaker state %v", r.state())
 		}
-		fetch("recovering")
+		r.fetch("recovering")
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := state(); got != float64(gobreaker.StateClosed) {
+	if got := r.state(); got != float64(gobreaker.StateClosed) {
 		t.Fatalf("breaker state gauge = %v after recovery, want 0", got)
 	}
+}
+
+// checkEveryFetchCounted: the loader calls, source calls, lookups and
+// fallbacks by cause agree, and nothing is left in flight.
+func (r *degradedRig) checkEveryFetchCounted() {
+	t, ca, g := r.t, r.ca, r.g
 	// Every fetch loaded: by the fallback or, on a miss, under the lease.
 	loads := lookups(ca, g, resultFallback) + lookups(ca, g, resultMiss)
-	if int64(sourceCalls(ca, g, "success")) != calls.Load() || calls.Load() != int64(loads) {
+	if int64(sourceCalls(ca, g, "success")) != r.calls.Load() || r.calls.Load() != int64(loads) {
 		t.Fatalf("loader calls %d, source_calls %v, fallback+miss lookups %v; want all equal",
-			calls.Load(), sourceCalls(ca, g, "success"), loads)
+			r.calls.Load(), sourceCalls(ca, g, "success"), loads)
 	}
 	var byCause float64
 	for _, cause := range []string{signals.FallbackTimeout, signals.FallbackRedisDown, signals.FallbackRedisError} {
@@ -118,7 +164,6 @@ func TestFetchDegradedRedisPausedKilledRestarted(t *testing.T) {
 	if got := testutil.ToFloat64(ca.c.m.sourceInFlight.WithLabelValues("degraded-test")); got != 0 {
 		t.Fatalf("source_in_flight = %v at rest", got)
 	}
-	lintRegistry(t, reg)
 }
 
 func TestFetchFallbackConcurrencyBounded(t *testing.T) {

@@ -355,75 +355,51 @@ func TestFetchWaitersLeaveWithTheirOwnContext(t *testing.T) {
 	other, cancelOther := context.WithCancel(context.Background())
 	defer cancelOther()
 	own, cancelOwn := context.WithCancel(context.Background())
-	var returned atomic.Int64
-	type answer struct {
-		v   string
-		err error
-	}
-	// recv bounds each wait (a liveness bound, not a speed assertion).
-	recv := func(ch chan answer) answer {
-		t.Helper()
-		select {
-		case a := <-ch:
-			return a
-		case <-time.After(20 * time.Second):
-			t.Fatal("a caller never returned")
-			return answer{}
-		}
-	}
-	start := func(ctx context.Context) chan answer {
-		ch := make(chan answer, 1)
-		go func() {
-			v, err := ca.Fetch(ctx, key, load)
-			returned.Add(1)
-			ch <- answer{v, err}
-		}()
-		return ch
-	}
+	callers := &waitingCallers{t: t, ca: ca, key: key, load: load}
 	joined := joinCounter(t, key)
 	gate.hold()
-	leader := start(shared)
+	leader := callers.start(shared)
 	<-gate.entered // the leader's read is in flight and held
-	var sharedCallers, served []chan answer
+	var sharedCallers, served []chan fetchAnswer
 	for range 9 {
-		sharedCallers = append(sharedCallers, start(shared))
+		sharedCallers = append(sharedCallers, callers.start(shared))
 	}
 	for range 10 {
-		served = append(served, start(other))
+		served = append(served, callers.start(other))
 	}
 	for range 5 {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		served = append(served, start(ctx))
+		served = append(served, callers.start(ctx))
 	}
 	for range 5 {
-		served = append(served, start(context.Background()))
+		served = append(served, callers.start(context.Background()))
 	}
-	ownCaller := start(own)
+	ownCaller := callers.start(own)
 	const joiners = 9 + 10 + 5 + 5 + 1
 	waitFor(t, "every caller to join the held flight", func() bool { return joined.Load() == joiners })
 
 	cancelShared()
-	for i, ch := range append([]chan answer{leader}, sharedCallers...) {
-		if a := recv(ch); !errors.Is(a.err, context.Canceled) {
+	for i, ch := range append([]chan fetchAnswer{leader}, sharedCallers...) {
+		if a := callers.recv(ch); !errors.Is(a.err, context.Canceled) {
 			t.Fatalf("caller %d of the cancelled context: got (%q, %v), want context.Canceled", i, a.v, a.err)
 		}
 	}
 	// A caller arriving with the ended context leaves at once too.
-	if a := recv(start(shared)); !errors.Is(a.err, context.Canceled) {
+	if a := callers.recv(callers.start(shared)); !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("late caller of the cancelled context: got (%q, %v), want context.Canceled", a.v, a.err)
 	}
 	cancelOwn()
-	if a := recv(ownCaller); !errors.Is(a.err, context.Canceled) {
+	if a := callers.recv(ownCaller); !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("caller with its own cancelled context: got (%q, %v), want context.Canceled", a.v, a.err)
 	}
-	if n := returned.Load(); n != 12 {
+	if n := callers.returned.Load(); n != 12 {
 		t.Fatalf("%d callers returned while the read was held, want the 12 whose context ended", n)
 	}
 
 	gate.open()
 	for i, ch := range served {
-		if a := recv(ch); a.err != nil || a.v != "v1" {
+		if a := callers.recv(ch); a.err != nil || a.v != "v1" {
 			t.Fatalf("caller %d: got (%q, %v), want v1 from the flight the leader left", i, a.v, a.err)
 		}
 	}
@@ -437,4 +413,43 @@ func TestFetchWaitersLeaveWithTheirOwnContext(t *testing.T) {
 		t.Errorf("%d read script calls, want 1 (the one shared flight)", reads)
 	}
 	lintRegistry(t, reg)
+}
+
+// fetchAnswer is what one Fetch returned.
+type fetchAnswer struct {
+	v   string
+	err error
+}
+
+// waitingCallers starts Fetch callers of one key, each in a goroutine of
+// its own, and counts those that returned.
+type waitingCallers struct {
+	t        *testing.T
+	ca       *Cache[string]
+	key      string
+	load     func(context.Context) (string, error)
+	returned atomic.Int64
+}
+
+// start starts one caller under ctx; its answer arrives on the channel.
+func (w *waitingCallers) start(ctx context.Context) chan fetchAnswer {
+	ch := make(chan fetchAnswer, 1)
+	go func() {
+		v, err := w.ca.Fetch(ctx, w.key, w.load)
+		w.returned.Add(1)
+		ch <- fetchAnswer{v, err}
+	}()
+	return ch
+}
+
+// recv bounds each wait (a liveness bound, not a speed assertion).
+func (w *waitingCallers) recv(ch chan fetchAnswer) fetchAnswer {
+	w.t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(20 * time.Second):
+		w.t.Fatal("a caller never returned")
+		return fetchAnswer{}
+	}
 }

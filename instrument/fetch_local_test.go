@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -20,9 +21,72 @@ import (
 // process's copy — even while Redis is stopped, and then without the loader
 // — and the crowd still causes exactly one refresh across processes.
 func TestFetchLocalCopies(t *testing.T) {
-	srv := redistest.Start(t)
-	reg := prometheus.NewRegistry()
-	clk := newFetchClock()
+	r := newLocalCopiesRig(t)
+	ctx, key, caches := context.Background(), r.key, r.caches
+	for _, ca := range caches { // one load, two hits: every process has a copy
+		if v, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { return "v1", nil }); err != nil || v != "v1" {
+			t.Fatal(v, err)
+		}
+		written(ca, key) // else the next process may find the load's write pending, wait for it: coalesced, not a hit
+	}
+	r.g = caches[0].c.group(key)
+
+	r.freshCopiesWhileStopped()
+	r.clk.add(2 * time.Minute) // stale
+	r.staleCopiesWhileStopped()
+
+	for _, v := range stampede(t, caches, 100, key, r.load) {
+		if v != "v1" {
+			t.Fatalf("served %q during the refresh, want the stale v1", v)
+		}
+	}
+	close(r.release)
+	for _, ca := range caches {
+		ca.bg.wait()
+	}
+	if r.calls.Load() != 1 {
+		t.Fatalf("%d refreshes, want 1 across 3 processes (lease held: %d, breaker open: %v)",
+			r.calls.Load(), r.admin.Exists(ctx, keysFor(key).lease).Val(), caches[0].deg.open())
+	}
+	if got := lookups(caches[0], r.g, resultStale); got != 3+300 {
+		t.Fatalf("stale lookups = %v, want 303", got)
+	}
+	for i, ca := range caches {
+		// A process whose copy is still the stale one serves it once more
+		// while revalidating; after that it reads the new value.
+		if _, err := ca.Fetch(ctx, key, r.load); err != nil {
+			t.Fatal(err)
+		}
+		ca.bg.wait()
+		if v, err := ca.Fetch(ctx, key, r.load); err != nil || v != "v2" {
+			t.Fatalf("process %d after the refresh: %q, %v; want v2", i, v, err)
+		}
+	}
+	if r.calls.Load() != 1 {
+		t.Fatalf("%d loader calls in all, want 1", r.calls.Load())
+	}
+	lintRegistry(t, r.reg)
+}
+
+// localCopiesRig is three processes with local copies in front of one
+// Redis, and a loader of v2 that answers once release is closed.
+type localCopiesRig struct {
+	t       *testing.T
+	srv     *redistest.Server
+	admin   *redis.Client
+	reg     *prometheus.Registry
+	clk     *fetchClock
+	caches  []*Cache[string]
+	key, g  string
+	calls   atomic.Int64
+	release chan struct{}
+	load    func(context.Context) (string, error)
+}
+
+func newLocalCopiesRig(t *testing.T) *localCopiesRig {
+	r := &localCopiesRig{t: t, srv: redistest.Start(t), reg: prometheus.NewRegistry(), clk: newFetchClock(),
+		key: "menu:3", release: make(chan struct{})}
+	r.admin = r.srv.Client(t)
 	// LeaseTTL far above the 10s bound below: only an explicit release frees
 	// a lease granted to an abandoned read in time.
 	// The breaker is kept out of the way (this test is about copies, and a
@@ -32,60 +96,56 @@ func TestFetchLocalCopies(t *testing.T) {
 	// later, and the crowd below would then see no refresh.
 	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: 100, RedisTimeout: 3 * time.Second,
 		LeaseTTL: time.Minute, BreakerFailures: 1 << 20}
-	var caches []*Cache[string]
 	for p := 0; p < 3; p++ {
-		caches = append(caches, newFetchCache(t, srv.Client(t), reg, clk, opts))
+		r.caches = append(r.caches, newFetchCache(t, r.srv.Client(t), r.reg, r.clk, opts))
 	}
-	ctx := context.Background()
-	key := "menu:3"
-	for _, ca := range caches { // one load, two hits: every process has a copy
-		if v, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { return "v1", nil }); err != nil || v != "v1" {
-			t.Fatal(v, err)
-		}
-		written(ca, key) // else the next process may find the load's write pending, wait for it: coalesced, not a hit
+	r.load = func(context.Context) (string, error) {
+		r.calls.Add(1)
+		<-r.release
+		return "v2", nil
 	}
-	g := caches[0].c.group(key)
+	return r
+}
 
-	// Redis stopped, value fresh: each process answers from its copy (a
-	// hit), not from the source.
-	srv.Pause()
-	for i, ca := range caches {
+// freshCopiesWhileStopped: Redis stopped, value fresh: each process
+// answers from its copy (a hit), not from the source.
+func (r *localCopiesRig) freshCopiesWhileStopped() {
+	t, ctx := r.t, context.Background()
+	r.srv.Pause()
+	for i, ca := range r.caches {
 		short, cancel := context.WithTimeout(ctx, 2*time.Second)
-		v, err := ca.Fetch(short, key, func(context.Context) (string, error) { return "", errors.New("source must not be called") })
+		v, err := ca.Fetch(short, r.key, func(context.Context) (string, error) { return "", errors.New("source must not be called") })
 		cancel()
 		if err != nil || v != "v1" {
 			t.Fatalf("process %d, fresh copy, Redis stopped: %q, %v", i, v, err)
 		}
 	}
-	srv.Resume()
-	if got := lookups(caches[0], g, resultHit); got != 2+3 {
+	r.srv.Resume()
+	if got := lookups(r.caches[0], r.g, resultHit); got != 2+3 {
 		t.Fatalf("hits = %v, want 5 (2 before, 3 from copies)", got)
 	}
-	clk.add(2 * time.Minute) // stale
+}
 
-	var calls atomic.Int64
-	release := make(chan struct{})
-	load := func(context.Context) (string, error) {
-		calls.Add(1)
-		<-release
-		return "v2", nil
-	}
-
-	srv.Pause()
-	for i, ca := range caches {
+// staleCopiesWhileStopped: Redis stopped, value stale: each process
+// answers from its stale copy without the loader, and the lease an
+// abandoned revalidation took is released.
+func (r *localCopiesRig) staleCopiesWhileStopped() {
+	t, ctx, key := r.t, context.Background(), r.key
+	r.srv.Pause()
+	for i, ca := range r.caches {
 		// Far shorter than RedisTimeout would allow a fallback load: only
 		// the process copy can answer.
 		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		v, err := ca.Fetch(short, key, load)
+		v, err := ca.Fetch(short, key, r.load)
 		cancel()
 		if err != nil || v != "v1" {
 			t.Fatalf("process %d with Redis stopped: %q, %v; want the stale copy", i, v, err)
 		}
 	}
-	for _, ca := range caches { // the revalidations failed against the stopped Redis
+	for _, ca := range r.caches { // the revalidations failed against the stopped Redis
 		waitFor(t, "the revalidation to fail", func() bool { return !ca.local.get(key).revalidating.Load() })
 	}
-	srv.Resume()
+	r.srv.Resume()
 	// Redis ran the abandoned revalidation reads on resuming, and one of
 	// them took the refresh lease for a caller long gone: cachewatch
 	// releases such leases itself rather than leaving the key unrefreshable
@@ -93,49 +153,15 @@ func TestFetchLocalCopies(t *testing.T) {
 	// Polling for the lease to vanish could look before the stalled reads
 	// landed (Redis serves the resumed connections in any order), so wait
 	// for the orphan-lease releases to finish their attempts.
-	lease := keysFor(key).lease
-	admin := srv.Client(t)
-	for _, ca := range caches {
+	for _, ca := range r.caches {
 		ca.bg.wait()
 	}
-	if admin.Exists(ctx, lease).Val() == 1 {
+	if r.admin.Exists(ctx, keysFor(key).lease).Val() == 1 {
 		t.Fatal("lease granted to an abandoned read still held after the orphan releases ran")
 	}
-	if calls.Load() != 0 || lookups(caches[0], g, resultStale) != 3 {
-		t.Fatalf("Redis stopped: %d loader calls, %v stale lookups; want 0 and 3", calls.Load(), lookups(caches[0], g, resultStale))
+	if r.calls.Load() != 0 || lookups(r.caches[0], r.g, resultStale) != 3 {
+		t.Fatalf("Redis stopped: %d loader calls, %v stale lookups; want 0 and 3", r.calls.Load(), lookups(r.caches[0], r.g, resultStale))
 	}
-
-	for _, v := range stampede(t, caches, 100, key, load) {
-		if v != "v1" {
-			t.Fatalf("served %q during the refresh, want the stale v1", v)
-		}
-	}
-	close(release)
-	for _, ca := range caches {
-		ca.bg.wait()
-	}
-	if calls.Load() != 1 {
-		t.Fatalf("%d refreshes, want 1 across 3 processes (lease held: %d, breaker open: %v)",
-			calls.Load(), admin.Exists(ctx, lease).Val(), caches[0].deg.open())
-	}
-	if got := lookups(caches[0], g, resultStale); got != 3+300 {
-		t.Fatalf("stale lookups = %v, want 303", got)
-	}
-	for i, ca := range caches {
-		// A process whose copy is still the stale one serves it once more
-		// while revalidating; after that it reads the new value.
-		if _, err := ca.Fetch(ctx, key, load); err != nil {
-			t.Fatal(err)
-		}
-		ca.bg.wait()
-		if v, err := ca.Fetch(ctx, key, load); err != nil || v != "v2" {
-			t.Fatalf("process %d after the refresh: %q, %v; want v2", i, v, err)
-		}
-	}
-	if calls.Load() != 1 {
-		t.Fatalf("%d loader calls in all, want 1", calls.Load())
-	}
-	lintRegistry(t, reg)
 }
 
 // Cache.Invalidate names keys as Fetch does: it removes the stored value

@@ -34,21 +34,8 @@ func TestFetchManyCountsOneSourceCallPerBatch(t *testing.T) {
 	if items == users {
 		t.Fatalf("the test needs two key groups, got %q for both", items)
 	}
-	var calls int
-	var fail error
-	load := func(_ context.Context, keys []string) (map[string]string, error) {
-		calls++
-		if fail != nil {
-			return nil, fail
-		}
-		out := map[string]string{}
-		for _, k := range keys {
-			if k != "item:3" { // the source has no item:3
-				out[k] = "v-" + k
-			}
-		}
-		return out, nil
-	}
+	src := &batchSource{}
+	load := src.load
 	type counts struct{ items, users, itemRecomputes, userRecomputes float64 }
 	read := func(result string) counts {
 		return counts{sourceCalls(ca, items, result), sourceCalls(ca, users, result),
@@ -60,8 +47,8 @@ func TestFetchManyCountsOneSourceCallPerBatch(t *testing.T) {
 	if err != nil || len(got) != 2 || got["item:1"] != "v-item:1" || got["item:2"] != "v-item:2" {
 		t.Fatalf("FetchMany = %v, %v; want item:1 and item:2, item:3 left out", got, err)
 	}
-	if _, ok := got["item:3"]; ok || calls != 1 {
-		t.Fatalf("item:3 answered %v after %d loader calls; want it left out after 1", got["item:3"], calls)
+	if _, ok := got["item:3"]; ok || src.calls != 1 {
+		t.Fatalf("item:3 answered %v after %d loader calls; want it left out after 1", got["item:3"], src.calls)
 	}
 	if c := read("success"); c != (counts{1, 0, 1, 0}) {
 		t.Fatalf("one batch call of 3 keys: source calls / recomputes {success} items=%v users=%v / %v %v; want 1 0 / 1 0",
@@ -75,17 +62,17 @@ func TestFetchManyCountsOneSourceCallPerBatch(t *testing.T) {
 	if _, err := ca.FetchMany(ctx, []string{"item:4", "user:5", "user:6"}, load); err != nil {
 		t.Fatal(err)
 	}
-	if c := read("success"); calls != 2 || c != (counts{2, 1, 2, 1}) {
+	if c := read("success"); src.calls != 2 || c != (counts{2, 1, 2, 1}) {
 		t.Fatalf("after a call spanning 2 groups (%d calls): {success} items=%v users=%v / %v %v; want 2 1 / 2 1",
-			calls, c.items, c.users, c.itemRecomputes, c.userRecomputes)
+			src.calls, c.items, c.users, c.itemRecomputes, c.userRecomputes)
 	}
 
 	// A failed call: one error per group, no success.
-	fail = errors.New("source down")
-	if _, err := ca.FetchMany(ctx, []string{"item:7", "item:8", "user:9"}, load); !errors.Is(err, fail) {
+	src.fail = errors.New("source down")
+	if _, err := ca.FetchMany(ctx, []string{"item:7", "item:8", "user:9"}, load); !errors.Is(err, src.fail) {
 		t.Fatalf("FetchMany with a failing loader: %v", err)
 	}
-	if c := read("error"); calls != 3 || c != (counts{1, 1, 1, 1}) {
+	if c := read("error"); src.calls != 3 || c != (counts{1, 1, 1, 1}) {
 		t.Fatalf("after a failed call spanning 2 groups: {error} items=%v users=%v / %v %v; want 1 1 / 1 1",
 			c.items, c.users, c.itemRecomputes, c.userRecomputes)
 	}
@@ -94,11 +81,11 @@ func TestFetchManyCountsOneSourceCallPerBatch(t *testing.T) {
 	}
 
 	// Redis gone: the loader is called directly, once, and counted so.
-	fail = nil
+	src.fail = nil
 	srv.Kill()
 	got, err = ca.FetchMany(ctx, []string{"item:10", "user:11", "user:12"}, load)
-	if err != nil || len(got) != 3 || calls != 4 {
-		t.Fatalf("FetchMany without Redis = %v, %v after %d calls; want 3 values from one call", got, err, calls)
+	if err != nil || len(got) != 3 || src.calls != 4 {
+		t.Fatalf("FetchMany without Redis = %v, %v after %d calls; want 3 values from one call", got, err, src.calls)
 	}
 	if c := read("success"); c != (counts{3, 2, 3, 2}) {
 		t.Fatalf("after a fallback call spanning 2 groups: {success} items=%v users=%v / %v %v; want 3 2 / 3 2",
@@ -108,4 +95,25 @@ func TestFetchManyCountsOneSourceCallPerBatch(t *testing.T) {
 		t.Fatalf("lookups{fallback} = %v, want one per key (3)", f)
 	}
 	lintRegistry(t, reg)
+}
+
+// batchSource is a batch loader whose source has no item:3; it counts its
+// calls, and fails with fail while that is set.
+type batchSource struct {
+	calls int
+	fail  error
+}
+
+func (s *batchSource) load(_ context.Context, keys []string) (map[string]string, error) {
+	s.calls++
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	out := map[string]string{}
+	for _, k := range keys {
+		if k != "item:3" { // the source has no item:3
+			out[k] = "v-" + k
+		}
+	}
+	return out, nil
 }

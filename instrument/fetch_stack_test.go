@@ -47,67 +47,12 @@ func TestCrowdCallersKeepTheirFirstStack(t *testing.T) {
 		runWithFirstStacks(t)
 		return
 	}
-	srv := redistest.Start(t)
-	clock := clockwork.NewFakeClockAt(time.Now())
-	process := func() *Cache[string] {
-		c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry(), Clock: clock})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mustCache[string](t, c, CacheOptions{FreshTTL: time.Minute})
-	}
-	loader, waiter := process(), process()
-	waitSubscribed(t, loader, waiter)
-	const nkeys, perKey = 10, 20
-	var waiting, joined atomic.Int64
-	testHookWaiting = func(string) { waiting.Add(1) }
-	testHookJoined = func(string) { joined.Add(1) }
+	r := newCrowdRig(t)
 	defer func() { testHookWaiting, testHookJoined = nil, nil }()
 
-	// stampede runs one cold crowd on prefix's keys and returns how many
-	// of its callers grew their stacks. It stages the crowd as
-	// BenchmarkColdCrowdEnd does, but not through a shared helper: the
-	// callers' goroutines and closures are part of the stack measured, and
-	// one more frame (a callback per caller) made 400 of 400 grow.
-	stampede := func(prefix string) (grew int64) {
-		waiting.Store(0)
-		joined.Store(0)
-		release := make(chan struct{})
-		var loading sync.WaitGroup
-		loading.Add(nkeys)
-		load := func(context.Context) (string, error) { loading.Done(); <-release; return "value", nil }
-		var done sync.WaitGroup
-		var grown, failed atomic.Int64
-		crowd := func(ca *Cache[string]) {
-			for k := range nkeys * perKey {
-				done.Add(1)
-				go func() {
-					defer done.Done()
-					var err error
-					if withFrames(func() { _, err = ca.Fetch(context.Background(), prefix+strconv.Itoa(k%nkeys), load) }) {
-						grown.Add(1)
-					}
-					if err != nil {
-						failed.Add(1)
-					}
-				}()
-			}
-		}
-		crowd(loader)
-		loading.Wait()
-		crowd(waiter)
-		waitFor(t, "the waiting process's flights", func() bool { return waiting.Load() == nkeys })
-		waitFor(t, "every other caller to join a flight", func() bool { return joined.Load() == 2*nkeys*(perKey-1) })
-		close(release)
-		done.Wait()
-		if failed.Load() != 0 {
-			t.Fatalf("%d callers failed", failed.Load())
-		}
-		return grown.Load()
-	}
 	// The first crowd finds the processes cold (no metric handles yet, no
 	// parked-goroutine records to reuse): a service meets that once.
-	stampede("warm:")
+	r.coldCrowd("warm:")
 	// A collection under way sends allocations down its assist path, deep
 	// in the runtime, wherever they happen: keep it out of the measure.
 	// (Not by collecting first: a collection empties the caches of parked
@@ -117,32 +62,121 @@ func TestCrowdCallersKeepTheirFirstStack(t *testing.T) {
 	// callers take a slow path (a fresh record for a parked goroutine, a
 	// memory refill; 21 to 98 of the 400 in 40 runs): paid once per key or
 	// now and then, not by every caller as before (400 of 400).
-	n, most := stampede("stack:"), int64(nkeys*perKey)
-	t.Logf("%d of %d callers grew their stacks", n, 2*nkeys*perKey)
+	n, most := r.coldCrowd("stack:"), int64(crowdKeys*crowdPerKey)
+	t.Logf("%d of %d callers grew their stacks", n, 2*crowdKeys*crowdPerKey)
 	if n > most {
-		t.Errorf("%d of %d callers grew their stacks; want at most %d, half (the leaders and the slow paths)", n, 2*nkeys*perKey, most)
+		t.Errorf("%d of %d callers grew their stacks; want at most %d, half (the leaders and the slow paths)", n, 2*crowdKeys*crowdPerKey, most)
 	}
-	if got := lookups(waiter, waiter.c.group("stack:0"), resultCoalesced); got != nkeys*perKey {
-		t.Errorf("waiting process counted %v coalesced lookups, want %d", got, nkeys*perKey)
+	if got := lookups(r.waiter, r.waiter.c.group("stack:0"), resultCoalesced); got != crowdKeys*crowdPerKey {
+		t.Errorf("waiting process counted %v coalesced lookups, want %d", got, crowdKeys*crowdPerKey)
 	}
 
 	// The same crowd once the values are stale: served from the
-	// processes' copies, each caller at once. The revalidations' source
-	// answers only after the crowd: a refresh landing during it would let
-	// a process's revalidating read replace its stale copy with the fresh
-	// value, and its later callers would read Redis for a hit (181 of 200
-	// stale in 1 of 10 runs before).
-	clock.Advance(2 * time.Minute)
+	// processes' copies, each caller at once.
+	r.clock.Advance(2 * time.Minute)
+	grown := r.staleCrowd()
+	t.Logf("stale crowd: %d of %d callers grew their stacks", grown, 2*crowdKeys*crowdPerKey)
+	if n, most := grown, int64(crowdKeys*crowdPerKey); n > most {
+		t.Errorf("stale crowd: %d of %d callers grew their stacks; want at most %d, half", n, 2*crowdKeys*crowdPerKey, most)
+	}
+	if got := lookups(r.waiter, r.waiter.c.group("stack:0"), resultStale); got != crowdKeys*crowdPerKey {
+		t.Errorf("waiting process counted %v stale lookups, want %d (served from its copies)", got, crowdKeys*crowdPerKey)
+	}
+	r.loader.bg.wait()
+	r.waiter.bg.wait()
+}
+
+// A crowd is crowdPerKey callers of each of crowdKeys keys, in each of the
+// two processes.
+const crowdKeys, crowdPerKey = 10, 20
+
+// crowdRig is two processes on one Redis and one fake clock, loader and
+// waiter, with the flights they wait on and join counted through the
+// test hooks (which the caller resets).
+type crowdRig struct {
+	t               *testing.T
+	clock           *clockwork.FakeClock
+	loader, waiter  *Cache[string]
+	waiting, joined atomic.Int64
+}
+
+func newCrowdRig(t *testing.T) *crowdRig {
+	r := &crowdRig{t: t, clock: clockwork.NewFakeClockAt(time.Now())}
+	srv := redistest.Start(t)
+	process := func() *Cache[string] {
+		c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry(), Clock: r.clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustCache[string](t, c, CacheOptions{FreshTTL: time.Minute})
+	}
+	r.loader, r.waiter = process(), process()
+	waitSubscribed(t, r.loader, r.waiter)
+	testHookWaiting = func(string) { r.waiting.Add(1) }
+	testHookJoined = func(string) { r.joined.Add(1) }
+	return r
+}
+
+// coldCrowd runs one cold crowd on prefix's keys and returns how many
+// of its callers grew their stacks. It stages the crowd as
+// BenchmarkColdCrowdEnd does, but not through a shared helper: the
+// callers' goroutines and closures are part of the stack measured, and
+// one more frame (a callback per caller) made 400 of 400 grow.
+func (r *crowdRig) coldCrowd(prefix string) (grew int64) {
+	t := r.t
+	r.waiting.Store(0)
+	r.joined.Store(0)
+	release := make(chan struct{})
+	var loading sync.WaitGroup
+	loading.Add(crowdKeys)
+	load := func(context.Context) (string, error) { loading.Done(); <-release; return "value", nil }
+	var done sync.WaitGroup
+	var grown, failed atomic.Int64
+	crowd := func(ca *Cache[string]) {
+		for k := range crowdKeys * crowdPerKey {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				var err error
+				if withFrames(func() { _, err = ca.Fetch(context.Background(), prefix+strconv.Itoa(k%crowdKeys), load) }) {
+					grown.Add(1)
+				}
+				if err != nil {
+					failed.Add(1)
+				}
+			}()
+		}
+	}
+	crowd(r.loader)
+	loading.Wait()
+	crowd(r.waiter)
+	waitFor(t, "the waiting process's flights", func() bool { return r.waiting.Load() == crowdKeys })
+	waitFor(t, "every other caller to join a flight", func() bool { return r.joined.Load() == 2*crowdKeys*(crowdPerKey-1) })
+	close(release)
+	done.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d callers failed", failed.Load())
+	}
+	return grown.Load()
+}
+
+// staleCrowd runs the crowd on the "stack:" keys again, once their values are
+// stale, and returns how many of its callers grew their stacks. The
+// revalidations' source answers only after the crowd: a refresh landing
+// during it would let a process's revalidating read replace its stale
+// copy with the fresh value, and its later callers would read Redis for a
+// hit (181 of 200 stale in 1 of 10 runs before).
+func (r *crowdRig) staleCrowd() int64 {
 	crowdServed := make(chan struct{})
 	readAgain := func(context.Context) (string, error) { <-crowdServed; return "value", nil }
 	var done sync.WaitGroup
 	var grown atomic.Int64
-	for _, ca := range []*Cache[string]{loader, waiter} {
-		for k := range nkeys * perKey {
+	for _, ca := range []*Cache[string]{r.loader, r.waiter} {
+		for k := range crowdKeys * crowdPerKey {
 			done.Add(1)
 			go func() {
 				defer done.Done()
-				if withFrames(func() { _, _ = ca.Fetch(context.Background(), "stack:"+strconv.Itoa(k%nkeys), readAgain) }) {
+				if withFrames(func() { _, _ = ca.Fetch(context.Background(), "stack:"+strconv.Itoa(k%crowdKeys), readAgain) }) {
 					grown.Add(1)
 				}
 			}()
@@ -150,15 +184,7 @@ func TestCrowdCallersKeepTheirFirstStack(t *testing.T) {
 	}
 	done.Wait()
 	close(crowdServed)
-	t.Logf("stale crowd: %d of %d callers grew their stacks", grown.Load(), 2*nkeys*perKey)
-	if n, most := grown.Load(), int64(nkeys*perKey); n > most {
-		t.Errorf("stale crowd: %d of %d callers grew their stacks; want at most %d, half", n, 2*nkeys*perKey, most)
-	}
-	if got := lookups(waiter, waiter.c.group("stack:0"), resultStale); got != nkeys*perKey {
-		t.Errorf("waiting process counted %v stale lookups, want %d (served from its copies)", got, nkeys*perKey)
-	}
-	loader.bg.wait()
-	waiter.bg.wait()
+	return grown.Load()
 }
 
 // withFrames runs fn below callerFrames bytes of frame and reports whether

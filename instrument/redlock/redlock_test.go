@@ -305,17 +305,13 @@ func TestRedlockRenew(t *testing.T) {
 	for _, rdb := range clients {
 		pools = append(pools, goredis.NewPool(rdb))
 	}
-	rl, err := redlock.New(redsync.New(pools...), redlock.Options{Registerer: reg, Backoff: retryLong, Renew: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rl := renewingRedlock(t, reg, pools)
 	ctx := context.Background()
-	const expiry = time.Second // renewed every ~330ms: far from a loaded machine's scheduling stalls
 	renewed := func() float64 {
 		return metrictest.Sum(t, reg, "cachewatch_lock_renewals_total", "result", "renewed")
 	}
 
-	m := rl.NewMutex("lock:{renew}", redsync.WithExpiry(expiry))
+	m := rl.NewMutex("lock:{renew}", redsync.WithExpiry(renewExpiry))
 	if m.Context().Err() == nil {
 		t.Fatal("Context of a mutex never locked is not done")
 	}
@@ -354,7 +350,31 @@ func TestRedlockRenew(t *testing.T) {
 		t.Fatalf("renewals{lost} = %v, want 1", got)
 	}
 
-	n := rl.NewMutex("lock:{renew2}", redsync.WithExpiry(expiry))
+	checkRenewedUnlockNotLost(t, rl, reg)
+	checkStoppedNodesEndTheHold(t, servers, reg)
+}
+
+// renewExpiry is the renewing mutexes' expiry: renewed every ~330ms, far
+// from a loaded machine's scheduling stalls.
+const renewExpiry = time.Second
+
+// renewingRedlock returns a Redlock over pools whose mutexes renew their
+// hold, counted in reg.
+func renewingRedlock(t *testing.T, reg prometheus.Registerer, pools []redsyncredis.Pool) *redlock.Redlock {
+	t.Helper()
+	rl, err := redlock.New(redsync.New(pools...), redlock.Options{Registerer: reg, Backoff: retryLong, Renew: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rl
+}
+
+// checkRenewedUnlockNotLost: a renewed mutex unlocked normally has its
+// Context done as released, not lost, and no loss counted (one was
+// counted before).
+func checkRenewedUnlockNotLost(t *testing.T, rl *redlock.Redlock, reg prometheus.Gatherer) {
+	ctx := context.Background()
+	n := rl.NewMutex("lock:{renew2}", redsync.WithExpiry(renewExpiry))
 	if err := n.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -367,21 +387,22 @@ func TestRedlockRenew(t *testing.T) {
 	if lost := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); lost != 1 {
 		t.Fatalf("locks lost = %v after a normal unlock, want still 1", lost)
 	}
+}
 
-	// Every node stopped (SIGSTOP), reached through clients without a read
-	// timeout: the extension waits for as long as the nodes are stopped, yet
-	// the hold ends when its validity does, as a failed renewal.
+// checkStoppedNodesEndTheHold: every node stopped (SIGSTOP), reached
+// through clients without a read timeout: the extension waits for as long
+// as the nodes are stopped, yet the hold ends when its validity does, as a
+// failed renewal (one loss was counted before).
+func checkStoppedNodesEndTheHold(t *testing.T, servers []*redistest.Server, reg *prometheus.Registry) {
+	ctx := context.Background()
 	var stalling []redsyncredis.Pool
 	for _, s := range servers {
 		rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: -1, WriteTimeout: -1})
 		t.Cleanup(func() { _ = rdb.Close() })
 		stalling = append(stalling, goredis.NewPool(rdb))
 	}
-	rls, err := redlock.New(redsync.New(stalling...), redlock.Options{Registerer: reg, Backoff: retryLong, Renew: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := rls.NewMutex("lock:{renew3}", redsync.WithExpiry(expiry))
+	rls := renewingRedlock(t, reg, stalling)
+	f := rls.NewMutex("lock:{renew3}", redsync.WithExpiry(renewExpiry))
 	if err := f.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
