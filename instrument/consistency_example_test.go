@@ -14,9 +14,9 @@ import (
 
 // A queue worker that may see a message twice and jobs that complete out of
 // order: the idempotency key skips the duplicate, the versioned write keeps
-// the newest result. (It runs against the Redis at localhost:6379.)
+// the newest result.
 func ExampleClient_SetVersioned() {
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	c, err := instrument.New(rdb, instrument.Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {

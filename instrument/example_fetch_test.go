@@ -21,11 +21,10 @@ type product struct {
 // minute, served stale (while one caller in all processes refreshes it) for
 // up to an hour, and loaded once across all processes on a miss.
 //
-// It uses a Redis on localhost:6379 if there is one; without it Fetch falls
-// back to the loader (bounded by the Cache's fallback concurrency), so the
-// caller is served the same either way.
+// When Redis is unreachable Fetch falls back to the loader (bounded by the
+// Cache's fallback concurrency), so the caller is served the same either way.
 func ExampleCache_Fetch() {
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 
 	client, err := instrument.New(rdb, instrument.Options{Registerer: prometheus.NewRegistry()})

@@ -15,9 +15,8 @@ import (
 
 // A job that must not run twice at once, longer than one lease: the lock is
 // renewed in the background, and the job stops when the lock is lost.
-// (It runs against the Redis at localhost:6379.)
 func ExampleClient_Lock() {
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	c, err := instrument.New(rdb, instrument.Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {

@@ -43,17 +43,6 @@ if [ ! -x "$CACHEWATCH_PROMETHEUS3" ]; then
   GOBIN="$tools" go install github.com/prometheus/prometheus/cmd/prometheus@v0.316.0
 fi
 
-# The runnable examples (go doc's) talk to a Redis at localhost:6379, as
-# go-redis's do; the tests start throwaway servers of their own. Start one
-# for the examples when none answers there, and stop it at exit.
-if ! (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && command -v redis-server >/dev/null; then
-  echo "starting redis-server on 127.0.0.1:6379 for the examples"
-  redis-server --port 6379 --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
-  example_redis=$!
-  trap 'kill $example_redis 2>/dev/null' EXIT
-  for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && break; sleep 0.1; done
-fi
-
 # Nested modules: bench/ (peer libraries compared in benchmarks) and deploy/
 # (the image, chart, Kubernetes outputs and mixin, tested against
 # prometheus-operator's, Kubernetes' and go-jsonnet's Go packages).

@@ -13,11 +13,11 @@ import (
 // Run samples the keyspace twice and reports findings. A deploy gate prints
 // the report (report.WriteText) and fails on report.Critical() — a lock
 // without TTL, an unreachable node; a program can also branch on a
-// finding's Check. (It runs against the Redis at localhost:6379.)
+// finding's Check.
 func ExampleRun() {
 	report, err := doctor.Run(context.Background(), doctor.Options{
 		Exporter: exporter.Options{
-			Target: exporter.Target{Addrs: []string{"localhost:6379"}},
+			Target: exporter.Target{Addrs: []string{redisAddr}},
 			Queues: []string{"example:no-such-queue"},
 		},
 		Interval: 100 * time.Millisecond,

@@ -19,10 +19,10 @@ import (
 
 // Redlock over independent Redis nodes, reporting the same lock metrics as
 // instrument.Client.Lock. In production list three or five nodes; this
-// example runs against the one at localhost:6379 (a quorum of one).
+// example runs against one (a quorum of one).
 func ExampleMutex_Lock() {
 	var pools []redsyncredis.Pool
-	for _, addr := range []string{"localhost:6379"} { // e.g. "redis-a:6379", "redis-b:6379", "redis-c:6379"
+	for _, addr := range []string{redisAddr} { // e.g. "redis-a:6379", "redis-b:6379", "redis-c:6379"
 		rdb := redis.NewClient(&redis.Options{Addr: addr})
 		defer rdb.Close()
 		pools = append(pools, goredis.NewPool(rdb))

@@ -7,7 +7,10 @@ import (
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
-// The examples run against the Redis at redistest.ExampleAddr.
+// redisAddr is the Redis the examples use: a throwaway server started for
+// this test binary, or the one REDIS_ADDR names.
+var redisAddr string
+
 func TestMain(m *testing.M) {
-	os.Exit(redistest.RunExamples(m, "ExampleMutex_Lock"))
+	os.Exit(redistest.RunExamples(m, &redisAddr, "ExampleMutex_Lock"))
 }

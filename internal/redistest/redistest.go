@@ -83,13 +83,23 @@ func Start(t testing.TB, args ...string) *Server {
 	return launch(t, "", func(s *Server) { s.args = args })
 }
 
-// launch starts a server on a free loopback port, trying another port when
-// the one picked was taken meanwhile; setup fills in the Server's options.
-// kind names it in the error ("", "with TLS").
+// launch starts a server on a free loopback port for t, stopped when t
+// ends; setup fills in the Server's options. kind names it in the error
+// ("", "with TLS").
 func launch(t testing.TB, kind string, setup func(s *Server)) *Server {
 	t.Helper()
-	bin := Binary(t)
-	dir := t.TempDir()
+	s, err := startIn(Binary(t), t.TempDir(), setup)
+	if err != nil {
+		t.Fatalf("redistest: could not start redis-server%s: %v", kind, err)
+	}
+	s.t = t
+	t.Cleanup(s.stop)
+	return s
+}
+
+// startIn starts a server with its files in dir on a free loopback port,
+// trying another port when the one picked was taken meanwhile.
+func startIn(bin, dir string, setup func(s *Server)) (*Server, error) {
 	var lastErr error
 	for try := 0; try < 5; try++ {
 		port, err := freePort(false)
@@ -97,15 +107,13 @@ func launch(t testing.TB, kind string, setup func(s *Server)) *Server {
 			lastErr = err
 			continue
 		}
-		s := &Server{t: t, bin: bin, dir: dir, Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+		s := &Server{bin: bin, dir: dir, Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 		setup(s)
 		if lastErr = s.start(); lastErr == nil {
-			t.Cleanup(s.stop)
-			return s
+			return s, nil
 		}
 	}
-	t.Fatalf("redistest: could not start redis-server%s: %v", kind, lastErr)
-	return nil
+	return nil, lastErr
 }
 
 func (s *Server) start() error {
