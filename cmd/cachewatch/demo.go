@@ -21,7 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/term"
 
-	"github.com/cachewatch/cachewatch/internal/demo"
+	"github.com/cachewatch/cachewatch/cmd/cachewatch/demo"
 )
 
 // exitRedisUnreachable is the demo's status when --redis cannot be reached.

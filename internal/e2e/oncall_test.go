@@ -25,10 +25,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/alerts"
+	"github.com/cachewatch/cachewatch/cmd/cachewatch/demo"
 	"github.com/cachewatch/cachewatch/dashboards"
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/childproc"
-	"github.com/cachewatch/cachewatch/internal/demo"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
