@@ -1,4 +1,6 @@
-// Command cachewatch makes Redis cache and lock contention visible.
+// Command cachewatch is the one binary of cachewatch: it runs the demo, the
+// Prometheus exporter and the one-shot doctor against a Redis, and writes
+// the generated dashboards and alert rules.
 //
 // Usage:
 //

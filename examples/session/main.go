@@ -1,4 +1,4 @@
-// Command session is an HTTP session middleware on a shared Redis (seed 000):
+// Command session is an HTTP session middleware on a shared Redis:
 // a lease on the session while a request mutates it, a sliding TTL that is
 // only extended past a threshold of its life, compare-and-set versioned
 // session writes, and bulk logout by UNLINK. Every decision is measured by

@@ -1,10 +1,10 @@
-// Command swr serves a slow upstream through cachewatch's stale-while-
-// revalidate cache (seed 003): across every instance of the service one
+// Command swr serves a slow upstream through cachewatch's
+// stale-while-revalidate cache: across every instance of the service one
 // request per refresh reaches the upstream while the others wait for it or
-// are served the stale value; an upstream error keeps the stale value
-// served (until its hard TTL); with Redis down the handler degrades to
-// calling the upstream directly, with bounded concurrency behind a circuit
-// breaker, instead of failing.
+// are served the stale value; an upstream error keeps the stale value served
+// (until its hard TTL); with Redis down the handler degrades to calling the
+// upstream directly, with bounded concurrency behind a circuit breaker,
+// instead of failing.
 //
 //	go run ./examples/swr --redis redis://localhost:6379 --upstream https://api.example/prices
 //

@@ -1,11 +1,10 @@
-// Command worker is a job worker on a Redis Streams consumer group (seeds 001
-// and 002): every job carries an idempotency key, so a redelivered or
-// re-enqueued job is done once; results are written by version, so a slow or
-// retried job never writes an older result over a newer one; failures are
-// retried with capped full-jitter backoff; and messages left pending by a
-// crashed worker are reclaimed with XAUTOCLAIM. The queue's depth, lag,
-// pending count and oldest age are visible through
-// `cachewatch exporter --queue jobs`.
+// Command worker is a job worker on a Redis Streams consumer group: every
+// job carries an idempotency key, so a redelivered or re-enqueued job is
+// done once; results are written by version, so a slow or retried job never
+// writes an older result over a newer one; failures are retried with capped
+// full-jitter backoff; and messages left pending by a crashed worker are
+// reclaimed with XAUTOCLAIM. The queue's depth, lag, pending count and
+// oldest age are visible through `cachewatch exporter --queue jobs`.
 //
 //	go run ./examples/worker --redis redis://localhost:6379 --consumer w1
 package main

@@ -1,5 +1,5 @@
-// Package e2e holds cachewatch's end-to-end acceptance test; it has no
-// non-test code.
+// Package e2e holds cachewatch's end-to-end tests, which run every part
+// together against real servers; it has no non-test code.
 //
 // The test starts a real redis-server, drives real contention through the
 // instrumented client (package instrument) and the hook (package hooks),

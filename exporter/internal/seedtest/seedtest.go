@@ -1,5 +1,5 @@
 // Package seedtest writes a known state into a real Redis (standalone or
-// Cluster) for the exporter and doctor acceptance tests: locks with and
+// Cluster) for the tests of the exporter and doctor: locks with and
 // without TTL, a group of keys expiring in the same second beside a jittered
 // group, a stream with old pending messages, list and delayed-job queues,
 // and a slow script with a known number of calls.
