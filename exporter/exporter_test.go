@@ -223,51 +223,14 @@ func TestSelfAccounting(t *testing.T) {
 	seed(t, srv.Client(t))
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	// The truth: 700 hits and 300 misses by an application.
-	for i := 0; i < 1000; i++ {
-		key := fmt.Sprintf("plain:user:%d", 1+i%plainKeys)
-		if i%10 >= 7 {
-			key = "no-such-key"
-		}
-		if err := rdb.Get(ctx, key).Err(); err != nil && err != redis.Nil {
-			t.Fatal(err)
-		}
-	}
-	stats := func() (hits, misses float64) {
-		raw, err := rdb.Info(ctx, "stats").Result()
-		must(t, err)
-		f := map[string]float64{}
-		for _, l := range strings.Split(raw, "\r\n") {
-			k, v, _ := strings.Cut(l, ":")
-			var x float64
-			fmt.Sscan(v, &x)
-			f[k] = x
-		}
-		return f["keyspace_hits"], f["keyspace_misses"]
-	}
-	trueHits, trueMisses := stats()
+	applicationLookups(t, rdb)
+	trueHits, trueMisses := keyspaceStats(t, rdb)
 	truth := trueHits / (trueHits + trueMisses)
 
 	// A key that expires between samples exercises the miss side.
 	must(t, rdb.Set(ctx, "short:1", "v", 50*time.Millisecond).Err())
-	// The samplers watch the same queues (their other samplers' queue reads
-	// are estimated from their own), one of them absent.
-	target, watched := exporter.Target{Addrs: []string{srv.Addr}}, append(queues, "absent:queue")
-	doctorRun := func() {
-		_, err := doctor.Run(ctx, doctor.Options{Exporter: exporter.Options{Target: target, Queues: watched}, Interval: 10 * time.Millisecond})
-		must(t, err)
-	}
-	doctorRun() // an earlier doctor run
-	a, regA := newExporter(t, exporter.Options{Target: target, Queues: watched, HotKeys: 5})
-	b, regB := newExporter(t, exporter.Options{Target: target, Queues: watched})
-	for i := 0; i < 4; i++ {
-		a.Sample(ctx)
-		b.Sample(ctx)
-		if i == 1 {
-			doctorRun()
-		}
-	}
-	rawHits, rawMisses := stats()
+	a, regA, b, regB := samplersBesideDoctor(t, srv.Addr)
+	rawHits, rawMisses := keyspaceStats(t, rdb)
 	t.Logf("truth %.0f hits %.0f misses (%.4f); raw INFO after sampling %.0f / %.0f (%.4f)",
 		trueHits, trueMisses, truth, rawHits, rawMisses, rawHits/(rawHits+rawMisses))
 	if rawHits < trueHits+1000 {
@@ -286,11 +249,72 @@ func TestSelfAccounting(t *testing.T) {
 	if s := a.Snapshots()[0]; s.OwnHits == 0 {
 		t.Fatalf("the sampler counted no own lookups: %+v", s)
 	}
+	otherClientCountedExactly(t, rdb, a, regA, srv.Addr)
+}
 
-	// 7 hits and 2 misses by another client show up exactly.
-	_, got := scrape(t, regA)
-	hits0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_hits_total{node=%q}", srv.Addr)]
-	misses0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_misses_total{node=%q}", srv.Addr)]
+// applicationLookups makes the truth of TestSelfAccounting: 700 hits and
+// 300 misses by an application.
+func applicationLookups(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		key := fmt.Sprintf("plain:user:%d", 1+i%plainKeys)
+		if i%10 >= 7 {
+			key = "no-such-key"
+		}
+		if err := rdb.Get(context.Background(), key).Err(); err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// keyspaceStats reads the server's own hit and miss counts (INFO stats).
+func keyspaceStats(t *testing.T, rdb *redis.Client) (hits, misses float64) {
+	t.Helper()
+	raw, err := rdb.Info(context.Background(), "stats").Result()
+	must(t, err)
+	f := map[string]float64{}
+	for _, l := range strings.Split(raw, "\r\n") {
+		k, v, _ := strings.Cut(l, ":")
+		var x float64
+		fmt.Sscan(v, &x)
+		f[k] = x
+	}
+	return f["keyspace_hits"], f["keyspace_misses"]
+}
+
+// samplersBesideDoctor samples addr with two exporters, one with hot keys,
+// four times, with a doctor run before them and one in between.
+func samplersBesideDoctor(t *testing.T, addr string) (a *exporter.Exporter, regA *prometheus.Registry, b *exporter.Exporter, regB *prometheus.Registry) {
+	t.Helper()
+	ctx := context.Background()
+	// The samplers watch the same queues (their other samplers' queue reads
+	// are estimated from their own), one of them absent.
+	target, watched := exporter.Target{Addrs: []string{addr}}, append(queues, "absent:queue")
+	doctorRun := func() {
+		_, err := doctor.Run(ctx, doctor.Options{Exporter: exporter.Options{Target: target, Queues: watched}, Interval: 10 * time.Millisecond})
+		must(t, err)
+	}
+	doctorRun() // an earlier doctor run
+	a, regA = newExporter(t, exporter.Options{Target: target, Queues: watched, HotKeys: 5})
+	b, regB = newExporter(t, exporter.Options{Target: target, Queues: watched})
+	for i := 0; i < 4; i++ {
+		a.Sample(ctx)
+		b.Sample(ctx)
+		if i == 1 {
+			doctorRun()
+		}
+	}
+	return a, regA, b, regB
+}
+
+// otherClientCountedExactly checks that 7 hits and 2 misses by another
+// client show up exactly in what e reports.
+func otherClientCountedExactly(t *testing.T, rdb *redis.Client, e *exporter.Exporter, reg *prometheus.Registry, addr string) {
+	t.Helper()
+	ctx := context.Background()
+	_, got := scrape(t, reg)
+	hits0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_hits_total{node=%q}", addr)]
+	misses0 := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_misses_total{node=%q}", addr)]
 	for i := 1; i <= 7; i++ {
 		must(t, rdb.Get(ctx, fmt.Sprintf("plain:user:%d", i)).Err())
 	}
@@ -299,9 +323,9 @@ func TestSelfAccounting(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a.Sample(ctx)
-	_, got = scrape(t, regA)
-	expect(t, got, srv.Addr, map[string]float64{
+	e.Sample(ctx)
+	_, got = scrape(t, reg)
+	expect(t, got, addr, map[string]float64{
 		"cachewatch_exporter_server_keyspace_hits_total":   hits0 + 7,
 		"cachewatch_exporter_server_keyspace_misses_total": misses0 + 2,
 	})

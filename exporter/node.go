@@ -218,58 +218,91 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 	if n.last != nil && !n.last.Up && !e.due(n, string(StageConnect)) {
 		return n.last // the node failed recently: do not dial it again yet
 	}
-	began := e.pacer.Now()
+	sm := &sampling{e: e, n: n, s: &NodeSnapshot{Node: n.addr}, began: e.pacer.Now()}
 	if n.locksSince.IsZero() {
 		n.locksSince = e.clock.Now()
 	}
-	s := &NodeSnapshot{Node: n.addr}
-	record := func(se *StageError, key string) {
-		s.Errors = append(s.Errors, se)
-		n.errCounts[ErrorKey{se.Stage, se.Class}]++
-		e.logRefusal(n, se)
-		e.failed(n, key, se)
-	}
-	skip := func(key string) bool { // a stage still in backoff reports its last error
-		if e.due(n, key) {
-			return false
-		}
-		if r := n.backoff[key]; r.err != nil {
-			s.Errors = append(s.Errors, r.err)
-		}
-		return true
-	}
-	finish := func(fatal *StageError) *NodeSnapshot {
-		s.Time, s.Duration = e.clock.Now(), e.pacer.Since(began)
-		if fatal != nil {
-			record(fatal, string(StageConnect))
-			e.opts.Logger.Warn("redis sample failed", "node", n.addr, "err", fatal.Error())
-			n.resetKeyspace()
-			n.havePrev = false
-			s.Up, s.Err, s.Server, s.Pass, s.Queues, s.Coverage = false, fatal, nil, nil, nil, 0
-			s.Hits, s.Misses = 0, 0
-		} else {
-			s.Up = true
-			n.lastSuccess = s.Time
-			delete(n.backoff, string(StageConnect))
-			e.ages(n, s)
-		}
-		e.selfCounters(n, s)
-		n.last = s
-		return s
-	}
-
+	s := sm.s
 	if err := n.rdb.Ping(ctx).Err(); err != nil {
 		se := stageErr(StageConnect, e.opts.Target.plaintextHint(ctx, n.addr, err))
 		if se.fatal() || se.Class == ClassOther || se.Class == ClassMalformed {
-			return finish(se)
+			return sm.finish(se)
 		}
-		record(se, string(StageConnect))
+		sm.record(se, string(StageConnect))
 	}
-	if fatal := e.serverStages(ctx, n, s, skip, record); fatal != nil {
-		return finish(fatal)
+	if fatal := e.serverStages(ctx, n, s, sm.skip, sm.record); fatal != nil {
+		return sm.finish(fatal)
 	}
-	// Scrapes see the server figures now; the passes may take most of the
-	// interval (they are paced).
+	locksChanged := e.publishEarly(n, s)
+	if fatal := e.passes(ctx, n, sm.began, s, sm.skip, sm.record, locksChanged); fatal != nil {
+		return sm.finish(fatal)
+	}
+	s.Pass, s.Coverage = n.keyView()
+	if !n.keysOK {
+		s.Pass, s.Coverage = nil, 0
+	}
+	s.Pass = e.withLockView(n, s.Pass, n.locksOK)
+	return sm.finish(nil)
+}
+
+// sampling is one sample of a node in progress: the snapshot it fills in,
+// and when it began.
+type sampling struct {
+	e     *Exporter
+	n     *node
+	s     *NodeSnapshot
+	began time.Time
+}
+
+// record notes a stage's failure in the snapshot and the node's counters,
+// and starts or extends the backoff of key.
+func (sm *sampling) record(se *StageError, key string) {
+	sm.s.Errors = append(sm.s.Errors, se)
+	sm.n.errCounts[ErrorKey{se.Stage, se.Class}]++
+	sm.e.logRefusal(sm.n, se)
+	sm.e.failed(sm.n, key, se)
+}
+
+// skip reports whether the stage of key is still in backoff; a skipped
+// stage reports its last error.
+func (sm *sampling) skip(key string) bool {
+	if sm.e.due(sm.n, key) {
+		return false
+	}
+	if r := sm.n.backoff[key]; r.err != nil {
+		sm.s.Errors = append(sm.s.Errors, r.err)
+	}
+	return true
+}
+
+// finish completes the snapshot, down when fatal is set, and keeps it as
+// the node's last.
+func (sm *sampling) finish(fatal *StageError) *NodeSnapshot {
+	e, n, s := sm.e, sm.n, sm.s
+	s.Time, s.Duration = e.clock.Now(), e.pacer.Since(sm.began)
+	if fatal != nil {
+		sm.record(fatal, string(StageConnect))
+		e.opts.Logger.Warn("redis sample failed", "node", n.addr, "err", fatal.Error())
+		n.resetKeyspace()
+		n.havePrev = false
+		s.Up, s.Err, s.Server, s.Pass, s.Queues, s.Coverage = false, fatal, nil, nil, nil, 0
+		s.Hits, s.Misses = 0, 0
+	} else {
+		s.Up = true
+		n.lastSuccess = s.Time
+		delete(n.backoff, string(StageConnect))
+		e.ages(n, s)
+	}
+	e.selfCounters(n, s)
+	n.last = s
+	return s
+}
+
+// publishEarly shows scrapes the server figures of s at once, beside the
+// last passes' figures: the passes may take most of the interval (they are
+// paced). It returns what the lock stage calls to show its fresh figures as
+// soon as it has them.
+func (e *Exporter) publishEarly(n *node, s *NodeSnapshot) (locksChanged func()) {
 	early := *s
 	early.Up, early.Time = true, e.clock.Now()
 	if n.last != nil { // the duration of the last whole sample, not 0
@@ -284,22 +317,12 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 	e.selfCounters(n, &early)
 	e.ages(n, &early)
 	e.publish(&early)
-	// Fresh lock figures are shown as soon as the lock stage has them.
-	locksChanged := func() {
+	return func() {
 		withNew := early
 		withNew.Pass = e.withLockView(n, keys, true)
 		e.lockAges(n, &withNew)
 		e.publish(&withNew)
 	}
-	if fatal := e.passes(ctx, n, began, s, skip, record, locksChanged); fatal != nil {
-		return finish(fatal)
-	}
-	s.Pass, s.Coverage = n.keyView()
-	if !n.keysOK {
-		s.Pass, s.Coverage = nil, 0
-	}
-	s.Pass = e.withLockView(n, s.Pass, n.locksOK)
-	return finish(nil)
 }
 
 // latencyStage adds LATENCY HISTOGRAM to st (Redis 7+); a failure leaves

@@ -26,13 +26,42 @@ import (
 //
 //	go test -run '^$' -bench HookOverhead -benchmem ./hooks
 func BenchmarkHookOverhead(b *testing.B) {
+	for _, c := range overheadCases() {
+		b.Run(c.name, func(b *testing.B) {
+			for _, mode := range []string{"bare", "hooked", "meter"} {
+				b.Run(mode, func(b *testing.B) { c.measure(b, hookedAs(b, stubClient(b), mode)) })
+			}
+			b.Run("interleaved", func(b *testing.B) {
+				c.interleaved(b, hookedAs(b, stubClient(b), "bare"), hookedAs(b, stubClient(b), "hooked"))
+			})
+			b.Run("interleaved_meter", func(b *testing.B) {
+				c.interleaved(b, hookedAs(b, stubClient(b), "bare"), hookedAs(b, stubClient(b), "meter"))
+			})
+			// The stub answers from another goroutine, so each op hands off
+			// between goroutines twice, and how long the hook takes can
+			// change whether the other side is still spinning or already
+			// parked. A connection answering inline, in the caller's
+			// goroutine, has no handoff.
+			b.Run("interleaved_inline", func(b *testing.B) {
+				c.interleaved(b, hookedAs(b, inlineClient(b), "bare"), hookedAs(b, inlineClient(b), "hooked"))
+			})
+		})
+	}
+}
+
+// overheadCase is one operation of BenchmarkHookOverhead.
+type overheadCase struct {
+	name string
+	cmds int // commands per op
+	run  func(ctx context.Context, rdb *redis.Client) error
+}
+
+// overheadCases are the operations measured: a lookup, a lock acquire, a
+// lock release by script, and a pipeline.
+func overheadCases() []overheadCase {
 	release := hooks.LockLibraryScripts()[2] // redislock_release: reply 1 means released
 	sha := redis.NewScript(release.Src).Hash()
-	cases := []struct {
-		name string
-		cmds int // commands per op
-		run  func(ctx context.Context, rdb *redis.Client) error
-	}{
+	return []overheadCase{
 		{"GET", 1, func(ctx context.Context, rdb *redis.Client) error { return rdb.Get(ctx, "user:1234").Err() }},
 		{"SET_NX", 1, func(ctx context.Context, rdb *redis.Client) error {
 			return rdb.SetNX(ctx, "lock:order:1234", "tok-8f3a9c0e", 10*time.Second).Err()
@@ -50,89 +79,77 @@ func BenchmarkHookOverhead(b *testing.B) {
 			return err
 		}},
 	}
-	hook := func(b *testing.B, rdb *redis.Client, mode string) *redis.Client {
-		if mode != "bare" {
-			opts := hooks.Options{Registerer: prometheus.NewRegistry()}
-			if mode == "meter" { // both pipelines: Prometheus and an OpenTelemetry SDK
-				opts.MeterProvider = benchMeterProvider(b)
-			}
-			h, err := hooks.New(opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			rdb.AddHook(h)
-		}
+}
+
+// hookedAs returns rdb as the mode measures it: "bare", "hooked" (the
+// Prometheus pipeline) or "meter" (both pipelines: Prometheus and an
+// OpenTelemetry SDK).
+func hookedAs(b *testing.B, rdb *redis.Client, mode string) *redis.Client {
+	if mode == "bare" {
 		return rdb
 	}
-	newClient := func(b *testing.B, mode string) *redis.Client {
-		return hook(b, stubClient(b), mode)
+	opts := hooks.Options{Registerer: prometheus.NewRegistry()}
+	if mode == "meter" {
+		opts.MeterProvider = benchMeterProvider(b)
 	}
-	for _, c := range cases {
-		b.Run(c.name, func(b *testing.B) {
-			ctx := context.Background()
-			warm := func(b *testing.B, rdb *redis.Client) { // connect, create the metric children
-				for i := 0; i < 100; i++ {
-					if err := c.run(ctx, rdb); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			for _, mode := range []string{"bare", "hooked", "meter"} {
-				b.Run(mode, func(b *testing.B) {
-					rdb := newClient(b, mode)
-					warm(b, rdb)
-					b.ReportAllocs()
-					b.ResetTimer()
-					for i := 0; i < b.N; i++ {
-						if err := c.run(ctx, rdb); err != nil {
-							b.Fatal(err)
-						}
-					}
-				})
-			}
-			// The machine's background load moves bare and hooked runs by
-			// more than the hook costs; alternating them op by op and
-			// comparing median op times cancels most of it.
-			interleaved := func(b *testing.B, bare, hooked *redis.Client) {
-				warm(b, bare)
-				warm(b, hooked)
-				tBare, tHooked := make([]time.Duration, b.N), make([]time.Duration, b.N)
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					first, second, tFirst, tSecond := bare, hooked, tBare, tHooked
-					if i%2 == 1 { // alternate the order: neither always goes first
-						first, second, tFirst, tSecond = hooked, bare, tHooked, tBare
-					}
-					t0 := time.Now()
-					err1 := c.run(ctx, first)
-					t1 := time.Now()
-					err2 := c.run(ctx, second)
-					tSecond[i], tFirst[i] = time.Since(t1), t1.Sub(t0)
-					if err1 != nil || err2 != nil {
-						b.Fatal(err1, err2)
-					}
-				}
-				b.StopTimer()
-				mBare, mHooked := median(tBare), median(tHooked)
-				b.ReportMetric(float64(mHooked-mBare)/float64(c.cmds), "added-ns/cmd")
-				b.ReportMetric(float64(mBare)/float64(mHooked), "x-bare-throughput")
-			}
-			b.Run("interleaved", func(b *testing.B) {
-				interleaved(b, newClient(b, "bare"), newClient(b, "hooked"))
-			})
-			b.Run("interleaved_meter", func(b *testing.B) {
-				interleaved(b, newClient(b, "bare"), newClient(b, "meter"))
-			})
-			// The stub answers from another goroutine, so each op hands off
-			// between goroutines twice, and how long the hook takes can
-			// change whether the other side is still spinning or already
-			// parked. A connection answering inline, in the caller's
-			// goroutine, has no handoff.
-			b.Run("interleaved_inline", func(b *testing.B) {
-				interleaved(b, hook(b, inlineClient(b), "bare"), hook(b, inlineClient(b), "hooked"))
-			})
-		})
+	h, err := hooks.New(opts)
+	if err != nil {
+		b.Fatal(err)
 	}
+	rdb.AddHook(h)
+	return rdb
+}
+
+// warm connects rdb and creates the metric children.
+func (c overheadCase) warm(b *testing.B, rdb *redis.Client) {
+	for i := 0; i < 100; i++ {
+		if err := c.run(context.Background(), rdb); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// measure times the operation on rdb alone.
+func (c overheadCase) measure(b *testing.B, rdb *redis.Client) {
+	ctx := context.Background()
+	c.warm(b, rdb)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := c.run(ctx, rdb); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// interleaved reports what hooked adds per command over bare. The machine's
+// background load moves bare and hooked runs by more than the hook costs;
+// alternating them op by op and comparing median op times cancels most of
+// it.
+func (c overheadCase) interleaved(b *testing.B, bare, hooked *redis.Client) {
+	ctx := context.Background()
+	c.warm(b, bare)
+	c.warm(b, hooked)
+	tBare, tHooked := make([]time.Duration, b.N), make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		first, second, tFirst, tSecond := bare, hooked, tBare, tHooked
+		if i%2 == 1 { // alternate the order: neither always goes first
+			first, second, tFirst, tSecond = hooked, bare, tHooked, tBare
+		}
+		t0 := time.Now()
+		err1 := c.run(ctx, first)
+		t1 := time.Now()
+		err2 := c.run(ctx, second)
+		tSecond[i], tFirst[i] = time.Since(t1), t1.Sub(t0)
+		if err1 != nil || err2 != nil {
+			b.Fatal(err1, err2)
+		}
+	}
+	b.StopTimer()
+	mBare, mHooked := median(tBare), median(tHooked)
+	b.ReportMetric(float64(mHooked-mBare)/float64(c.cmds), "added-ns/cmd")
+	b.ReportMetric(float64(mBare)/float64(mHooked), "x-bare-throughput")
 }
 
 // benchMeterProvider is an OpenTelemetry SDK MeterProvider with a reader

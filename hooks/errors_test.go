@@ -29,90 +29,107 @@ func hookOn(t *testing.T, rdb interface{ AddHook(redis.Hook) }, opts hooks.Optio
 }
 
 func TestErrorClasses(t *testing.T) {
+	t.Run("timeout", timeoutClass)
+	t.Run("connection", connectionClass)
+	t.Run("oom", oomClass)
+	t.Run("noperm and wrongtype", nopermAndWrongtypeClasses)
+	t.Run("busy", busyClass)
+}
+
+// timeoutClass checks that a read past its timeout is classed timeout.
+func timeoutClass(t *testing.T) {
 	ctx := context.Background()
+	srv := redistest.Start(t)
+	rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr, ReadTimeout: 100 * time.Millisecond, MaxRetries: -1}))
+	reg := hookOn(t, rdb, hooks.Options{})
+	if err := rdb.Do(ctx, "DEBUG", "SLEEP", "0.5").Err(); err == nil {
+		t.Fatal("DEBUG SLEEP 0.5 with a 100ms read timeout succeeded")
+	}
+	expect(t, reg, cmdErrs, map[string]float64{"command=other,error_class=timeout": 1, "": 1})
+}
 
-	t.Run("timeout", func(t *testing.T) {
-		srv := redistest.Start(t)
-		rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr, ReadTimeout: 100 * time.Millisecond, MaxRetries: -1}))
-		reg := hookOn(t, rdb, hooks.Options{})
-		if err := rdb.Do(ctx, "DEBUG", "SLEEP", "0.5").Err(); err == nil {
-			t.Fatal("DEBUG SLEEP 0.5 with a 100ms read timeout succeeded")
-		}
-		expect(t, reg, cmdErrs, map[string]float64{"command=other,error_class=timeout": 1, "": 1})
-	})
+// connectionClass checks that a command to a server that is gone is
+// classed connection, and a failed read is a lookup error.
+func connectionClass(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	addr := srv.Addr
+	srv.Kill()
+	rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: addr, MaxRetries: -1}))
+	reg := hookOn(t, rdb, hooks.Options{})
+	if err := rdb.Get(ctx, "user:1").Err(); err == nil {
+		t.Fatal("GET on a killed server succeeded")
+	}
+	expect(t, reg, cmdErrs, map[string]float64{"command=get,error_class=connection": 1, "": 1})
+	// A failed read is a lookup error, not a miss.
+	expect(t, reg, lookups, map[string]float64{"key_group=user:*,result=error": 1, "result=miss": 0})
+}
 
-	t.Run("connection", func(t *testing.T) {
-		srv := redistest.Start(t)
-		addr := srv.Addr
-		srv.Kill()
-		rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: addr, MaxRetries: -1}))
-		reg := hookOn(t, rdb, hooks.Options{})
-		if err := rdb.Get(ctx, "user:1").Err(); err == nil {
-			t.Fatal("GET on a killed server succeeded")
-		}
-		expect(t, reg, cmdErrs, map[string]float64{"command=get,error_class=connection": 1, "": 1})
-		// A failed read is a lookup error, not a miss.
-		expect(t, reg, lookups, map[string]float64{"key_group=user:*,result=error": 1, "result=miss": 0})
-	})
+// oomClass checks that a write refused under maxmemory is classed oom.
+func oomClass(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, "--maxmemory", "1", "--maxmemory-policy", "noeviction")
+	rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr}))
+	reg := hookOn(t, rdb, hooks.Options{})
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+		t.Fatalf("SET under maxmemory 1: %v", err)
+	}
+	expect(t, reg, cmdErrs, map[string]float64{"command=set,error_class=oom": 1, "": 1})
+}
 
-	t.Run("oom", func(t *testing.T) {
-		srv := redistest.Start(t, "--maxmemory", "1", "--maxmemory-policy", "noeviction")
-		rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr}))
-		reg := hookOn(t, rdb, hooks.Options{})
-		if err := rdb.Set(ctx, "k", "v", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
-			t.Fatalf("SET under maxmemory 1: %v", err)
-		}
-		expect(t, reg, cmdErrs, map[string]float64{"command=set,error_class=oom": 1, "": 1})
+// nopermAndWrongtypeClasses checks that a command the ACL refuses is
+// classed noperm, and one on a key of the wrong type other.
+func nopermAndWrongtypeClasses(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "reader", "on", ">secret", "~*", "+@all", "-set").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr, Username: "reader", Password: "secret"}))
+	reg := hookOn(t, rdb, hooks.Options{})
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+		t.Fatalf("SET without permission: %v", err)
+	}
+	admin.LPush(ctx, "list", "x")
+	if err := rdb.Get(ctx, "list").Err(); err == nil {
+		t.Fatal("GET of a list succeeded")
+	}
+	expect(t, reg, cmdErrs, map[string]float64{
+		"command=set,error_class=noperm": 1, "command=get,error_class=other": 1, "": 2,
 	})
+}
 
-	t.Run("noperm and wrongtype", func(t *testing.T) {
-		srv := redistest.Start(t)
-		admin := srv.Client(t)
-		if err := admin.Do(ctx, "ACL", "SETUSER", "reader", "on", ">secret", "~*", "+@all", "-set").Err(); err != nil {
-			t.Fatal(err)
+// busyClass checks that a command refused while a script runs too long
+// is classed busy.
+func busyClass(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, "--lua-time-limit", "10")
+	looper := srv.Client(t)
+	rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr, MaxRetries: -1}))
+	reg := hookOn(t, rdb, hooks.Options{})
+	done := make(chan error, 1)
+	go func() { done <- looper.Eval(ctx, "while true do end", nil).Err() }()
+	busy := 0
+	for i := 0; i < 500 && busy == 0; i++ {
+		err := rdb.Ping(ctx).Err()
+		if err != nil && strings.HasPrefix(err.Error(), "BUSY ") {
+			busy++
+		} else if err != nil {
+			t.Fatalf("ping: %v", err)
 		}
-		rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr, Username: "reader", Password: "secret"}))
-		reg := hookOn(t, rdb, hooks.Options{})
-		if err := rdb.Set(ctx, "k", "v", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
-			t.Fatalf("SET without permission: %v", err)
-		}
-		admin.LPush(ctx, "list", "x")
-		if err := rdb.Get(ctx, "list").Err(); err == nil {
-			t.Fatal("GET of a list succeeded")
-		}
-		expect(t, reg, cmdErrs, map[string]float64{
-			"command=set,error_class=noperm": 1, "command=get,error_class=other": 1, "": 2,
-		})
-	})
-
-	t.Run("busy", func(t *testing.T) {
-		srv := redistest.Start(t, "--lua-time-limit", "10")
-		looper := srv.Client(t)
-		rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr, MaxRetries: -1}))
-		reg := hookOn(t, rdb, hooks.Options{})
-		done := make(chan error, 1)
-		go func() { done <- looper.Eval(ctx, "while true do end", nil).Err() }()
-		busy := 0
-		for i := 0; i < 500 && busy == 0; i++ {
-			err := rdb.Ping(ctx).Err()
-			if err != nil && strings.HasPrefix(err.Error(), "BUSY ") {
-				busy++
-			} else if err != nil {
-				t.Fatalf("ping: %v", err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if busy == 0 {
-			t.Fatal("the server never answered BUSY")
-		}
-		if err := rdb.Do(ctx, "SCRIPT", "KILL").Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err == nil {
-			t.Fatal("killed script returned no error")
-		}
-		expect(t, reg, cmdErrs, map[string]float64{"command=ping,error_class=busy": float64(busy), "": float64(busy)})
-	})
+		time.Sleep(10 * time.Millisecond)
+	}
+	if busy == 0 {
+		t.Fatal("the server never answered BUSY")
+	}
+	if err := rdb.Do(ctx, "SCRIPT", "KILL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("killed script returned no error")
+	}
+	expect(t, reg, cmdErrs, map[string]float64{"command=ping,error_class=busy": float64(busy), "": float64(busy)})
 }
 
 func TestClusterCountsEachCommandOnce(t *testing.T) {

@@ -89,42 +89,12 @@ func TestEndToEnd(t *testing.T) {
 	loaded := loadedRules(t, api)
 
 	t.Run("expressions parse", func(t *testing.T) {
-		var exprs []string
-		for _, p := range panels {
-			exprs = append(exprs, panelExpr(t, p))
-		}
-		exprs = append(exprs, ruleExprs...)
-		exprs = append(exprs, grafanaExprs...)
-		if len(loaded) != len(ruleExprs) {
-			t.Errorf("Prometheus loaded %d rules of the %d generated", len(loaded), len(ruleExprs))
-		}
-		// The check can fail: a broken expression is a parse error.
-		if _, err := query(ctx, api, `sum(rate(cachewatch_lock_attempts_total[5m])`); !isParseError(err) {
-			t.Fatalf("a broken expression was not reported as a parse error: %v", err)
-		}
-		for _, e := range exprs {
-			if _, err := query(ctx, api, e); err != nil {
-				if isParseError(err) {
-					t.Errorf("Prometheus cannot parse %q: %v", e, err)
-				} else {
-					t.Errorf("query %q: %v", e, err)
-				}
-			}
-		}
-		t.Logf("Prometheus parsed %d panel, %d rule and %d Grafana-rule expressions", len(panels), len(ruleExprs), len(grafanaExprs))
+		expressionsParse(t, api, panels, loaded, ruleExprs, grafanaExprs)
 	})
 
 	waitTargetsUp(t, ctx, api, 2)
 
-	// The alert is caused on purpose: first it must not be firing.
-	alertQuery := fmt.Sprintf(`ALERTS{alertname=%q}`, locksWithoutTTLAlert)
-	if n, err := query(ctx, api, alertQuery); err != nil || n != 0 {
-		t.Fatalf("%s before any lock without TTL exists: %d series, err %v", alertQuery, n, err)
-	}
-	if err := traffic.raw.Set(ctx, stuckLock, "crashed-owner", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	caused := time.Now()
+	caused := causeLockWithoutTTL(t, api, traffic)
 
 	t.Run("every panel query returns series", func(t *testing.T) {
 		waitForSeries(t, ctx, api, "panel", panelNames(t, panels), pendingEmitter)
@@ -138,57 +108,117 @@ func TestEndToEnd(t *testing.T) {
 		waitForSeries(t, ctx, api, "traffic", happened(dead), nil)
 	})
 	t.Run("every recording rule produces series", func(t *testing.T) {
-		recs := map[string]string{}
-		for _, r := range loaded {
-			if r.record {
-				recs["recording rule "+r.name] = r.name
-			}
-		}
-		if len(recs) == 0 {
-			t.Fatal("the rule file has no recording rules")
-		}
-		waitForSeries(t, ctx, api, "recording rule", recs, nil)
+		recordingRulesProduceSeries(t, api, loaded)
 	})
 	t.Run("alert delivered to the webhook", func(t *testing.T) {
-		var got webhookAlert
-		err := poll(ctx, time.Until(caused.Add(alertTimeout)), time.Second, func() error {
-			var ok bool
-			if got, ok = hook.find(locksWithoutTTLAlert); !ok {
-				return fmt.Errorf("no firing %s delivered", locksWithoutTTLAlert)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s delivered to receiver %s %v after the lock without TTL was written: labels %v", locksWithoutTTLAlert,
-			got.receiver, got.received.Sub(caused).Round(time.Millisecond), got.Labels)
-		if got.Labels["key_group"] != stuckLockGroup {
-			t.Errorf("key_group = %q, want %q", got.Labels["key_group"], stuckLockGroup)
-		}
-		rule := alertRule(t, cfg, locksWithoutTTLAlert, got.Labels["severity"])
-		for k, v := range rule.Labels {
-			if got.Labels[k] != v {
-				t.Errorf("label %s = %q, want the rule's %q", k, got.Labels[k], v)
-			}
-		}
-		if want := receiverFor[rule.Severity]; got.receiver != want {
-			t.Errorf("delivered by receiver %q, want %q for severity %s", got.receiver, want, rule.Severity)
-		}
-		u := got.Annotations["runbook_url"]
-		if u != rule.Annotations["runbook_url"] || !strings.HasSuffix(u, "docs/runbooks.md#"+alerts.RunbookAnchor(locksWithoutTTLAlert)) {
-			t.Errorf("runbook_url = %q, want the rule's %q, into docs/runbooks.md", u, rule.Annotations["runbook_url"])
-		}
-		if got.Annotations["summary"] != rule.Annotations["summary"] {
-			t.Errorf("summary = %q, want %q", got.Annotations["summary"], rule.Annotations["summary"])
-		}
-		if d := got.Annotations["description"]; d == "" || strings.Contains(d, "{{") {
-			t.Errorf("description = %q, want the rule's template filled in", d)
-		}
-		if info := hook.bySeverity(alerts.SeverityInfo); len(info) > 0 {
-			t.Errorf("info alerts must notify nobody, but %v reached the webhook", info)
-		}
+		alertDelivered(t, hook, cfg, caused)
 	})
+}
+
+// expressionsParse checks that Prometheus parses every expression of the
+// generated dashboards, rules and Grafana-managed rules, and that it loaded
+// every generated rule.
+func expressionsParse(t *testing.T, api promv1.API, panels []dashboards.Query, loaded []loadedRule, ruleExprs, grafanaExprs []string) {
+	ctx := context.Background()
+	var exprs []string
+	for _, p := range panels {
+		exprs = append(exprs, panelExpr(t, p))
+	}
+	exprs = append(exprs, ruleExprs...)
+	exprs = append(exprs, grafanaExprs...)
+	if len(loaded) != len(ruleExprs) {
+		t.Errorf("Prometheus loaded %d rules of the %d generated", len(loaded), len(ruleExprs))
+	}
+	// The check can fail: a broken expression is a parse error.
+	if _, err := query(ctx, api, `sum(rate(cachewatch_lock_attempts_total[5m])`); !isParseError(err) {
+		t.Fatalf("a broken expression was not reported as a parse error: %v", err)
+	}
+	for _, e := range exprs {
+		if _, err := query(ctx, api, e); err != nil {
+			if isParseError(err) {
+				t.Errorf("Prometheus cannot parse %q: %v", e, err)
+			} else {
+				t.Errorf("query %q: %v", e, err)
+			}
+		}
+	}
+	t.Logf("Prometheus parsed %d panel, %d rule and %d Grafana-rule expressions", len(panels), len(ruleExprs), len(grafanaExprs))
+}
+
+// causeLockWithoutTTL writes a lock key without a TTL, after checking that
+// its alert is not firing yet, and returns when it did.
+func causeLockWithoutTTL(t *testing.T, api promv1.API, tr *traffic) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	alertQuery := fmt.Sprintf(`ALERTS{alertname=%q}`, locksWithoutTTLAlert)
+	if n, err := query(ctx, api, alertQuery); err != nil || n != 0 {
+		t.Fatalf("%s before any lock without TTL exists: %d series, err %v", alertQuery, n, err)
+	}
+	if err := tr.raw.Set(ctx, stuckLock, "crashed-owner", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return time.Now()
+}
+
+// recordingRulesProduceSeries waits for every loaded recording rule to
+// return series.
+func recordingRulesProduceSeries(t *testing.T, api promv1.API, loaded []loadedRule) {
+	ctx := context.Background()
+	recs := map[string]string{}
+	for _, r := range loaded {
+		if r.record {
+			recs["recording rule "+r.name] = r.name
+		}
+	}
+	if len(recs) == 0 {
+		t.Fatal("the rule file has no recording rules")
+	}
+	waitForSeries(t, ctx, api, "recording rule", recs, nil)
+}
+
+// alertDelivered waits for the lock-without-TTL alert caused at caused to
+// reach the webhook, with the labels, receiver and annotations of its rule,
+// and checks that no info alert notified anyone.
+func alertDelivered(t *testing.T, hook *webhook, cfg alerts.Config, caused time.Time) {
+	ctx := context.Background()
+	var got webhookAlert
+	err := poll(ctx, time.Until(caused.Add(alertTimeout)), time.Second, func() error {
+		var ok bool
+		if got, ok = hook.find(locksWithoutTTLAlert); !ok {
+			return fmt.Errorf("no firing %s delivered", locksWithoutTTLAlert)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s delivered to receiver %s %v after the lock without TTL was written: labels %v", locksWithoutTTLAlert,
+		got.receiver, got.received.Sub(caused).Round(time.Millisecond), got.Labels)
+	if got.Labels["key_group"] != stuckLockGroup {
+		t.Errorf("key_group = %q, want %q", got.Labels["key_group"], stuckLockGroup)
+	}
+	rule := alertRule(t, cfg, locksWithoutTTLAlert, got.Labels["severity"])
+	for k, v := range rule.Labels {
+		if got.Labels[k] != v {
+			t.Errorf("label %s = %q, want the rule's %q", k, got.Labels[k], v)
+		}
+	}
+	if want := receiverFor[rule.Severity]; got.receiver != want {
+		t.Errorf("delivered by receiver %q, want %q for severity %s", got.receiver, want, rule.Severity)
+	}
+	u := got.Annotations["runbook_url"]
+	if u != rule.Annotations["runbook_url"] || !strings.HasSuffix(u, "docs/runbooks.md#"+alerts.RunbookAnchor(locksWithoutTTLAlert)) {
+		t.Errorf("runbook_url = %q, want the rule's %q, into docs/runbooks.md", u, rule.Annotations["runbook_url"])
+	}
+	if got.Annotations["summary"] != rule.Annotations["summary"] {
+		t.Errorf("summary = %q, want %q", got.Annotations["summary"], rule.Annotations["summary"])
+	}
+	if d := got.Annotations["description"]; d == "" || strings.Contains(d, "{{") {
+		t.Errorf("description = %q, want the rule's template filled in", d)
+	}
+	if info := hook.bySeverity(alerts.SeverityInfo); len(info) > 0 {
+		t.Errorf("info alerts must notify nobody, but %v reached the webhook", info)
+	}
 }
 
 // startExporter builds cachewatch and runs `cachewatch exporter` on the live
