@@ -25,8 +25,8 @@ const DefaultRunbookBaseURL = "https://github.com/cachewatch/cachewatch/blob/mai
 var ErrConfig = errors.New("alerts: bad config")
 
 // Config holds every selector, threshold and `for:` duration of the rules:
-// the monitoring-mixin `_config` idea. DefaultConfig gives the values from
-// the design brief; a YAML file (LoadConfig) and Set override them. The yaml
+// the monitoring-mixin `_config` idea. DefaultConfig gives the default
+// values; a YAML file (LoadConfig) and Set override them. The yaml
 // key of each field is also its command-line name (underscores become dashes).
 type Config struct {
 	// ServiceSelector selects the services that run the instrumented
@@ -144,7 +144,7 @@ func minutes(n int) model.Duration { return model.Duration(n) * model.Duration(6
 
 func millis(n int) model.Duration { return model.Duration(n) * model.Duration(1e6) }
 
-// DefaultConfig returns the thresholds of the design brief (lock acquire p99
+// DefaultConfig returns the default thresholds (lock acquire p99
 // above 50 ms, first-try contention above 5 %, …) and `for:` durations long
 // enough that a single scrape or a short spike does not page anyone.
 func DefaultConfig() Config {

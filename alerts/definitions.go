@@ -155,7 +155,7 @@ func lockDefinitions(cfg Config) []definition {
 		summary:     "Many first lock attempts find the lock already taken.",
 		description: `{{ $value | humanizePercentage }} of first lock attempts on key group {{ $labels.key_group }} in {{ $labels.job }} found the lock busy (threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning:  "The share of first acquire attempts (one `SET NX` each) of callers that wait for the lock (`mode=\"wait\"`) that found it held is above the threshold. The design brief calls more than 5 % bad: the losers retry, sleep and hold connections. Try-once acquisitions (`LockOptions{Backoff: Backoff{Retries: -1}}`, a run-once job whose losers are meant to skip the work) do not count: their busy share is on the dashboard, not in the alert.",
+			meaning:  "The share of first acquire attempts (one `SET NX` each) of callers that wait for the lock (`mode=\"wait\"`) that found it held is above the threshold. More than 5 % is bad: the losers retry, sleep and hold connections. Try-once acquisitions (`LockOptions{Backoff: Backoff{Retries: -1}}`, a run-once job whose losers are meant to skip the work) do not count: their busy share is on the dashboard, not in the alert.",
 			resolves: "It resolves when the share of busy first attempts of waiting callers falls below the threshold.",
 			causes: []string{
 				"Missing jitter: workers woken by the same event (an expiry, a deploy, a cron) retry in lockstep.",

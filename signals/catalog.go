@@ -97,7 +97,7 @@ var (
 	// commandBuckets spans 25µs to 2.5s: single Redis commands and scripts.
 	commandBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
 	// waitBuckets spans 0.5ms to 10s: lock acquisition and backoff waits.
-	// The 0.05 bucket is the DESIGN's "p99 > 50 ms is bad" line.
+	// The 0.05 bucket is the default alert's "p99 > 50 ms is bad" line.
 	waitBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 	// workBuckets spans 1ms to 5 minutes: lock hold times and recomputes.
 	workBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}

@@ -194,7 +194,7 @@ func TestHelpAndVersion(t *testing.T) {
 	if code := run(context.Background(), []string{"--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "cachewatch ") {
 		t.Fatalf("--version: code %d, out %q", code, out.String())
 	}
-	// Single-dash long flags of earlier versions still work.
+	// Single-dash long flags (the Go flag package's form) work too.
 	out.Reset()
 	errOut.Reset()
 	if code := run(context.Background(), []string{"doctor", "-redis.url", "redis://h:1", "-miss-ratio=2"}, &out, &errOut); code != 2 ||

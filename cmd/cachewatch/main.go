@@ -135,7 +135,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 }
 
 // doubleDash turns the Go flag package's single-dash long flags
-// (-redis.url), which earlier versions accepted, into kingpin's --redis.url.
+// (-redis.url), which many exporters accept, into kingpin's --redis.url.
 // Only names of known flags are rewritten, so values such as -1 are left
 // alone; nothing after a bare "--" is touched.
 func doubleDash(app *kingpin.Application, args []string) []string {

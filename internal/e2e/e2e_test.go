@@ -330,7 +330,7 @@ func waitForSeries(t *testing.T, ctx context.Context, api promv1.API, what strin
 	sort.Strings(failed)
 	sort.Strings(skipped)
 	if len(skipped) > 0 {
-		t.Logf("SKIPPED, allowed to stay empty for now: %d %s queries:\n  %s", len(skipped), what, strings.Join(skipped, "\n  "))
+		t.Logf("SKIPPED, allowed to stay empty (their metric has no emitter yet): %d %s queries:\n  %s", len(skipped), what, strings.Join(skipped, "\n  "))
 	}
 	if err != nil {
 		t.Errorf("%v:\n  %s", err, strings.Join(failed, "\n  "))
@@ -346,10 +346,9 @@ func excusedReason(excused func(string) string, expr string) string {
 	return excused(expr)
 }
 
-// pendingEmitters are catalog metrics whose emitters other issues are still
-// building; a panel query that reads one of them may stay empty until they
-// land (and is reported as skipped). Remove an entry when its emitter is on
-// main.
+// pendingEmitters are catalog metrics that no emitter records yet, each
+// with the reason; a panel query that reads one of them may stay empty (and
+// is reported as skipped). An entry goes when its emitter records it.
 var pendingEmitters = map[string]string{}
 
 // pendingEmitter names the pending emitter a query reads, if any.

@@ -150,8 +150,8 @@ func TestHandlesDoNotAllocate(t *testing.T) {
 	}
 }
 
-// Without a Registerer and a MeterProvider the default registerer is used,
-// as before; with only a MeterProvider nothing reaches Prometheus.
+// Without a Registerer and a MeterProvider the default registerer is used;
+// with only a MeterProvider nothing reaches Prometheus.
 func TestNewDefaults(t *testing.T) {
 	if s := emit.New(nil, nil, 0); s.Registerer != prometheus.DefaultRegisterer || s.Meter != nil {
 		t.Errorf("New(nil, nil) = %+v", s)
