@@ -59,9 +59,14 @@ func TestLocksFollowNotifications(t *testing.T) {
 	writeLocks(t, rdb, 20_000, 300, 20)
 	clk := clockwork.NewFakeClockAt(time.Now())
 	e, reg := newExporter(t, notifyOptions([]string{srv.Addr}, clk))
+	// The syncing pass runs at the rate the sampler's measured cost allows:
+	// on a busy machine it may need more than one sample's 200 ms budget.
 	s := e.Sample(ctx)[0]
-	if s.Pass == nil || !s.Pass.LocksNotified || s.Pass.LockPassEnded.IsZero() {
-		t.Fatalf("first sample: no synced lock index: %+v errors %v", s.Pass, s.Errors)
+	for i := 1; s.Pass == nil || !s.Pass.LocksNotified || s.Pass.LockPassEnded.IsZero(); i++ {
+		if i == 100 {
+			t.Fatalf("%d samples: no synced lock index: %+v errors %v", i, s.Pass, s.Errors)
+		}
+		s = e.Sample(ctx)[0]
 	}
 	passEnded := s.Pass.LockPassEnded
 	_, got := scrape(t, reg)
