@@ -69,7 +69,7 @@ func newDegraded(rdb redis.UniversalClient, name string, o CacheOptions, m *metr
 		},
 		OnStateChange: func(_ string, _, to gobreaker.State) { state.Set(float64(to)) },
 	})
-	for _, cause := range []string{signals.FallbackRedisDown, signals.FallbackRedisError, signals.FallbackTimeout} {
+	for _, cause := range signals.FallbackCauses {
 		d.fallbacks.WithLabelValues(cause) // at 0 from the start: a rate of no fallbacks reads 0, not nothing
 	}
 	return d

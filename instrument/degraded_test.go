@@ -154,7 +154,7 @@ func (r *degradedRig) checkEveryFetchCounted() {
 			r.calls.Load(), sourceCalls(ca, g, "success"), loads)
 	}
 	var byCause float64
-	for _, cause := range []string{signals.FallbackTimeout, signals.FallbackRedisDown, signals.FallbackRedisError} {
+	for _, cause := range signals.FallbackCauses {
 		byCause += fallbacks(ca, cause)
 	}
 	if fb := lookups(ca, g, resultFallback); byCause != fb || fallbacks(ca, signals.FallbackRedisError) != 0 {

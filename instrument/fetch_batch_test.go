@@ -15,6 +15,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/cachewatch/cachewatch/internal/luascript"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -139,7 +140,7 @@ func TestQueuedReadWaitsAndNeverFallsBack(t *testing.T) {
 		t.Fatalf("loader calls %d, fallback lookups %v, error lookups %v; want 0, 0, 1",
 			calls.Load(), lookups(ca, gb, resultFallback), lookups(ca, gb, resultError))
 	}
-	if n := fallbackSum(t, reg); n != 0 {
+	if n := metrictest.Sum(t, reg, "cachewatch_cache_fallbacks_total"); n != 0 {
 		t.Fatalf("cachewatch_cache_fallbacks_total adds up to %v, want 0", n)
 	}
 	if got := state(); got != float64(gobreaker.StateClosed) {

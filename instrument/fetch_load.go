@@ -163,9 +163,11 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 	// Keep the key a little past its hard TTL, so a lookup can tell "too
 	// old" (counted, refused) from "never cached".
 	expire := hard + max(hard/10, time.Second)
-	res, sentBefore, err := ca.runPatiently(ctx, func() *scriptCall {
-		return newScriptCall("fetch write", luascript.FetchWrite, []string{k.value, k.lease, k.waiters},
-			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), l.took.Milliseconds(), neg, expire.Milliseconds())
+	var res any
+	sentBefore, err := ca.patiently(ctx, "", func() (err error) {
+		res, err = ca.run(ctx, newScriptCall("fetch write", luascript.FetchWrite, []string{k.value, k.lease, k.waiters},
+			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), l.took.Milliseconds(), neg, expire.Milliseconds()))
+		return err
 	})
 	if err != nil {
 		span.RecordError(err)

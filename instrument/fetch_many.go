@@ -119,31 +119,28 @@ func (ca *Cache[T]) readMany(ctx context.Context, keyList, tokens []string) ([]s
 }
 
 // readManyPatiently reads the keys as readMany, sent again under the same
-// tokens while Redis is slow rather than failing, as read does for one
-// key; a read abandoned at last has the leases it may have been granted
-// released as orphans.
+// tokens while Redis is slow rather than failing (patiently); a read
+// abandoned at last has the leases it may have been granted released as
+// orphans.
 func (ca *Cache[T]) readManyPatiently(ctx context.Context, keyList []string) ([]stored, []string, error) {
 	tokens := make([]string, len(keyList))
 	for i := range keyList {
 		tokens[i] = leaseToken()
 	}
-	var until time.Time
-	mayHaveRun := false
-	for {
-		states, err := ca.readMany(ctx, keyList, tokens)
-		if err == nil {
-			return states, tokens, nil
-		}
-		mayHaveRun = mayHaveRun || sentToRedis(err)
-		if !ca.waitOn(ctx, "", err, &until) {
-			if mayHaveRun {
-				for i, key := range keyList {
-					ca.releaseOrphan(keysFor(key), tokens[i])
-				}
+	var states []stored
+	mayHaveRun, err := ca.patiently(ctx, "", func() (err error) {
+		states, err = ca.readMany(ctx, keyList, tokens)
+		return err
+	})
+	if err != nil {
+		if mayHaveRun {
+			for i, key := range keyList {
+				ca.releaseOrphan(keysFor(key), tokens[i])
 			}
-			return nil, nil, err
 		}
+		return nil, nil, err
 	}
+	return states, tokens, nil
 }
 
 // groupsOf returns the key group of each key.

@@ -130,21 +130,32 @@ func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load fun
 // released as an orphan.
 func (ca *Cache[T]) read(ctx context.Context, key string, k keys) (stored, string, error) {
 	token := leaseToken()
+	var s stored
+	mayHaveRun, err := ca.patiently(ctx, key, func() (err error) {
+		s, err = ca.readOnce(ctx, k, token)
+		return err
+	})
+	if err != nil && mayHaveRun {
+		ca.releaseOrphan(k, token)
+	}
+	return s, token, err
+}
+
+// patiently runs attempt until it succeeds, again while Redis is slow
+// rather than failing (waitOn) for key. mayHaveRun reports whether a failed
+// attempt may have reached Redis: on success, whether Redis may have run an
+// earlier one too.
+func (ca *Cache[T]) patiently(ctx context.Context, key string, attempt func() error) (mayHaveRun bool, err error) {
 	var until time.Time
-	mayHaveRun := false
 	for {
-		s, err := ca.readOnce(ctx, k, token)
-		if err == nil {
-			return s, token, nil
+		if err = attempt(); err == nil {
+			return mayHaveRun, nil
 		}
 		mayHaveRun = mayHaveRun || sentToRedis(err)
 		if !ca.waitOn(ctx, key, err, &until) {
-			if mayHaveRun {
-				ca.releaseOrphan(k, token)
-			}
-			return s, token, err
+			return mayHaveRun, err
 		}
-		trace.SpanFromContext(ctx).AddEvent("read not answered in time, reading again")
+		trace.SpanFromContext(ctx).AddEvent("Redis did not answer in time, sending again")
 	}
 }
 
@@ -178,21 +189,6 @@ func (ca *Cache[T]) waitOn(ctx context.Context, key string, err error, until *ti
 		*until = time.Now().Add(ca.o.LeaseTTL)
 	}
 	return time.Now().Before(*until)
-}
-
-// runPatiently runs the script call newCall makes, again (a new call)
-// while Redis is slow rather than failing, as read does. sentBefore
-// reports that an earlier attempt timed out after it was sent: Redis may
-// have run it.
-func (ca *Cache[T]) runPatiently(ctx context.Context, newCall func() *scriptCall) (res any, sentBefore bool, err error) {
-	var until time.Time
-	for {
-		res, err = ca.run(ctx, newCall())
-		if err == nil || !ca.waitOn(ctx, "", err, &until) {
-			return res, sentBefore, err
-		}
-		sentBefore = sentBefore || !errors.Is(err, errNotSent)
-	}
 }
 
 // readOnce runs the read script once, under token.

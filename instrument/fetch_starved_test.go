@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -73,7 +74,7 @@ func TestStarvedProcessLoadsEachKeyOnce(t *testing.T) {
 	if got := sourceCalls(caches[0], g, "success"); got != keys {
 		t.Errorf("source_calls{result=success} = %v, want %d", got, keys)
 	}
-	if n := fallbackSum(t, reg); n != 0 {
+	if n := metrictest.Sum(t, reg, "cachewatch_cache_fallbacks_total"); n != 0 {
 		t.Errorf("cachewatch_cache_fallbacks_total adds up to %v, want 0", n)
 	}
 	for p := range processes {

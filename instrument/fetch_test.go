@@ -81,25 +81,6 @@ func fallbacks(ca *Cache[string], cause string) float64 {
 	return testutil.ToFloat64(ca.deg.fallbacks.WithLabelValues(cause))
 }
 
-// fallbackSum adds up cachewatch_cache_fallbacks_total over every Cache
-// and cause on reg.
-func fallbackSum(t *testing.T, reg prometheus.Gatherer) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == "cachewatch_cache_fallbacks_total" {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 func sourceCalls(ca *Cache[string], group, result string) float64 {
 	return testutil.ToFloat64(ca.c.m.sourceCalls.WithLabelValues(group, result))
 }

@@ -144,6 +144,9 @@ const (
 	FallbackTimeout    = "timeout"
 )
 
+// FallbackCauses are the values of CacheFallbacks' cause label.
+var FallbackCauses = []string{FallbackRedisDown, FallbackRedisError, FallbackTimeout}
+
 // Label definitions reused across metrics.
 var (
 	keyGroup = Label{Name: KeyGroupLabel, Doc: "bounded key group from the classifier (user rules, ID segments stripped, overflow to `other`)"}
@@ -327,7 +330,7 @@ var clientMetrics = map[ID]*Metric{
 	CacheFallbacks: {
 		Name: string(CacheFallbacks), Kind: Counter,
 		Help:    "Lookups a Cache sent to the loader directly because Redis was failing, by the failure: `redis_down` (connections refused, reset or closed), `redis_error` (error replies), `timeout` (round trips unanswered within RedisTimeout, as many times in a row as opened the breaker). While the breaker is open, each counts under the failure that opened it. A slow process, or a lookup waiting in its own queue, never falls back: it waits for Redis.",
-		Labels:  []Label{client, {Name: "cause", Values: []string{FallbackRedisDown, FallbackRedisError, FallbackTimeout}}},
+		Labels:  []Label{client, {Name: "cause", Values: FallbackCauses}},
 		Sources: []Source{Instrument},
 		OTel:    OTelInstrument{"cachewatch.cache.fallbacks", OTelCounter, "{lookup}"},
 	},
