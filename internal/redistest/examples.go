@@ -9,9 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // closedAddr is what a package's Redis address is left at when its examples
@@ -57,9 +54,8 @@ func RunExamples(m *testing.M, addr *string, examples ...string) int {
 // temporary directory.
 func exampleRedis() (addr string, stop func(), err error) {
 	if a := os.Getenv(AddrEnv); a != "" {
-		opts := &redis.Options{Addr: a, MaxRetries: -1, DialTimeout: 200 * time.Millisecond}
-		if err := waitPing(opts, nil, 2*time.Second); err != nil {
-			return "", nil, fmt.Errorf("%s=%s does not answer: %w", AddrEnv, a, err)
+		if err := answers(a); err != nil {
+			return "", nil, err
 		}
 		return a, func() {}, nil
 	}

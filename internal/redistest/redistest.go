@@ -224,12 +224,21 @@ func NewClient(t testing.TB, opts *redis.Options) *redis.Client {
 func Shared(t testing.TB) string {
 	t.Helper()
 	if addr := os.Getenv(AddrEnv); addr != "" {
-		if err := waitPing(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond}, nil, 2*time.Second); err != nil {
-			unavailable(t, fmt.Sprintf("REDIS_ADDR=%s does not answer: %v", addr, err))
+		if err := answers(addr); err != nil {
+			unavailable(t, err.Error())
 		}
 		return addr
 	}
 	return Start(t).Addr
+}
+
+// answers waits up to 2s for the Redis that REDIS_ADDR names (addr) to
+// answer PING.
+func answers(addr string) error {
+	if err := waitPing(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond}, nil, 2*time.Second); err != nil {
+		return fmt.Errorf("%s=%s does not answer: %w", AddrEnv, addr, err)
+	}
+	return nil
 }
 
 // waitPing waits until the server of opts answers PING, the process ends
