@@ -73,8 +73,9 @@ type CacheOptions struct {
 	RedisTimeout time.Duration
 	// BreakerFailures is the number of consecutive Redis failures (failed
 	// round trips: refused or broken connections, error replies, timeouts;
-	// a failed pipeline counts once; a call that waited in the queue or
-	// whose caller left does not count) that open the circuit breaker
+	// a failed pipeline counts once; a call that waited in the queue, whose
+	// caller left, or that timed out while the process was starved of CPU
+	// does not count) that open the circuit breaker
 	// (default 5). Only Redis failing sends a lookup to the loader
 	// directly: while the breaker is open, and when a round trip fails with
 	// a broken connection or an error reply. Each such fallback counts in

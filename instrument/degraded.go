@@ -20,6 +20,11 @@ import (
 // ended: not Redis's fault, so the breaker does not count it.
 var errCallerGone = errors.New("caller context done")
 
+// errStarved marks a round trip that timed out while this process was
+// starved of CPU (see starvation): the breaker does not count it, and the
+// lookup waits on, as for any slow round trip.
+var errStarved = errors.New("process starved of CPU")
+
 // degraded is the protection of a Cache against an unreachable Redis: every
 // Redis call goes through a circuit breaker and is bounded in time; when
 // Redis fails, callers go to the source directly, at most `limit` at a time.
@@ -27,7 +32,9 @@ var errCallerGone = errors.New("caller context done")
 // Slow is not down: only Redis failing (refused or broken connections,
 // error replies, round trips unanswered until the breaker opens) sends a
 // caller to the source. A round trip that timed out, or a call still
-// waiting in the Cache's own queue, is waited for again (failing).
+// waiting in the Cache's own queue, is waited for again (failing). The
+// breaker counts a timed-out round trip only if this process was not
+// starved of CPU meanwhile (starvation).
 type degraded struct {
 	breaker  *gobreaker.CircuitBreaker[[]any]
 	slots    chan struct{}
@@ -58,7 +65,7 @@ func newDegraded(rdb redis.UniversalClient, name string, o CacheOptions, m *metr
 		Name:        name,
 		Timeout:     o.BreakerOpenFor,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-		IsExcluded:  func(err error) bool { return errors.Is(err, errCallerGone) },
+		IsExcluded:  func(err error) bool { return errors.Is(err, errCallerGone) || errors.Is(err, errStarved) },
 		IsSuccessful: func(err error) bool {
 			if err == nil {
 				return true
@@ -98,7 +105,8 @@ func failureCause(err error) string {
 // the lookup waits for Redis instead (or ends with its caller).
 func (d *degraded) failing(err error) (cause string, ok bool) {
 	switch {
-	case err == nil, errors.Is(err, errCallerGone), errors.Is(err, errNotSent), errors.Is(err, errQueued):
+	case err == nil, errors.Is(err, errCallerGone), errors.Is(err, errNotSent), errors.Is(err, errQueued),
+		errors.Is(err, errStarved):
 		return "", false
 	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
 		if c := d.tripped.Load(); c != nil {
@@ -123,8 +131,12 @@ func (d *degraded) call(ctx context.Context, op string, fn func(context.Context)
 		rctx, cancel := context.WithTimeout(ctx, t)
 		defer cancel()
 		res, err := d.bounded(rctx, fn)
-		if err != nil && (ctx.Err() != nil || callerLeaves && rctx.Err() != nil) {
+		switch {
+		case err == nil:
+		case ctx.Err() != nil || callerLeaves && rctx.Err() != nil:
 			return nil, fmt.Errorf("%w: %w", errCallerGone, err)
+		case errors.Is(err, context.DeadlineExceeded) && d.starvedDuring(rctx, t):
+			return nil, fmt.Errorf("%w: %w", errStarved, err)
 		}
 		return res, err
 	})
@@ -132,6 +144,13 @@ func (d *degraded) call(ctx context.Context, op string, fn func(context.Context)
 		return nil, redisErr(op, err)
 	}
 	return res, nil
+}
+
+// starvedDuring reports whether the round trip bounded by ctx (timeout t)
+// timed out because this process was starved of CPU.
+func (d *degraded) starvedDuring(ctx context.Context, t time.Duration) bool {
+	dl, _ := ctx.Deadline()
+	return processStarvation().starved(dl, t)
 }
 
 // bounded runs fn, returning by the time ctx ends even if the go-redis

@@ -27,9 +27,11 @@ func TestStarvedProcessLoadsEachKeyOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
 	clk := newFetchClock()
-	// The breaker is kept out of the way: a timed-out round trip counts
-	// as a Redis failure, and this test is about waiting, not about when
-	// the breaker judges a stalled Redis.
+	// The breaker is kept out of the way: at a 20ms RedisTimeout on one P,
+	// some timed-out round trips show no sign of the starvation (starved.go
+	// reads a sample of the scheduler's waits) and count as Redis failures;
+	// this test is about waiting. TestTimeoutNoticedLateIsNotARedisFailure
+	// and TestStarvationSigns test the breaker's judgement.
 	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LeaseTTL: time.Minute,
 		RedisTimeout: 20 * time.Millisecond, BreakerFailures: 1 << 20}
 
