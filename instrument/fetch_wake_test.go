@@ -381,3 +381,56 @@ func newWakeProcess(t testing.TB, rdb *redis.Client, poll, redisTimeout time.Dur
 	}
 	return mustCache[string](t, c, CacheOptions{PollInterval: poll, RedisTimeout: redisTimeout})
 }
+
+// A process's wake channel survives a Redis restart: its pub/sub
+// connection is made again and resubscribed, and a waiter that never polls
+// is woken by another process's write.
+func TestWakeChannelSurvivesRedisRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	loader := newWakeProcess(t, srv.Client(t), time.Hour, 30*time.Second)
+	waiter := newWakeProcess(t, srv.Client(t), time.Hour, 30*time.Second)
+	subscribers := func() int64 {
+		n, err := srv.Client(t).PubSubNumSub(ctx, waiter.c.hub.wake).Result()
+		if err != nil {
+			return 0 // restarting
+		}
+		return n[waiter.c.hub.wake]
+	}
+	waitFor(t, "the waiting process's wake channel", func() bool { return subscribers() == 1 })
+	srv.Restart()
+	waitFor(t, "the wake channel subscribed again after the restart", func() bool { return subscribers() == 1 })
+
+	const key = "item:9"
+	waiting := waitingOn(t, key)
+	release := make(chan struct{})
+	loaded := make(chan error, 1)
+	go func() {
+		_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { <-release; return "v9", nil })
+		loaded <- err
+	}()
+	waitFor(t, "the loader to hold the lease", func() bool {
+		return srv.Client(t).Exists(ctx, keysFor(key).lease).Val() == 1
+	})
+	got := make(chan string, 1)
+	go func() {
+		v, err := waiter.Fetch(ctx, key, func(context.Context) (string, error) {
+			t.Error("the waiting process called its loader")
+			return "", nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- v
+	}()
+	<-waiting
+	close(release)
+	if err := <-loaded; err != nil {
+		t.Fatal(err)
+	}
+	if v := <-got; v != "v9" {
+		t.Fatalf("waiter got %q, want v9", v)
+	}
+	assertLoadedOnceForBoth(t, loader, waiter, key)
+}
