@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"errors"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -280,65 +279,26 @@ func (s *subscription) close() {
 	}
 }
 
-// dispatch delivers confirmations, wake-ups and invalidation notices on
-// the goroutine that reads the connection: a wake-up reaches its waiter
-// with no hand-over. (go-redis's PubSub.Channel reads on a goroutine of its
-// own, hands each message over a channel and wakes its health check's
-// goroutine: two more goroutines to run, on every process at once, the
-// moment a write wakes a fleet.) As Channel does, a connection silent for
-// pubsubIdle is pinged, and a broken one is reconnected (go-redis
-// resubscribes) on the next read.
+// dispatch delivers confirmations, wake-ups and invalidation notices.
 func (h *hub) dispatch(ps *redis.PubSub) {
-	ctx := h.mark(context.Background())
-	for failures := 0; ; {
-		msg, err := ps.ReceiveTimeout(ctx, pubsubIdle)
-		switch {
-		case errors.Is(err, redis.ErrClosed):
-			return
-		case isTimeout(err):
-			pctx, cancel := context.WithTimeout(ctx, pubsubIdle)
-			_ = ps.Ping(pctx) // its pong is read as a message; a failed ping reconnects
-			cancel()
-			continue
-		case err != nil:
-			if failures++; failures > 1 {
-				time.Sleep(100 * time.Millisecond) // a Redis that is down: retry at go-redis's pace
+	for m := range ps.ChannelWithSubscriptions() {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" && m.Channel == h.wake {
+				h.mu.Lock()
+				if h.ps == ps && !h.subscribed.Load() {
+					close(h.wakeReady)
+					h.subscribed.Store(true)
+				}
+				h.mu.Unlock()
 			}
-			continue
-		}
-		failures = 0
-		h.handle(ps, msg)
-	}
-}
-
-// pubsubIdle: a pub/sub connection without a message for this long is
-// pinged (go-redis's PubSub.Channel health check interval).
-const pubsubIdle = 3 * time.Second
-
-// isTimeout reports whether err is a read that timed out.
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
-}
-
-// handle acts on one message of the pub/sub connection.
-func (h *hub) handle(ps *redis.PubSub, msg any) {
-	switch m := msg.(type) {
-	case *redis.Subscription:
-		if m.Kind == "subscribe" && m.Channel == h.wake {
-			h.mu.Lock()
-			if h.ps == ps && !h.subscribed.Load() {
-				close(h.wakeReady)
-				h.subscribed.Store(true)
+		case *redis.Message:
+			switch m.Channel {
+			case h.invalidate:
+				h.notice(m.Payload)
+			case h.wake:
+				h.deliver(m.Payload)
 			}
-			h.mu.Unlock()
-		}
-	case *redis.Message:
-		switch m.Channel {
-		case h.invalidate:
-			h.notice(m.Payload)
-		case h.wake:
-			h.deliver(m.Payload)
 		}
 	}
 }
