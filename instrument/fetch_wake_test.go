@@ -391,8 +391,9 @@ func TestWakeChannelSurvivesRedisRestart(t *testing.T) {
 	defer cancel()
 	loader := newWakeProcess(t, srv.Client(t), time.Hour, 30*time.Second)
 	waiter := newWakeProcess(t, srv.Client(t), time.Hour, 30*time.Second)
+	admin := srv.Client(t)
 	subscribers := func() int64 {
-		n, err := srv.Client(t).PubSubNumSub(ctx, waiter.c.hub.wake).Result()
+		n, err := admin.PubSubNumSub(ctx, waiter.c.hub.wake).Result()
 		if err != nil {
 			return 0 // restarting
 		}
@@ -403,34 +404,6 @@ func TestWakeChannelSurvivesRedisRestart(t *testing.T) {
 	waitFor(t, "the wake channel subscribed again after the restart", func() bool { return subscribers() == 1 })
 
 	const key = "item:9"
-	waiting := waitingOn(t, key)
-	release := make(chan struct{})
-	loaded := make(chan error, 1)
-	go func() {
-		_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { <-release; return "v9", nil })
-		loaded <- err
-	}()
-	waitFor(t, "the loader to hold the lease", func() bool {
-		return srv.Client(t).Exists(ctx, keysFor(key).lease).Val() == 1
-	})
-	got := make(chan string, 1)
-	go func() {
-		v, err := waiter.Fetch(ctx, key, func(context.Context) (string, error) {
-			t.Error("the waiting process called its loader")
-			return "", nil
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		got <- v
-	}()
-	<-waiting
-	close(release)
-	if err := <-loaded; err != nil {
-		t.Fatal(err)
-	}
-	if v := <-got; v != "v9" {
-		t.Fatalf("waiter got %q, want v9", v)
-	}
+	waitBehindLoad(ctx, t, admin, loader, key, waiter)() // the waiter never polls: only the wake-up ends its wait
 	assertLoadedOnceForBoth(t, loader, waiter, key)
 }
