@@ -576,11 +576,6 @@ func (e *Exporter) readInfo(ctx context.Context, n *node) (*ServerStats, *StageE
 	return st, nil
 }
 
-func atoi(s string) int {
-	v, _ := strconv.Atoi(s)
-	return v
-}
-
 // dbKeys reads "db0:keys=12,expires=3,avg_ttl=0" of INFO keyspace; a
 // database without keys has no line.
 func dbKeys(fields map[string]string, db int) (uint64, bool) {

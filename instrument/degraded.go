@@ -100,13 +100,13 @@ func failureCause(err error) string {
 // failing reports whether err shows Redis failing, and then the cause to
 // count the fallback under: the breaker refused the call (under the failure
 // that opened it), the connection failed or Redis replied an error. A
-// round trip that timed out while the breaker stays closed, a call that
-// waited in the Cache's queue and a caller that left are not Redis failing:
+// round trip that timed out while the breaker stays closed (errStarved
+// among them), a call that waited in the Cache's queue and a caller that
+// left are not Redis failing:
 // the lookup waits for Redis instead (or ends with its caller).
 func (d *degraded) failing(err error) (cause string, ok bool) {
 	switch {
-	case err == nil, errors.Is(err, errCallerGone), errors.Is(err, errNotSent), errors.Is(err, errQueued),
-		errors.Is(err, errStarved):
+	case err == nil, errors.Is(err, errCallerGone), errors.Is(err, errNotSent), errors.Is(err, errQueued):
 		return "", false
 	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
 		if c := d.tripped.Load(); c != nil {

@@ -52,7 +52,7 @@ func (s *starvation) starved(deadline time.Time, t time.Duration) bool {
 	if s.waitedSince(long) || late {
 		s.seen = now
 	}
-	return !s.seen.IsZero() && !s.seen.Before(deadline.Add(-t))
+	return !s.seen.Before(deadline.Add(-t)) // the zero time is before any deadline
 }
 
 // waitedSince reports whether a goroutine waited at least long to run

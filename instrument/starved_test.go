@@ -39,10 +39,11 @@ func TestTimeoutNoticedLateIsNotARedisFailure(t *testing.T) {
 	}
 
 	for i := range 3 {
-		if _, err := d.call(context.Background(), "test", late); !errors.Is(err, errStarved) {
+		_, err := d.call(context.Background(), "test", late)
+		if !errors.Is(err, errStarved) {
 			t.Fatalf("round trip %d noticed 300ms late: %v, want errStarved", i, err)
 		}
-		if _, failing := d.failing(redisErr("test", errStarved)); failing {
+		if _, failing := d.failing(err); failing {
 			t.Fatal("a starved round trip counts as Redis failing")
 		}
 	}

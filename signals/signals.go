@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -255,13 +254,4 @@ func (m Metric) HasSource(s Source) bool {
 		}
 	}
 	return false
-}
-
-// sourceList is used by the doc generator.
-func (m Metric) sourceList() string {
-	parts := make([]string, len(m.Sources))
-	for i, s := range m.Sources {
-		parts[i] = string(s)
-	}
-	return strings.Join(parts, ", ")
 }

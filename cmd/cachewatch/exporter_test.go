@@ -148,8 +148,8 @@ func TestExporterTargetsFile(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"exporter", "--targets.file", file, "--web.listen-address", listen, "--sample.interval", "200ms"}, io.Discard, &stderr)
 	}()
-	body := waitForBody(t, "http://"+listen+"/metrics", "", "", `cachewatch_exporter_up{node="`+b.Addr+`",target="sessions"} 1`)
-	body = waitForBody(t, "http://"+listen+"/metrics", "", "", `cachewatch_exporter_up{node="`+a.Addr+`",target="orders"} 1`)
+	waitForBody(t, "http://"+listen+"/metrics", "", "", `cachewatch_exporter_up{node="`+b.Addr+`",target="sessions"} 1`)
+	body := waitForBody(t, "http://"+listen+"/metrics", "", "", `cachewatch_exporter_up{node="`+a.Addr+`",target="orders"} 1`)
 	for _, want := range []string{
 		`cachewatch_exporter_sample_duration_seconds{node="` + a.Addr + `",target="orders"}`,
 		`cachewatch_exporter_data_timestamp_seconds{family="server",node="` + b.Addr + `",target="sessions"}`,

@@ -99,14 +99,13 @@ func TestWindowResetRaceReportsNoFalseBurst(t *testing.T) {
 	clk := &clock{t: time.Unix(1000, 0)}
 	d := burst.New(burst.Options{Window: time.Second, Threshold: 10, Now: clk.now})
 	const reps = 100_000
-	start := make(chan struct{})
 	var ready, done sync.WaitGroup
 	for rep := 0; rep < reps; rep++ {
 		for i := 0; i < 9; i++ {
 			d.Group("g").Miss()
 		}
 		clk.add(time.Second)
-		start = make(chan struct{})
+		start := make(chan struct{})
 		ready.Add(2)
 		done.Add(2)
 		for w := 0; w < 2; w++ {
