@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cachewatch/cachewatch/internal/seriessum"
 )
 
 // Sum adds up the series of metric name whose labels include every
@@ -14,18 +16,7 @@ import (
 // gauge values, histogram sample counts. A series that does not exist reads 0.
 func Sum(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
 	t.Helper()
-	var sum float64
-	for _, m := range Series(t, g, name, labels...) {
-		switch {
-		case m.Counter != nil:
-			sum += m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			sum += m.GetGauge().GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return sum
+	return seriessum.Sum(Series(t, g, name, labels...))
 }
 
 // Series returns the series of metric name whose labels include every
@@ -45,7 +36,7 @@ func Series(t testing.TB, g prometheus.Gatherer, name string, labels ...string) 
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if hasLabels(m, labels) {
+			if seriessum.Matches(m, labels) {
 				out = append(out, m)
 			}
 		}
@@ -60,20 +51,4 @@ func Pairs(labels map[string]string) []string {
 		out = append(out, k, v)
 	}
 	return out
-}
-
-func hasLabels(m *dto.Metric, pairs []string) bool {
-	for i := 0; i+1 < len(pairs); i += 2 {
-		found := false
-		for _, l := range m.GetLabel() {
-			if l.GetName() == pairs[i] {
-				found = l.GetValue() == pairs[i+1]
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/cachewatch/cachewatch/internal/seriessum"
 	"github.com/cachewatch/cachewatch/signals"
 )
 
@@ -29,37 +30,7 @@ func gather(g prometheus.Gatherer) (snapshot, error) {
 // match (name, value, name, value…). Counters give their value, histograms
 // their count, gauges their value.
 func (s snapshot) sum(m signals.ID, match ...string) float64 {
-	var total float64
-	for _, series := range s[m.String()] {
-		if !labelsMatch(series, match) {
-			continue
-		}
-		switch {
-		case series.Counter != nil:
-			total += series.Counter.GetValue()
-		case series.Histogram != nil:
-			total += float64(series.Histogram.GetSampleCount())
-		case series.Gauge != nil:
-			total += series.Gauge.GetValue()
-		}
-	}
-	return total
-}
-
-func labelsMatch(series *dto.Metric, match []string) bool {
-	for i := 0; i+1 < len(match); i += 2 {
-		found := false
-		for _, l := range series.GetLabel() {
-			if l.GetName() == match[i] {
-				found = l.GetValue() == match[i+1]
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
+	return seriessum.Sum(s[m.String()], match...)
 }
 
 // phaseSignals are the catalog figures the report compares, read from one
