@@ -994,7 +994,7 @@ func exporterDefinitions(cfg Config) []definition {
 			meaning: "The exporter is scraped but its last sample of the node failed (`" + signals.ExporterUp.String() + "` is 0): the node is unreachable or refuses the exporter's commands. The alerts on the node's sampled data keep firing on their last data meanwhile, none can start; critical when one of them is critical.",
 			causes: []string{
 				"Redis down or unreachable from the exporter.",
-				"Wrong password or ACL user (`$REDIS_PASSWORD`, `--redis.password-file`, `--redis.user`), or an ACL without `INFO`/`SCAN`/`TTL` rights.",
+				"Wrong password or ACL user (`$CACHEWATCH_REDIS_PASSWORD`, `--redis.password-file`, `--redis.user`), or an ACL without `INFO`/`SCAN`/`TTL` rights.",
 				"TLS settings (`--redis.tls`, `--redis.tls-ca-file`).",
 			},
 			confirm: "On **" + boardKeyspace + "**, panels *Exporter up* and *Sampler errors by stage and class* (stage `connect` or `info`, class `auth`, `noperm`, `connection`).",

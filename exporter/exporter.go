@@ -399,8 +399,12 @@ func (e *Exporter) Snapshots() []*NodeSnapshot {
 }
 
 // Close waits for a running sample to end and closes every connection.
-// Snapshots stay readable.
+// Snapshots stay readable. Close on a nil *Exporter (what New returns
+// with an error) does nothing and returns nil.
 func (e *Exporter) Close() error {
+	if e == nil {
+		return nil
+	}
 	e.sampleM.Lock()
 	defer e.sampleM.Unlock()
 	var errs []error

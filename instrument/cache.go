@@ -229,7 +229,13 @@ func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 // served without a refresh (the lease is given back at once for another process to take),
 // waiters poll, and the process's copies no longer hear of other
 // processes' invalidations.
+//
+// Close on a nil *Cache (what NewCache returns with an error) does nothing
+// and returns nil.
 func (ca *Cache[T]) Close() error {
+	if ca == nil {
+		return nil
+	}
 	ca.bg.close()
 	var err error
 	ca.closeHub.Do(func() {

@@ -36,6 +36,8 @@ var (
 	ErrLockLost = errors.New("cachewatch: lock lost")
 	// errReleased is the cause of a lock's Context after Release.
 	errReleased = errors.New("cachewatch: lock released")
+	// errNotHeld is the cause of a nil Lock's Context.
+	errNotHeld = errors.New("cachewatch: no lock was taken")
 )
 
 // DefaultLockTTL is the lease of a lock taken with a zero LockOptions.TTL.
@@ -83,6 +85,11 @@ type LockOptions struct {
 
 // Lock is a held lease lock. Its methods are safe for concurrent use.
 // Always call Release, typically deferred.
+//
+// A nil *Lock (what Client.Lock returns with an error) is safe to use:
+// Release does nothing and returns nil, Extend returns an error wrapping
+// ErrNotOwner, Context is already done, and TTL, Fence, Key and Token
+// return zero values. A deferred Release cannot panic.
 type Lock struct {
 	c      *Client
 	key    string
@@ -348,15 +355,28 @@ func (c *Client) held(ctx context.Context, span trace.Span, key, group, token st
 }
 
 // Key returns the lock's key.
-func (l *Lock) Key() string { return l.key }
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
 
 // Token returns the random owner token stored in the lock key.
-func (l *Lock) Token() string { return l.token }
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // TTL returns how much of the lease is left by the client's clock (counted
 // from when the acquiring or last renewing command was sent, so never more
 // than Redis's own expiry), or 0 once the lock was released or lost.
 func (l *Lock) TTL() time.Duration {
+	if l == nil {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.finished {
@@ -366,7 +386,12 @@ func (l *Lock) TTL() time.Duration {
 }
 
 // Fence returns the fencing token (LockOptions.Fencing), or 0.
-func (l *Lock) Fence() int64 { return l.fence }
+func (l *Lock) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
 
 // Context returns a context with the values (trace span included) of the
 // one given to Lock but not its deadline: it is done only when the lock is
@@ -374,12 +399,28 @@ func (l *Lock) Fence() int64 { return l.fence }
 // renewal, renewal failed until it ran out, or Redis reported another
 // owner; context.Cause then wraps ErrLockLost). Do the guarded work under
 // this context, combined with the caller's own if need be.
-func (l *Lock) Context() context.Context { return l.ctx }
+func (l *Lock) Context() context.Context {
+	if l == nil {
+		return doneContext
+	}
+	return l.ctx
+}
+
+// doneContext is the Context of a nil *Lock: work guarded by a lock that
+// was never taken must not start.
+var doneContext = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errNotHeld)
+	return ctx
+}()
 
 // Extend resets the lease to ttl (zero: the lock's TTL) if the caller still
 // owns the lock. It returns an error wrapping ErrNotOwner if not, and then
 // counts the lock as lost.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return fmt.Errorf("%w: no lock was taken", ErrNotOwner)
+	}
 	if ttl == 0 {
 		ttl = l.ttl
 	}
@@ -464,6 +505,9 @@ func (l *Lock) heartbeat(stop <-chan struct{}, lockCtx context.Context) {
 // (the lock is then counted as lost, once), and ErrRedis when Redis failed
 // (the key then expires at its TTL).
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	twice := l.released
 	l.released = true

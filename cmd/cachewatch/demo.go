@@ -22,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cachewatch/cachewatch/cmd/cachewatch/demo"
+	"github.com/cachewatch/cachewatch/exporter"
 )
 
 // exitRedisUnreachable is the demo's status when --redis cannot be reached.
@@ -106,6 +107,8 @@ func (f *demoFlags) run(ctx context.Context, c *cli) int {
 	report, err := demo.Run(ctx, opts)
 	demo.EndProgress(progressOut, terminal)
 	switch {
+	case errors.Is(err, exporter.ErrPasswordInURL):
+		return c.usageError(fmt.Errorf("%w: use $%s", err, PasswordEnv))
 	case errors.Is(err, demo.ErrBadOptions):
 		return c.usageError(err)
 	case err != nil:

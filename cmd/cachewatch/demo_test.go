@@ -19,17 +19,18 @@ func TestDemoBadInputIsOneLine(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		code int
+		want string // in the message, when set
 	}{
-		{[]string{"--bogus"}, 2},
-		{[]string{"--duration", "abc"}, 2},
-		{[]string{"--duration", "1s"}, 2},
-		{[]string{"--format", "xml"}, 2},
-		{[]string{"--instances", "0"}, 2},
-		{[]string{"--redis", "localhost:6379"}, 2},
-		{[]string{"--redis", "redis://u:secret@localhost:6379"}, 2},
-		{[]string{"extra"}, 2},
-		{[]string{"--web.listen-address", "127.0.0.1:99999"}, 2},
-		{[]string{"--redis", "redis://127.0.0.1:1"}, exitRedisUnreachable},
+		{[]string{"--bogus"}, 2, ""},
+		{[]string{"--duration", "abc"}, 2, ""},
+		{[]string{"--duration", "1s"}, 2, ""},
+		{[]string{"--format", "xml"}, 2, ""},
+		{[]string{"--instances", "0"}, 2, ""},
+		{[]string{"--redis", "localhost:6390"}, 2, "did you mean redis://localhost:6390?"},
+		{[]string{"--redis", "redis://u:secret@localhost:6390"}, 2, "use $" + PasswordEnv},
+		{[]string{"extra"}, 2, ""},
+		{[]string{"--web.listen-address", "127.0.0.1:99999"}, 2, ""},
+		{[]string{"--redis", "redis://127.0.0.1:1"}, exitRedisUnreachable, ""},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), append([]string{"demo"}, tc.args...), &out, &errOut)
@@ -37,7 +38,10 @@ func TestDemoBadInputIsOneLine(t *testing.T) {
 		if code != tc.code || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cachewatch") {
 			t.Errorf("demo %v: code %d (want %d), stderr %q: want one line", tc.args, code, tc.code, msg)
 		}
-		if strings.Contains(msg, "goroutine") || strings.Contains(msg, "secret") {
+		if !strings.Contains(msg, tc.want) {
+			t.Errorf("demo %v: stderr %q lacks %q", tc.args, msg, tc.want)
+		}
+		if strings.Contains(msg, "goroutine") || strings.Contains(msg, "secret") || strings.Contains(msg, "xxxxx") {
 			t.Errorf("demo %v: stderr %q has a stack trace or the password", tc.args, msg)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -103,6 +104,34 @@ func (f *exporterFlags) targets() ([]exporter.Options, error) {
 	return readTargets(f.targetsFile, f.redis)
 }
 
+// listen binds every --web.listen-address; nil when exporter-toolkit
+// must find the sockets itself (systemd activation, vsock).
+func (f *exporterFlags) listen() ([]net.Listener, error) {
+	if *f.web.WebSystemdSocket {
+		return nil, nil
+	}
+	var out []net.Listener
+	for _, a := range *f.web.WebListenAddresses {
+		if strings.HasPrefix(a, "vsock://") {
+			closeAll(out)
+			return nil, nil
+		}
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			closeAll(out)
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		_ = l.Close()
+	}
+}
+
 // validateWeb checks the listen addresses and the web config file.
 func (f *exporterFlags) validateWeb() error {
 	if !*f.web.WebSystemdSocket {
@@ -159,12 +188,21 @@ func (f *exporterFlags) serve(ctx context.Context, exporters []*exporter.Exporte
 			Description: "Lock, keyspace expiry, script and queue state sampled from Redis",
 			Version:     versionString(),
 			Links:       []web.LandingLinks{{Address: f.path, Text: "Metrics"}},
+			Profiling:   "false", // no /debug/pprof handlers are served
+
 		})
 		if err != nil {
 			logger.Error("landing page", "err", err)
 			return 1
 		}
 		mux.Handle("/", landing)
+	}
+	// Bind first: a taken port is reported alone, before any sampling
+	// starts (and would have to be cancelled, with errors of its own).
+	listeners, err := f.listen()
+	if err != nil {
+		logger.Error("http server", "err", err)
+		return 1
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -175,7 +213,13 @@ func (f *exporterFlags) serve(ctx context.Context, exporters []*exporter.Exporte
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
-	go func() { served <- web.ListenAndServe(srv, f.web, logger) }()
+	go func() {
+		if listeners == nil { // systemd sockets or vsock: exporter-toolkit finds them
+			served <- web.ListenAndServe(srv, f.web, logger)
+			return
+		}
+		served <- web.ServeMultiple(listeners, srv, f.web, logger)
+	}()
 	code := 0
 	select {
 	case err := <-served:

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -55,12 +56,15 @@ func TestFlagErrorsExitTwo(t *testing.T) {
 		{"url and addr", []string{"exporter", "--redis.url", "redis://h:1", "--redis.addr", "h:2"}, "not both"},
 		{"url and alias", []string{"doctor", "--redis.url", "redis://h:1", "--redis", "redis://h:2"}, "--redis and --redis.url disagree"},
 		{"password in url", []string{"exporter", "--redis.url", "redis://u:hunter2@h:1"}, "must not contain a password"},
-		{"password in query", []string{"exporter", "--redis.url", "redis://h:1/0?password=hunter2"}, `--redis.url: parameter "password": a password in the URL is refused`},
+		{"password in query", []string{"exporter", "--redis.url", "redis://h:1/0?password=hunter2"}, `--redis.url: the Redis URL must not contain a password (parameter "password"): use $CACHEWATCH_REDIS_PASSWORD`},
 		{"password in alias query", []string{"doctor", "--redis", "redis://h:1?requirepass=hunter2"}, `parameter "requirepass"`},
-		{"url fragment", []string{"exporter", "--redis.url", "redis://h:1/0#hunter2"}, "--redis.url: a #fragment is not allowed"},
-		{"unknown url parameter", []string{"exporter", "--redis.url", "redis://h:1/?protocol=hunter2"}, `--redis.url: unknown parameter "protocol"`},
-		{"bad url parameter", []string{"exporter", "--redis.url", "redis://h:1/?dial_timeout=-1s"}, "parameter dial_timeout: want a positive duration"},
-		{"url port", []string{"exporter", "--redis.url", "redis://h:70000"}, `--redis.url: port "70000" is outside 1-65535`},
+		{"url fragment", []string{"exporter", "--redis.url", "redis://h:1/0#hunter2"}, `--redis.url: bad Redis URL "redis://h:1/0": a #fragment is not allowed`},
+		{"unknown url parameter", []string{"exporter", "--redis.url", "redis://h:1/?protocol=hunter2"}, `--redis.url: unknown Redis URL parameter "protocol"`},
+		{"bad url parameter", []string{"exporter", "--redis.url", "redis://h:1/?dial_timeout=-1s"}, "--redis.url: bad Redis URL parameter dial_timeout: want a positive duration"},
+		{"url port", []string{"exporter", "--redis.url", "redis://h:70000"}, `--redis.url: bad Redis URL "redis://h:70000": port "70000" is outside 1-65535`},
+		{"url without scheme", []string{"doctor", "--redis.url", "127.0.0.1:6390"}, `--redis.url: the Redis URL "127.0.0.1:6390" has no scheme: did you mean redis://127.0.0.1:6390?`},
+		{"host without scheme", []string{"exporter", "--redis.url", "localhost:6390/2"}, `did you mean redis://localhost:6390/2?`},
+		{"password without scheme", []string{"exporter", "--redis.url", "u:hunter2@h:1"}, "has no scheme: want redis://[user@]host:port[/db]"},
 		{"addr port", []string{"doctor", "--redis.addr", "h:0"}, `--redis.addr "h:0": port "0" is outside 1-65535`},
 		{"listen port", []string{"exporter", "--web.listen-address", ":65536"}, `--web.listen-address ":65536": port "65536" is outside 1-65535`},
 		{"bad scheme", []string{"exporter", "--redis.url", "http://h:1"}, "scheme must be redis or rediss"},
@@ -250,6 +254,12 @@ func TestExporterCommand(t *testing.T) {
 	if !strings.Contains(landing, "cachewatch exporter") {
 		t.Errorf("landing page: %s", landing)
 	}
+	// Every link of the landing page is served.
+	for _, m := range regexp.MustCompile(`href="(/[^"]*)"`).FindAllStringSubmatch(landing, -1) {
+		if code := httpStatus(t, "http://"+listen+m[1], "prom", "scrape-pw"); code != http.StatusOK {
+			t.Errorf("the landing page links %s, which answers %d", m[1], code)
+		}
+	}
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
@@ -260,6 +270,24 @@ func TestExporterCommand(t *testing.T) {
 	// A --queue that does not exist is logged, once.
 	if n := strings.Count(stderr.String(), "queue=nosuch"); n != 1 {
 		t.Fatalf("missing queue logged %d times:\n%s", n, stderr.String())
+	}
+}
+
+// A taken port is reported alone: no sampling starts, so nothing else
+// fails for a reason the user did not cause.
+func TestExporterTakenPort(t *testing.T) {
+	srv := redistest.Start(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var stderr lockedBuffer
+	code := run(context.Background(), []string{"exporter", "--redis.url", "redis://" + srv.Addr,
+		"--web.listen-address", l.Addr().String()}, io.Discard, &stderr)
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "address already in use") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant 1 and only the bind failure", code, stderr.String())
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -171,8 +170,8 @@ func (f *redisFlags) target() (exporter.Target, error) {
 		return t, errors.New("--redis.url and --redis.addr: set one, not both")
 	case rawURL != "":
 		var err error
-		if t, err = parseURL(rawURL); err != nil {
-			return t, fmt.Errorf("--redis.url: %w", err)
+		if t, err = exporter.ParseURL(rawURL); err != nil {
+			return t, urlError("--redis.url", err)
 		}
 	case len(f.addrs) > 0:
 		for _, a := range f.addrs {
@@ -201,58 +200,6 @@ func (f *redisFlags) target() (exporter.Target, error) {
 	return t, f.tlsConfig(&t)
 }
 
-// urlParams are the query parameters a Redis URL may carry.
-var urlParams = map[string]func(t *exporter.Target, v string) error{
-	"dial_timeout": func(t *exporter.Target, v string) (err error) { t.DialTimeout, err = positiveDuration(v); return err },
-	"read_timeout": func(t *exporter.Target, v string) (err error) { t.ReadTimeout, err = positiveDuration(v); return err },
-}
-
-// parseURL checks what exporter.ParseURL does not: the query parameters
-// (first, so that a URL carrying a secret is refused before anything can
-// quote it) and the port range. No parameter value is ever repeated in an
-// error.
-func parseURL(raw string) (exporter.Target, error) {
-	u, err := url.Parse(raw)
-	var q url.Values
-	if err == nil {
-		if u.Fragment != "" || strings.HasSuffix(raw, "#") {
-			return exporter.Target{}, errors.New("a #fragment is not allowed")
-		}
-		if q, err = url.ParseQuery(u.RawQuery); err != nil {
-			return exporter.Target{}, errors.New("the query cannot be parsed")
-		}
-	}
-	for name := range q {
-		if strings.Contains(strings.ToLower(name), "pass") || strings.EqualFold(name, "auth") {
-			return exporter.Target{}, fmt.Errorf("parameter %q: a password in the URL is refused; use $%s or --redis.password-file", name, PasswordEnv)
-		}
-		if _, ok := urlParams[name]; !ok {
-			return exporter.Target{}, fmt.Errorf("unknown parameter %q (known: dial_timeout, read_timeout)", name)
-		}
-	}
-	t, err := exporter.ParseURL(raw)
-	if err != nil {
-		return t, err
-	}
-	if err := checkHostPort(t.Addrs[0]); err != nil {
-		return t, err
-	}
-	for name, vs := range q {
-		if err := urlParams[name](&t, vs[len(vs)-1]); err != nil {
-			return t, fmt.Errorf("parameter %s: %w", name, err)
-		}
-	}
-	return t, nil
-}
-
-func positiveDuration(v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, errors.New("want a positive duration such as 2s")
-	}
-	return d, nil
-}
-
 // checkHostPort accepts host:port with a port in 1–65535.
 func checkHostPort(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
@@ -268,6 +215,15 @@ func checkPort(port string) error {
 		return fmt.Errorf("port %q is outside 1-65535", port)
 	}
 	return nil
+}
+
+// urlError names the flag of a refused URL and, for a password in it,
+// says where the password goes instead.
+func urlError(flag string, err error) error {
+	if errors.Is(err, exporter.ErrPasswordInURL) {
+		return fmt.Errorf("%s: %w: use $%s or --redis.password-file", flag, err, PasswordEnv)
+	}
+	return fmt.Errorf("%s: %w", flag, err)
 }
 
 func (f *redisFlags) password() (string, error) {
@@ -340,17 +296,25 @@ var urlPattern = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
 
 // redact hides the user information and query values of every URL in s,
 // so that no password reaches a log line or an error, whatever its shape.
+// Usage notation such as redis://[user@]host:port[/db] is left alone: an
+// "@" inside an open bracket is an optional part of a placeholder, not the
+// end of user information.
 func redact(s string) string {
 	return urlPattern.ReplaceAllStringFunc(s, func(raw string) string {
 		scheme, rest, _ := strings.Cut(raw, "://")
-		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		if at := strings.LastIndexByte(rest, '@'); at >= 0 && !insideBrackets(rest[:at]) {
 			rest = "xxxxx" + rest[at:]
 		}
-		if q := strings.IndexByte(rest, '?'); q >= 0 {
+		if q := strings.IndexByte(rest, '?'); q >= 0 && q < len(rest)-1 { // not a question mark ending a sentence
 			rest = rest[:q] + "?xxxxx"
 		}
 		return scheme + "://" + rest
 	})
+}
+
+// insideBrackets reports whether s ends inside an unclosed "[".
+func insideBrackets(s string) bool {
+	return strings.LastIndexByte(s, '[') > strings.LastIndexByte(s, ']')
 }
 
 // redactErr is redact for an error's text.

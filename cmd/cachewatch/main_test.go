@@ -57,3 +57,18 @@ func TestRedisLoggerRedacts(t *testing.T) {
 		t.Fatalf("log line %q", s)
 	}
 }
+
+// Redaction hides what a URL may hide a password in, and leaves usage
+// notation and sentences alone.
+func TestRedactLeavesHelpTextAlone(t *testing.T) {
+	for in, want := range map[string]string{
+		"--redis wants redis://[user@]host:port[/db] or rediss://…": "--redis wants redis://[user@]host:port[/db] or rediss://…",
+		"did you mean redis://localhost:6390?":                      "did you mean redis://localhost:6390?",
+		"dial redis://u:hunter2@h:1/0?password=hunter3 failed":      "dial redis://xxxxx@h:1/0?xxxxx failed",
+		"redis://[u:hunter2]@h:1":                                   "redis://xxxxx@h:1",
+	} {
+		if got := redact(in); got != want {
+			t.Errorf("redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

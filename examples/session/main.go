@@ -195,7 +195,7 @@ func newStore(rdb *redis.Client, reg prometheus.Registerer) (*Store, error) {
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "HTTP address")
-	url := flag.String("redis", "redis://127.0.0.1:6379", "Redis URL (password from REDIS_PASSWORD)")
+	url := flag.String("redis", "redis://127.0.0.1:6379", serve.URLHelp)
 	flag.Parse()
 	reg := prometheus.NewRegistry()
 	store, err := newStore(serve.Redis("session", *url), reg)

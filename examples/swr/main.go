@@ -127,7 +127,7 @@ func (s *Service) fetch(ctx context.Context, path string) (Page, error) {
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8081", "HTTP address")
-	url := flag.String("redis", "redis://127.0.0.1:6379", "Redis URL (password from REDIS_PASSWORD)")
+	url := flag.String("redis", "redis://127.0.0.1:6379", serve.URLHelp)
 	upstream := flag.String("upstream", "http://127.0.0.1:9000", "base URL of the slow upstream")
 	otlp := flag.String("otlp", "", "also push metrics as OTLP/HTTP to this base URL, e.g. http://127.0.0.1:9090/api/v1/otlp (default: $OTEL_EXPORTER_OTLP_ENDPOINT, if set)")
 	flag.Parse()

@@ -217,7 +217,7 @@ func parseJob(msg redis.XMessage) (Job, error) {
 }
 
 func main() {
-	url := flag.String("redis", "redis://127.0.0.1:6379", "Redis URL (password from REDIS_PASSWORD)")
+	url := flag.String("redis", "redis://127.0.0.1:6379", serve.URLHelp)
 	consumer := flag.String("consumer", "worker-1", "consumer name in the group")
 	listen := flag.String("listen", "127.0.0.1:8082", "address of /metrics")
 	flag.Parse()

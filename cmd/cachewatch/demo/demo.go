@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"slices"
 	"time"
 
@@ -148,17 +147,12 @@ func connect(ctx context.Context, o Options) (*redisTarget, error) {
 		return &redisTarget{opts: &redis.Options{Addr: m.Addr()}, embedded: true,
 			server: "embedded miniredis (in this process, " + m.Addr() + ")", close: m.Close}, nil
 	}
-	u, err := url.Parse(o.RedisURL)
-	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-		return nil, fmt.Errorf("%w: --redis wants redis://[user@]host:port[/db] or rediss://…", ErrBadOptions)
-	}
-	if _, has := u.User.Password(); has {
-		return nil, fmt.Errorf("%w: the --redis URL must not contain a password; put it in the password environment variable", ErrBadOptions)
-	}
-	ro, err := redis.ParseURL(o.RedisURL)
+	t, err := exporter.ParseURL(o.RedisURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --redis: %v", ErrBadOptions, err)
+		return nil, fmt.Errorf("%w: --redis: %w", ErrBadOptions, err)
 	}
+	ro := &redis.Options{Addr: t.Addrs[0], Username: t.Username, DB: t.DB, TLSConfig: t.TLS,
+		DialTimeout: t.DialTimeout, ReadTimeout: t.ReadTimeout}
 	ro.Password = o.Password
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()

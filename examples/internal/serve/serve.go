@@ -14,19 +14,43 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/exporter"
 )
 
-// Redis returns a client for url with its password from REDIS_PASSWORD
-// (never a flag). A bad URL ends the program with status 2.
+// PasswordEnv holds the Redis password, as for the cachewatch command:
+// never a flag, never part of the URL.
+const PasswordEnv = "CACHEWATCH_REDIS_PASSWORD"
+
+// oldPasswordEnv is still read, with a deprecation warning.
+const oldPasswordEnv = "REDIS_PASSWORD"
+
+// URLHelp is the --redis flag's help.
+const URLHelp = "Redis URL redis://[user@]host:port[/db] (password from $" + PasswordEnv + ")"
+
+// Redis returns a client for url, checked by the same parser as the
+// cachewatch command's, with its password from $CACHEWATCH_REDIS_PASSWORD.
+// A bad URL ends the program with status 2.
 func Redis(name, url string) *redis.Client {
-	opts, err := redis.ParseURL(url)
+	t, err := exporter.ParseURL(url)
 	if err != nil {
 		Exit(name, 2, fmt.Errorf("--redis: %w", err))
 	}
-	if pw := os.Getenv("REDIS_PASSWORD"); pw != "" {
-		opts.Password = pw
+	return redis.NewClient(&redis.Options{Addr: t.Addrs[0], Username: t.Username, Password: password(name), DB: t.DB,
+		TLSConfig: t.TLS, DialTimeout: t.DialTimeout, ReadTimeout: t.ReadTimeout})
+}
+
+// password reads $CACHEWATCH_REDIS_PASSWORD, or the older $REDIS_PASSWORD
+// with a warning to rename it.
+func password(name string) string {
+	if pw := os.Getenv(PasswordEnv); pw != "" {
+		return pw
 	}
-	return redis.NewClient(opts)
+	pw := os.Getenv(oldPasswordEnv)
+	if pw != "" {
+		slog.Warn(name+": $"+oldPasswordEnv+" is deprecated: set $"+PasswordEnv+" instead")
+	}
+	return pw
 }
 
 // HTTP serves routes, and reg's metrics on /metrics, on addr until it fails.
