@@ -48,7 +48,7 @@ func password(name string) string {
 	}
 	pw := os.Getenv(oldPasswordEnv)
 	if pw != "" {
-		slog.Warn(name+": $"+oldPasswordEnv+" is deprecated: set $"+PasswordEnv+" instead")
+		slog.Warn(name + ": $" + oldPasswordEnv + " is deprecated: set $" + PasswordEnv + " instead")
 	}
 	return pw
 }
