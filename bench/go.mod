@@ -13,6 +13,8 @@ require (
 	github.com/redis/go-redis/extra/redisotel-native/v9 v9.18.0
 	github.com/redis/go-redis/extra/redisotel/v9 v9.23.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
+	github.com/redis/rueidis/rueidisaside v1.0.71
 	github.com/viccon/sturdyc v1.1.5
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0

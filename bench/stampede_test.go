@@ -85,6 +85,7 @@ type stampedeShape struct {
 	Spread    time.Duration // callers arrive uniformly over this window (0: at once)
 	Load      time.Duration // the loader's time
 	FailStale bool          // the loader fails on the stale phase
+	FailCold  bool          // the loader fails on the cold phase (then there is no stale one)
 }
 
 var stampedeShapes = []stampedeShape{
@@ -98,10 +99,11 @@ var stampedeShapes = []stampedeShape{
 	{Name: "p4-k1-spread200ms", Procs: 4, Keys: 1, PerKey: 250, Spread: 200 * time.Millisecond, Load: 50 * time.Millisecond},
 	{Name: "p4-k1-load400ms", Procs: 4, Keys: 1, PerKey: 100, Load: 400 * time.Millisecond},
 	{Name: "p4-k1-stalefail", Procs: 4, Keys: 1, PerKey: 250, Load: 50 * time.Millisecond, FailStale: true},
+	{Name: "p4-k1-coldfail", Procs: 4, Keys: 1, PerKey: 250, Load: 50 * time.Millisecond, FailCold: true},
 }
 
 func benchStampede(b *testing.B, addr string, sh stampedeShape, v stampedeVariant) {
-	ws := startStampedeWorkers(b, v.Name, sh, addr)
+	ws := startStampedeWorkers(b, v.Name, sh, addr, nil)
 	ws.run(b, "warmup:"+v.Name, sh) // dial the pools, load code paths
 	if sh.Keys > 1 {
 		// A cold start on 100 keys can time reads out (dialling the
@@ -109,45 +111,84 @@ func benchStampede(b *testing.B, addr string, sh stampedeShape, v stampedeVarian
 		// breaker: let it close before measuring.
 		time.Sleep(stampedeWarmupCalm)
 	}
-	var cold, stale []time.Duration
-	var coldCalls, staleCalls, coldCmds, staleCmds int64
-	var coldFailed, staleFailed int
+	var total stampedeRound
 	for i := 0; i < b.N; i++ {
 		key := fmt.Sprintf("stampede:%s:%s:%d:%d", sh.Name, v.Name, time.Now().UnixNano(), i)
-		before := ws.counts(b)
-		lat, failed := ws.run(b, key, sh)
-		cold, coldFailed = append(cold, lat...), coldFailed+failed
-		time.Sleep(stampedeSettle) // background writes and refreshes finish
-		afterCold := ws.counts(b)
-		time.Sleep(stampedeFresh) // the values are now past their fresh TTL
-		if sh.FailStale {
-			ws.setFail(b, true)
-		}
-		lat, failed = ws.run(b, key, sh)
-		stale, staleFailed = append(stale, lat...), staleFailed+failed
-		time.Sleep(stampedeSettle + sh.Load)
-		afterStale := ws.counts(b)
-		ws.setFail(b, false)
-		coldCalls += afterCold.calls - before.calls
-		staleCalls += afterStale.calls - afterCold.calls
-		coldCmds += afterCold.cmds - before.cmds
-		staleCmds += afterStale.cmds - afterCold.cmds
+		total.add(ws.refresh(b, key, sh))
 	}
+	total.report(b, sh)
+}
+
+// stampedeRound is what one or more iterations measured: each crowd's
+// callers' latencies and failures, and the loader calls and commands from
+// its start until it settled.
+type stampedeRound struct {
+	cold, stale                                []time.Duration
+	coldCalls, staleCalls, coldCmds, staleCmds int64
+	coldFailed, staleFailed                    int
+}
+
+func (r *stampedeRound) add(o stampedeRound) {
+	r.cold, r.stale = append(r.cold, o.cold...), append(r.stale, o.stale...)
+	r.coldCalls, r.staleCalls = r.coldCalls+o.coldCalls, r.staleCalls+o.staleCalls
+	r.coldCmds, r.staleCmds = r.coldCmds+o.coldCmds, r.staleCmds+o.staleCmds
+	r.coldFailed, r.staleFailed = r.coldFailed+o.coldFailed, r.staleFailed+o.staleFailed
+}
+
+// refresh runs one iteration on key: the cold crowd and, once the values
+// are past their freshness, the stale one (not for a shape whose loader
+// fails on the cold crowd: there is nothing to serve stale).
+func (ws stampedeWorkers) refresh(b *testing.B, key string, sh stampedeShape) (r stampedeRound) {
+	before := ws.counts(b)
+	settle := stampedeSettle // background writes and refreshes finish
+	if sh.FailCold {
+		ws.setFail(b, true)
+		settle += sh.Load // and loads that outlive their callers
+	}
+	r.cold, r.coldFailed = ws.run(b, key, sh)
+	time.Sleep(settle)
+	afterCold := ws.counts(b)
+	r.coldCalls, r.coldCmds = afterCold.calls-before.calls, afterCold.cmds-before.cmds
+	if sh.FailCold {
+		ws.setFail(b, false)
+		return r
+	}
+	time.Sleep(stampedeFresh) // the values are now past their fresh TTL
+	if sh.FailStale {
+		ws.setFail(b, true)
+	}
+	r.stale, r.staleFailed = ws.run(b, key, sh)
+	time.Sleep(stampedeSettle + sh.Load)
+	afterStale := ws.counts(b)
+	ws.setFail(b, false)
+	r.staleCalls, r.staleCmds = afterStale.calls-afterCold.calls, afterStale.cmds-afterCold.cmds
+	return r
+}
+
+// report reports the iterations' figures (see BenchmarkStampede).
+func (r stampedeRound) report(b *testing.B, sh stampedeShape) {
 	n := float64(b.N)
 	perKey := n * float64(sh.Keys)
 	perProcKey := perKey * float64(sh.Procs)
 	b.ReportMetric(0, "ns/op") // wall time here is mostly deliberate waiting
-	b.ReportMetric(float64(coldCalls+staleCalls)/(2*perKey), "loader-calls/refresh")
-	b.ReportMetric(float64(coldCalls)/perKey, "cold-loader-calls")
-	b.ReportMetric(float64(staleCalls)/perKey, "stale-loader-calls")
-	b.ReportMetric(p99ms(cold), "cold-p99-ms")
-	b.ReportMetric(p99ms(stale), "stale-p99-ms")
-	b.ReportMetric(pct(cold, 50), "cold-p50-ms")
-	b.ReportMetric(pct(stale, 50), "stale-p50-ms")
-	b.ReportMetric(float64(coldFailed)/n, "cold-failed")
-	b.ReportMetric(float64(staleFailed)/n, "stale-failed")
-	b.ReportMetric(float64(coldCmds)/perProcKey, "cold-rt/proc-key")
-	b.ReportMetric(float64(staleCmds)/perProcKey, "stale-rt/proc-key")
+	phases := 2.0
+	if sh.FailCold {
+		phases = 1
+	}
+	b.ReportMetric(float64(r.coldCalls+r.staleCalls)/(phases*perKey), "loader-calls/refresh")
+	b.ReportMetric(float64(r.coldCalls)/perKey, "cold-loader-calls")
+	b.ReportMetric(p99ms(r.cold), "cold-p99-ms")
+	b.ReportMetric(pct(r.cold, 50), "cold-p50-ms")
+	b.ReportMetric(float64(r.coldFailed)/n, "cold-failed")
+	b.ReportMetric(float64(r.coldCmds)/perProcKey, "cold-rt/proc-key")
+	if sh.FailCold {
+		return
+	}
+	b.ReportMetric(float64(r.staleCalls)/perKey, "stale-loader-calls")
+	b.ReportMetric(p99ms(r.stale), "stale-p99-ms")
+	b.ReportMetric(pct(r.stale, 50), "stale-p50-ms")
+	b.ReportMetric(float64(r.staleFailed)/n, "stale-failed")
+	b.ReportMetric(float64(r.staleCmds)/perProcKey, "stale-rt/proc-key")
 }
 
 const (
@@ -158,6 +199,7 @@ const (
 	workerLoadEnv      = "CACHEWATCH_STAMPEDE_LOAD"
 	workerShapeEnv     = "CACHEWATCH_STAMPEDE_SHAPE"
 	workerIndexEnv     = "CACHEWATCH_STAMPEDE_INDEX"
+	workerMortalEnv    = "CACHEWATCH_STAMPEDE_MORTAL" // the fleet's first loader call of a persist run dies
 	workerPrefix       = "STAMPEDE "
 )
 
@@ -252,7 +294,8 @@ func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // TestStampedeWorker is not a test: it is the worker process that
 // BenchmarkStampede starts (this binary re-executed with workerEnv set).
 // It reads commands on stdin — "run KEY NKEYS PERKEY SPREAD_US", "gc",
-// "counts", "fail 0|1" — and answers each with one JSON line on stdout.
+// "counts", "fail 0|1", and BenchmarkStampedeHolderDeath's "persist KEY
+// PERKEY" — and answers each with one JSON line on stdout.
 func TestStampedeWorker(t *testing.T) {
 	name := os.Getenv(workerEnv)
 	if name == "" {
@@ -265,49 +308,66 @@ func TestStampedeWorker(t *testing.T) {
 	if stop := profileWorker(t); stop != nil {
 		defer stop()
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(workerRedisEnv)})
+	addr := os.Getenv(workerRedisEnv)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	var cmds cmdCounter
-	rdb.AddHook(&cmds)
-	var calls atomic.Int64
-	var fail atomic.Bool
+	w := &workerProc{t: t}
+	rdb.AddHook(&w.cmds)
 	took, _ := time.ParseDuration(os.Getenv(workerLoadEnv))
-	fetch, closeFn := v.Build(rdb, stampedeLoader(&calls, took, &fail))
+	load := stampedeLoader(&w.calls, took, &w.fail)
+	if os.Getenv(workerMortalEnv) != "" {
+		load = mortalLoader(rdb, load, took)
+	}
+	var closeFn func()
+	w.fetch, closeFn = v.Build(stampedeProc{rdb: rdb, addr: addr, cmds: &w.cmds}, load)
 	defer closeFn()
 	out := bufio.NewWriter(os.Stdout)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
-		f := strings.Fields(in.Text())
-		var reply any
-		switch {
-		case len(f) == 5 && f[0] == "run":
-			nkeys, _ := strconv.Atoi(f[2])
-			perKey, _ := strconv.Atoi(f[3])
-			spread, _ := strconv.Atoi(f[4])
-			tl.reset()
-			stopTrace := traceCrowd(t, f[1])
-			lat, failed := runCallers(fetch, f[1], nkeys, perKey, time.Duration(spread)*time.Microsecond)
-			stopTrace()
-			us := make([]int64, len(lat))
-			for i, d := range lat {
-				us[i] = d.Microseconds()
-			}
-			reply = map[string]any{"lat_us": us, "failed": failed, "tl": tl.snapshot()}
-		case len(f) == 1 && f[0] == "gc":
-			runtime.GC()
-			reply = map[string]any{}
-		case len(f) == 1 && f[0] == "counts":
-			reply = map[string]any{"calls": calls.Load(), "cmds": cmds.n.Load()}
-		case len(f) == 2 && f[0] == "fail":
-			fail.Store(f[1] == "1")
-			reply = map[string]any{}
-		default:
-			t.Fatalf("worker: bad command %q", in.Text())
-		}
-		line, _ := json.Marshal(reply)
+		line, _ := json.Marshal(w.handle(strings.Fields(in.Text())))
 		fmt.Fprintf(out, "%s%s\n", workerPrefix, line)
 		out.Flush()
 	}
+}
+
+// workerProc is a worker process's state.
+type workerProc struct {
+	t     *testing.T
+	fetch fetcher
+	cmds  cmdCounter
+	calls atomic.Int64 // loader calls
+	fail  atomic.Bool  // the loader fails
+}
+
+// handle runs one command and returns its reply.
+func (w *workerProc) handle(f []string) any {
+	switch {
+	case len(f) == 5 && f[0] == "run":
+		nkeys, _ := strconv.Atoi(f[2])
+		perKey, _ := strconv.Atoi(f[3])
+		spread, _ := strconv.Atoi(f[4])
+		tl.reset()
+		stopTrace := traceCrowd(w.t, f[1])
+		lat, failed := runCallers(w.fetch, f[1], nkeys, perKey, time.Duration(spread)*time.Microsecond)
+		stopTrace()
+		us := make([]int64, len(lat))
+		for i, d := range lat {
+			us[i] = d.Microseconds()
+		}
+		return map[string]any{"lat_us": us, "failed": failed, "tl": tl.snapshot()}
+	case len(f) == 3 && f[0] == "persist":
+		perKey, _ := strconv.Atoi(f[2])
+		return persist(w.fetch, f[1], perKey, &w.calls)
+	case len(f) == 1 && f[0] == "gc":
+		runtime.GC()
+	case len(f) == 1 && f[0] == "counts":
+		return map[string]any{"calls": w.calls.Load(), "cmds": w.cmds.n.Load()}
+	case len(f) == 2 && f[0] == "fail":
+		w.fail.Store(f[1] == "1")
+	default:
+		w.t.Fatalf("worker: bad command %q", strings.Join(f, " "))
+	}
+	return map[string]any{}
 }
 
 // profileWorker starts a CPU profile and block profiling when
@@ -370,17 +430,34 @@ func traceCrowd(t *testing.T, key string) (stop func()) {
 type stampedeWorkers []*stampedeWorker
 
 type stampedeWorker struct {
-	in  io.WriteCloser
-	out *bufio.Scanner
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	cmd  *exec.Cmd
+	once sync.Once
 }
 
-func startStampedeWorkers(b *testing.B, variant string, sh stampedeShape, addr string) stampedeWorkers {
+// stop ends the worker (closing its input ends its loop) and waits for it.
+func (w *stampedeWorker) stop() {
+	w.once.Do(func() { w.in.Close(); _ = w.cmd.Wait() })
+}
+
+// stop ends every worker.
+func (ws stampedeWorkers) stop() {
+	for _, w := range ws {
+		w.stop()
+	}
+}
+
+// startStampedeWorkers starts sh.Procs workers of variant, with env added
+// to their environment; they end when the benchmark does, or at stop.
+func startStampedeWorkers(b testing.TB, variant string, sh stampedeShape, addr string, env []string) stampedeWorkers {
 	b.Helper()
 	var ws stampedeWorkers
 	for i := 0; i < sh.Procs; i++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestStampedeWorker$", "-test.count=1")
 		cmd.Env = append(os.Environ(), workerEnv+"="+variant, workerRedisEnv+"="+addr,
 			workerLoadEnv+"="+sh.Load.String(), workerShapeEnv+"="+sh.Name, workerIndexEnv+"="+strconv.Itoa(i))
+		cmd.Env = append(cmd.Env, env...)
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
@@ -393,17 +470,18 @@ func startStampedeWorkers(b *testing.B, variant string, sh stampedeShape, addr s
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { in.Close(); _ = cmd.Wait() })
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 1<<24)
-		ws = append(ws, &stampedeWorker{in: in, out: sc})
+		w := &stampedeWorker{in: in, out: sc, cmd: cmd}
+		b.Cleanup(w.stop)
+		ws = append(ws, w)
 	}
 	return ws
 }
 
 // send gives every worker cmd at (nearly) the same moment and decodes each
 // one's reply.
-func (ws stampedeWorkers) send(b *testing.B, cmd string, reply func(i int, line []byte)) {
+func (ws stampedeWorkers) send(b testing.TB, cmd string, reply func(i int, line []byte)) {
 	b.Helper()
 	for _, w := range ws {
 		if _, err := io.WriteString(w.in, cmd+"\n"); err != nil {
@@ -425,7 +503,7 @@ func (ws stampedeWorkers) send(b *testing.B, cmd string, reply func(i int, line 
 
 // run has every worker run the shape's callers on key (or its keys) and
 // returns their latencies and how many failed.
-func (ws stampedeWorkers) run(b *testing.B, key string, sh stampedeShape) ([]time.Duration, int) {
+func (ws stampedeWorkers) run(b testing.TB, key string, sh stampedeShape) ([]time.Duration, int) {
 	b.Helper()
 	var lat []time.Duration
 	var failed int
@@ -464,13 +542,13 @@ func (ws stampedeWorkers) run(b *testing.B, key string, sh stampedeShape) ([]tim
 // worker still collecting while the others' callers start would take their
 // cores (16 and more processes). The variants' allocations per crowd are
 // still shown by CACHEWATCH_STAMPEDE_TIMELINE.
-func (ws stampedeWorkers) collectGarbage(b *testing.B) {
+func (ws stampedeWorkers) collectGarbage(b testing.TB) {
 	b.Helper()
 	ws.send(b, "gc", func(int, []byte) {})
 }
 
 // setFail makes every worker's loader fail (or succeed again).
-func (ws stampedeWorkers) setFail(b *testing.B, fail bool) {
+func (ws stampedeWorkers) setFail(b testing.TB, fail bool) {
 	b.Helper()
 	arg := "0"
 	if fail {
@@ -483,7 +561,7 @@ func (ws stampedeWorkers) setFail(b *testing.B, fail bool) {
 // summed over the workers.
 type workerCounts struct{ calls, cmds int64 }
 
-func (ws stampedeWorkers) counts(b *testing.B) workerCounts {
+func (ws stampedeWorkers) counts(b testing.TB) workerCounts {
 	b.Helper()
 	var total workerCounts
 	ws.send(b, "counts", func(_ int, line []byte) {
@@ -505,13 +583,14 @@ func TestStampedeVariantsServe(t *testing.T) {
 	srv := redistest.Start(t)
 	// lock-then-poll has no bound: without a double check after the lock, a
 	// caller that read the key before the value landed refreshes again.
-	want := map[string]int64{"cachewatch": 1, "cachewatch-nocopies": 1, "go-redis-cache": 2, "sturdyc": 2, "singleflight-get": 2, "pubsub-floor": 1}
+	want := map[string]int64{"cachewatch": 1, "cachewatch-nocopies": 1, "go-redis-cache": 2, "sturdyc": 2, "singleflight-get": 2, "pubsub-floor": 1, "rueidisaside": 1}
 	for _, v := range stampedeVariants {
 		t.Run(v.Name, func(t *testing.T) {
 			var calls atomic.Int64
 			var fetches []fetcher
 			for p := 0; p < 2; p++ { // two "processes": separate clients and caches
-				fetch, closeFn := v.Build(srv.Client(t), stampedeLoader(&calls, 50*time.Millisecond, nil))
+				p := stampedeProc{rdb: srv.Client(t), addr: srv.Addr, cmds: &cmdCounter{}}
+				fetch, closeFn := v.Build(p, stampedeLoader(&calls, 50*time.Millisecond, nil))
 				t.Cleanup(closeFn)
 				fetches = append(fetches, fetch)
 			}

@@ -26,7 +26,8 @@ import (
 // stampedeFresh is how long every variant treats a value as fresh in the
 // stampede benchmark. After it the key is "expired": kept and served stale
 // by the variants that can (cachewatch, sturdyc, lock-then-poll), gone for
-// the others (naive cache-aside, go-redis/cache, whose TTL is all they have).
+// the others (naive cache-aside, go-redis/cache and rueidisaside, whose TTL
+// is all they have).
 const stampedeFresh = time.Second
 
 // loader is the slow source behind every cache.
@@ -36,22 +37,41 @@ type loader func(ctx context.Context) (string, error)
 type fetcher func(ctx context.Context, key string) (string, error)
 
 // stampedeVariant builds one process's fetcher for a library; close releases
-// what it holds.
+// what it holds. Fleet marks the variants that coalesce across processes
+// (one loader call per key for the fleet) and take over from a holder that
+// died: BenchmarkStampedeHolderDeath runs them.
 type stampedeVariant struct {
 	Name  string
-	Build func(rdb *redis.Client, load loader) (fetch fetcher, close func())
+	Build func(p stampedeProc, load loader) (fetch fetcher, close func())
+	Fleet bool
+}
+
+// stampedeProc is what a worker process gives a variant: its go-redis
+// client, whose commands cmds counts, and the Redis address, for a variant
+// with a client of its own (which adds the commands it sends to cmds).
+type stampedeProc struct {
+	rdb  *redis.Client
+	addr string
+	cmds *cmdCounter
+}
+
+// goRedis adapts the builder of a variant that uses the process's go-redis
+// client.
+func goRedis(build func(rdb *redis.Client, load loader) (fetcher, func())) func(stampedeProc, loader) (fetcher, func()) {
+	return func(p stampedeProc, load loader) (fetcher, func()) { return build(p.rdb, load) }
 }
 
 // stampedeVariants are the contenders of BenchmarkStampede, side by side.
 var stampedeVariants = []stampedeVariant{
-	{"cachewatch", buildCachewatch},
-	{"cachewatch-nocopies", buildCachewatchNoCopies},
-	{"naive", buildNaive},
-	{"go-redis-cache", buildGoRedisCache},
-	{"sturdyc", buildSturdyc},
-	{"lock-then-poll", buildLockThenPoll},
-	{"singleflight-get", buildSingleflightGet},
-	{"pubsub-floor", buildPubSubFloor},
+	{"cachewatch", goRedis(buildCachewatch), true},
+	{"cachewatch-nocopies", goRedis(buildCachewatchNoCopies), false},
+	{"naive", goRedis(buildNaive), false},
+	{"go-redis-cache", goRedis(buildGoRedisCache), false},
+	{"sturdyc", goRedis(buildSturdyc), false},
+	{"rueidisaside", buildRueidisAside, true},
+	{"lock-then-poll", goRedis(buildLockThenPoll), true},
+	{"singleflight-get", goRedis(buildSingleflightGet), false},
+	{"pubsub-floor", goRedis(buildPubSubFloor), false},
 }
 
 // variantByName returns the variant called name.

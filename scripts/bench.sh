@@ -3,10 +3,13 @@
 # tables (docs/benchmarks.md explains each one and records the reference
 # figures):
 #
-#   - BenchmarkStampede: cachewatch, sturdyc and go-redis/cache on every
-#     shape (4 to 64 processes, 1 or 100 hot keys, spread arrivals, a slow
-#     and a failing loader), in worker processes against a throwaway
-#     redis-server;
+#   - BenchmarkStampede: cachewatch, rueidisaside, sturdyc and go-redis/cache
+#     on every shape (4 to 64 processes, 1 or 100 hot keys, spread arrivals, a
+#     slow loader, a loader failing on the stale or on the cold crowd), in
+#     worker processes against a throwaway redis-server; its rounds
+#     interleaved (one run of every shape and variant per round);
+#   - BenchmarkStampedeHolderDeath: cachewatch, rueidisaside and
+#     lock-then-poll when the process loading a cold key is killed mid-load;
 #   - the hook's overhead: in process (BenchmarkHookOverhead, BenchmarkHookCost)
 #     and on loopback beside go-redis's redisotel (BenchmarkHookLoopback);
 #   - lock acquire beside bsm/redislock and redsync (BenchmarkLockAcquire);
@@ -15,9 +18,9 @@
 # Default: one round of each, under 5 minutes on a 2-core machine. A single
 # round shows the shape of the comparison (loader calls and failures are
 # exact) but its latencies move by several percent from run to run.
-# --full: the rounds the reference figures use (stampede: 5 rounds of 5
+# --full: the rounds the reference figures use (stampede: 3 rounds of 5
 # crowds, with pubsub-floor as the reference for the hop between processes;
-# 5 to 20 rounds of the others), about an hour.
+# holder death: 10 kills; 5 to 20 rounds of the others), about an hour.
 #
 # Needs redis-server (installed with apt-get when missing and running as root,
 # as scripts/test.sh does). The raw `go test -bench` output is kept in a file
@@ -49,15 +52,19 @@ export CACHEWATCH_REQUIRE_REDIS=1
 unset REDIS_ADDR
 
 if ((full)); then
-  variants='cachewatch|sturdyc|go-redis-cache|pubsub-floor'
-  stampede=(-test.benchtime 5x -test.count 5)
+  variants='cachewatch|rueidisaside|sturdyc|go-redis-cache|pubsub-floor'
+  stampede=(-test.benchtime 5x)
+  stampede_rounds=3
+  death=(-test.benchtime 10x)
   hooks=(-test.benchtime 20000x -test.count 5)
   loopback=(-test.benchtime 20000x -test.count 6)
   lock=(-test.benchtime 2000x -test.count 20)
   classify=(-test.count 5)
 else
-  variants='cachewatch|sturdyc|go-redis-cache'
-  stampede=(-test.benchtime 1x -test.count 1)
+  variants='cachewatch|rueidisaside|sturdyc|go-redis-cache'
+  stampede=(-test.benchtime 1x)
+  stampede_rounds=1
+  death=(-test.benchtime 2x)
   hooks=(-test.benchtime 20000x -test.count 1)
   loopback=(-test.benchtime 10000x -test.count 1)
   lock=(-test.benchtime 2000x -test.count 1)
@@ -89,8 +96,12 @@ run() {
   fi
 }
 
-run bench bench.test "BenchmarkStampede (${variants//|/, })" \
-  -test.bench "BenchmarkStampede/.*/^($variants)\$" -test.timeout 6h "${stampede[@]}"
+for ((round = 1; round <= stampede_rounds; round++)); do
+  run bench bench.test "BenchmarkStampede (${variants//|/, }), round $round of $stampede_rounds" \
+    -test.bench "^BenchmarkStampede\$/.*/^($variants)\$" -test.timeout 6h "${stampede[@]}"
+done
+run bench bench.test "BenchmarkStampedeHolderDeath (cachewatch, rueidisaside, lock-then-poll)" \
+  -test.bench '^BenchmarkStampedeHolderDeath$' -test.timeout 2h "${death[@]}"
 run hooks hooks.test "BenchmarkHookOverhead, BenchmarkHookCost" \
   -test.bench 'BenchmarkHook(Overhead|Cost)' "${hooks[@]}"
 run bench bench.test "BenchmarkHookLoopback (interleaved)" \

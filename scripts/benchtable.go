@@ -2,10 +2,11 @@
 
 // Benchtable reads `go test -bench` output on stdin and prints it as compact
 // tables: BenchmarkStampede as one row per shape and variant, with
-// cachewatch's cold p99 divided by the better of its in-process peers
-// (sturdyc, go-redis/cache) in the same round; every other benchmark as one
-// row of its metrics. With several rounds (-count), each figure is the
-// median over the rounds. scripts/bench.sh runs it:
+// cachewatch's cold p99 divided by the best of its peers (rueidisaside,
+// sturdyc, go-redis/cache) in the same round; BenchmarkStampedeHolderDeath
+// as one row per variant; every other benchmark as one row of its metrics.
+// With several rounds (-count, or the output of several runs), each figure
+// is the median over the rounds. scripts/bench.sh runs it:
 //
 //	go run scripts/benchtable.go < bench.out
 package main
@@ -42,9 +43,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchtable: no benchmark results in the input")
 		os.Exit(1)
 	}
-	stampede, other := splitStampede(results)
+	stampede, death, other := splitStampede(results)
 	if len(stampede) > 0 {
 		printStampede(stampede)
+	}
+	if len(death) > 0 {
+		printHolderDeath(death)
 	}
 	if len(other) > 0 {
 		printOther(other)
@@ -89,16 +93,20 @@ func parse(r io.Reader) ([]*result, error) {
 	return order, sc.Err()
 }
 
-// splitStampede separates BenchmarkStampede's results from the others.
-func splitStampede(results []*result) (stampede, other []*result) {
+// splitStampede separates BenchmarkStampede's and
+// BenchmarkStampedeHolderDeath's results from the others.
+func splitStampede(results []*result) (stampede, death, other []*result) {
 	for _, r := range results {
-		if strings.HasPrefix(r.name, "Stampede/") && strings.Count(r.name, "/") == 2 {
+		switch {
+		case strings.HasPrefix(r.name, "Stampede/") && strings.Count(r.name, "/") == 2:
 			stampede = append(stampede, r)
-		} else {
+		case strings.HasPrefix(r.name, "StampedeHolderDeath/") && strings.Count(r.name, "/") == 2:
+			death = append(death, r)
+		default:
 			other = append(other, r)
 		}
 	}
-	return stampede, other
+	return stampede, death, other
 }
 
 // median returns the middle value of v (the mean of the two middle ones).
@@ -125,80 +133,144 @@ func (r *result) metric(unit string) (float64, bool) {
 	return median(v), len(v) > 0
 }
 
-// peers are the in-process coalescers cachewatch's cold p99 is compared with.
-var peers = []string{"sturdyc", "go-redis-cache"}
+// peers are the libraries cachewatch's cold p99 is compared with.
+var peers = []string{"rueidisaside", "sturdyc", "go-redis-cache"}
+
+// noStale are the variants that keep nothing past their TTL: their stale
+// crowd waits on a load, as a cold one does.
+var noStale = []string{"rueidisaside", "go-redis-cache", "naive"}
+
+// stampedeKey names one shape's variant.
+type stampedeKey struct{ shape, variant string }
 
 func printStampede(results []*result) {
-	type key struct{ shape, variant string }
-	byKey := map[key]*result{}
-	var shapes []string
+	byKey := map[stampedeKey]*result{}
 	rounds := 0
 	for _, r := range results {
 		parts := strings.Split(r.name, "/")
-		k := key{parts[1], parts[2]}
-		byKey[k] = r
-		if !slices.Contains(shapes, k.shape) {
-			shapes = append(shapes, k.shape)
-		}
+		byKey[stampedeKey{parts[1], parts[2]}] = r
 		rounds = max(rounds, len(r.rounds))
 	}
-	fmt.Printf("BenchmarkStampede: %d round(s); medians over the rounds. Latencies in ms. ÷ peer: cold p99 over the\n", rounds)
-	fmt.Printf("better of sturdyc's and go-redis/cache's in the same round (median over the rounds; 1.00 = level).\n\n")
+	fmt.Printf("BenchmarkStampede: %d round(s); medians over the rounds (min–max of the cold p99 and of the ratio).\n", rounds)
+	fmt.Printf("Latencies in ms; rt = commands per process per key. ÷ best peer: cold p99 over the best of rueidisaside's,\n")
+	fmt.Printf("sturdyc's and go-redis/cache's in the same round (1.00 = level). † keeps nothing past its TTL: the stale\n")
+	fmt.Printf("crowd waits on a load. A coldfail shape's loader fails on the cold crowd: its latencies are the errors'.\n\n")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "shape\tvariant\tloader calls/refresh\tcold p50\tcold p99\tstale p50\tstale p99\tfailed cold/stale\t÷ peer")
-	for _, shape := range shapes {
-		first := true
-		for _, r := range results {
-			parts := strings.Split(r.name, "/")
-			if parts[1] != shape {
+	fmt.Fprintln(w, "shape\tvariant\tloader calls/refresh\tcold p50\tcold p99\tstale p50\tstale p99\trt cold/stale\tfailed cold/stale\t÷ best peer")
+	shape := ""
+	for _, r := range results {
+		parts := strings.Split(r.name, "/")
+		name := parts[1]
+		if name == shape {
+			name = ""
+		}
+		shape = parts[1]
+		fmt.Fprintln(w, stampedeRow(name, parts[2], r, byKey))
+	}
+	w.Flush()
+	fmt.Println()
+}
+
+// stampedeRow is one variant's row of the stampede table.
+func stampedeRow(shape, variant string, r *result, byKey map[stampedeKey]*result) string {
+	col := func(unit, format string) string {
+		v, ok := r.metric(unit)
+		if !ok {
+			return "-"
+		}
+		if format == "ms" {
+			format = msFormat(v)
+		}
+		return fmt.Sprintf(format, v)
+	}
+	stale := ""
+	if slices.Contains(noStale, variant) {
+		stale = " †"
+	}
+	cold99 := col("cold-p99-ms", "ms")
+	if lo, hi, ok := r.span("cold-p99-ms"); ok {
+		cold99 += " (" + fmt.Sprintf(msFormat(lo), lo) + "–" + fmt.Sprintf(msFormat(hi), hi) + ")"
+	}
+	cells := []string{shape, variant, col("loader-calls/refresh", "%.2f"), col("cold-p50-ms", "ms"), cold99,
+		col("stale-p50-ms", "ms") + stale, col("stale-p99-ms", "ms") + stale,
+		col("cold-rt/proc-key", "%.2f") + "/" + col("stale-rt/proc-key", "%.2f"),
+		col("cold-failed", "%.0f") + "/" + col("stale-failed", "%.0f"), ratioToPeers(r, byKey, variant)}
+	return strings.Join(cells, "\t")
+}
+
+// msFormat prints 3 decimals below 10 ms, 1 above.
+func msFormat(v float64) string {
+	if v < 10 {
+		return "%.3f"
+	}
+	return "%.1f"
+}
+
+// span returns the smallest and largest of unit over r's rounds, when there
+// are several.
+func (r *result) span(unit string) (lo, hi float64, ok bool) {
+	var v []float64
+	for _, round := range r.rounds {
+		if x, ok := round[unit]; ok {
+			v = append(v, x)
+		}
+	}
+	if len(v) < 2 {
+		return 0, 0, false
+	}
+	return slices.Min(v), slices.Max(v), true
+}
+
+// ratioToPeers is a non-peer's cold p99 over the best peer's in the same
+// round: the median over the rounds, and their range when there are
+// several; "-" for a peer.
+func ratioToPeers(r *result, byKey map[stampedeKey]*result, variant string) string {
+	if slices.Contains(peers, variant) {
+		return "-"
+	}
+	shape := strings.Split(r.name, "/")[1]
+	var per []float64
+	for i, round := range r.rounds {
+		best := 0.0
+		for _, p := range peers {
+			pr := byKey[stampedeKey{shape, p}]
+			if pr == nil || i >= len(pr.rounds) {
 				continue
 			}
-			variant := parts[2]
-			col := func(unit, format string) string {
-				v, ok := r.metric(unit)
-				if !ok {
-					return "-"
-				}
-				if format == "ms" { // 3 decimals below 10 ms, 1 above
-					format = "%.1f"
-					if v < 10 {
-						format = "%.3f"
-					}
-				}
-				return fmt.Sprintf(format, v)
+			if v := pr.rounds[i]["cold-p99-ms"]; v > 0 && (best == 0 || v < best) {
+				best = v
 			}
-			ratio := "-"
-			if !slices.Contains(peers, variant) {
-				var per []float64
-				for i, round := range r.rounds {
-					best := 0.0
-					for _, p := range peers {
-						pr := byKey[key{shape, p}]
-						if pr == nil || i >= len(pr.rounds) {
-							continue
-						}
-						if v := pr.rounds[i]["cold-p99-ms"]; v > 0 && (best == 0 || v < best) {
-							best = v
-						}
-					}
-					if best > 0 {
-						per = append(per, round["cold-p99-ms"]/best)
-					}
-				}
-				if len(per) > 0 {
-					ratio = fmt.Sprintf("%.3f", median(per))
-				}
-			}
-			name := shape
-			if !first {
-				name = ""
-			}
-			first = false
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s\n", name, variant,
-				col("loader-calls/refresh", "%.2f"), col("cold-p50-ms", "ms"), col("cold-p99-ms", "ms"),
-				col("stale-p50-ms", "ms"), col("stale-p99-ms", "ms"),
-				col("cold-failed", "%.0f"), col("stale-failed", "%.0f"), ratio)
 		}
+		if best > 0 {
+			per = append(per, round["cold-p99-ms"]/best)
+		}
+	}
+	switch len(per) {
+	case 0:
+		return "-"
+	case 1:
+		return fmt.Sprintf("%.3f", per[0])
+	}
+	return fmt.Sprintf("%.3f (%.3f–%.3f)", median(per), slices.Min(per), slices.Max(per))
+}
+
+// printHolderDeath prints BenchmarkStampedeHolderDeath: one row per shape
+// and variant.
+func printHolderDeath(results []*result) {
+	fmt.Println("BenchmarkStampedeHolderDeath: the process that won a cold key's refresh is killed (SIGKILL) mid-load.")
+	fmt.Println("Recovery: from the kill until another process's caller had the value; all served: until the last did")
+	fmt.Println("(ms; p50 and p99 over the iterations, medians over the rounds). Loader calls for that refresh, the killed")
+	fmt.Printf("one included; caller errors: errors the surviving callers got before the value, per iteration.\n\n")
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "shape\tvariant\trecovery p50\trecovery p99\tall served p50\tall served p99\tloader calls\tcaller errors")
+	for _, r := range results {
+		parts := strings.Split(r.name, "/")
+		var cells []string
+		for _, unit := range []string{"recovery-p50-ms", "recovery-p99-ms", "all-served-p50-ms", "all-served-p99-ms", "loader-calls/refresh", "caller-errors"} {
+			v, _ := r.metric(unit)
+			cells = append(cells, format(v))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", parts[1], parts[2], strings.Join(cells, "\t"))
 	}
 	w.Flush()
 	fmt.Println()
