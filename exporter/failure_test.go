@@ -19,6 +19,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -179,17 +180,13 @@ func TestKilledMidSample(t *testing.T) {
 	// dials (both passes reconnecting after the kill) also make go-redis's
 	// pool refuse to dial for about a second of real time, which the fake
 	// clock does not move: each step also lets some real time pass.
-	for step := 1; ; step++ {
+	must(t, poll.Check(ctx, poll.Bound, 150*time.Millisecond, func() error {
 		clk.Advance(time.Second)
-		s2 := e.Sample(ctx)[0]
-		if s2.Up {
-			break
+		if s2 := e.Sample(ctx)[0]; !s2.Up {
+			return fmt.Errorf("still down after restart: %v", s2.Err)
 		}
-		if step == 20 {
-			t.Fatalf("after restart, still down 20s of backoff later: %v", s2.Err)
-		}
-		time.Sleep(150 * time.Millisecond)
-	}
+		return nil
+	}))
 	_, got = scrape(t, reg)
 	if v, ok := got[fmt.Sprintf(`cachewatch_exporter_keys_sampled{key_group="item:*",node=%q}`, srv.Addr)]; ok {
 		t.Fatalf("keys of the killed server still exported after restart: %v", v)
@@ -202,8 +199,7 @@ func waitForScans(t *testing.T, addr string, n int) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.Until(t, fmt.Sprintf("the sampler to scan %d times", n), func() bool {
 		info, err := c.Info(context.Background(), "commandstats").Result()
 		must(t, err)
 		for _, line := range strings.Split(info, "\n") {
@@ -212,12 +208,11 @@ func waitForScans(t *testing.T, addr string, n int) {
 				fmt.Sscanf(strings.TrimPrefix(line, "cmdstat_scan:"), "calls=%d", &calls)
 			}
 			if calls >= n {
-				return
+				return true
 			}
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatal("the sampler never scanned")
+		return false
+	})
 }
 
 func TestParseURL(t *testing.T) {

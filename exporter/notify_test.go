@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -116,13 +117,7 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func waitGone(t *testing.T, rdb *redis.Client, key string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for rdb.Exists(context.Background(), key).Val() == 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never expired", key)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, key+" to expire", func() bool { return rdb.Exists(context.Background(), key).Val() != 1 })
 }
 
 // A subscription that breaks loses events: the index is not trusted until a
@@ -144,14 +139,13 @@ func TestLockIndexResyncsAfterLostSubscription(t *testing.T) {
 		t.Fatal("still synced after the subscription was killed")
 	}
 	// Resubscribed after its 1 s backoff; the next sample syncs again.
-	deadline := time.Now().Add(30 * time.Second)
-	for s.Pass == nil || !s.Pass.LocksNotified {
-		if time.Now().After(deadline) {
-			t.Fatalf("never synced again: %v", s.Errors)
+	err := poll.Check(ctx, poll.Bound, 200*time.Millisecond, func() error {
+		if s = e.Sample(ctx)[0]; s.Pass == nil || !s.Pass.LocksNotified {
+			return fmt.Errorf("not synced: %v", s.Errors)
 		}
-		time.Sleep(200 * time.Millisecond)
-		s = e.Sample(ctx)[0]
-	}
+		return nil
+	})
+	must(t, err)
 	_, got := scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{
 		`cachewatch_exporter_locks_held{key_group="lock:lost:*"}`:                           1,
@@ -329,13 +323,9 @@ func TestCloseEndsSubscriptions(t *testing.T) {
 		t.Fatalf("not subscribed: %v", s.Errors)
 	}
 	must(t, e.Close())
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines after Close, %d before New", runtime.NumGoroutine(), before)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, fmt.Sprintf("the goroutines to end after Close (%d before New)", before), func() bool {
+		return runtime.NumGoroutine() <= before
+	})
 	if n := patternSubscribers(t, srv.Client(t)); n != 0 {
 		t.Errorf("%d subscribed connections left after Close", n)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/keygroup"
 )
@@ -34,13 +35,9 @@ func TestSampleDurationDuringSample(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); e.Sample(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for e.Snapshots()[0].Time.Equal(first.Time) { // until the second sample publishes its server figures
-		if time.Now().After(deadline) {
-			t.Fatal("the second sample never published")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "the second sample to publish its server figures", func() bool {
+		return !e.Snapshots()[0].Time.Equal(first.Time)
+	})
 	_, got := scrape(t, reg)
 	select {
 	case <-done:

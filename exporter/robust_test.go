@@ -19,6 +19,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/keygroup"
 )
@@ -279,13 +280,9 @@ func TestClusterDownIsRateBounded(t *testing.T) {
 func failCluster(t *testing.T, cl *redistest.Cluster, rdb *redis.Client) {
 	t.Helper()
 	cl.Nodes[len(cl.Nodes)-1].Kill()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(rdb.ClusterInfo(context.Background()).Val(), "cluster_state:fail") {
-		if time.Now().After(deadline) {
-			t.Fatal("the Cluster never went down")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Until(t, "the Cluster to go down", func() bool {
+		return strings.Contains(rdb.ClusterInfo(context.Background()).Val(), "cluster_state:fail")
+	})
 }
 
 // Lock patterns are Redis globs in full: character classes, ranges,

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/hooks"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -110,19 +111,17 @@ func busyClass(t *testing.T) {
 	reg := hookOn(t, rdb, hooks.Options{})
 	done := make(chan error, 1)
 	go func() { done <- looper.Eval(ctx, "while true do end", nil).Err() }()
+	// The script is sent on another connection: ping until it runs.
 	busy := 0
-	for i := 0; i < 500 && busy == 0; i++ {
+	poll.Until(t, "the server to answer BUSY", func() bool {
 		err := rdb.Ping(ctx).Err()
 		if err != nil && strings.HasPrefix(err.Error(), "BUSY ") {
 			busy++
 		} else if err != nil {
 			t.Fatalf("ping: %v", err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if busy == 0 {
-		t.Fatal("the server never answered BUSY")
-	}
+		return busy > 0
+	})
 	if err := rdb.Do(ctx, "SCRIPT", "KILL").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -242,10 +241,7 @@ func TestPoolCollector(t *testing.T) {
 	// A caller that waits for the held connection and gets it.
 	got := make(chan error, 1)
 	go func() { got <- rdb.Get(ctx, "user:1").Err() }()
-	for i := 0; i < 1000 && rdb.PoolStats().PendingRequests == 0; i++ {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond) // let it reach the wait
+	poll.Until(t, "the GET to ask the pool for a connection", func() bool { return rdb.PoolStats().PendingRequests > 0 })
 	_ = conn.Close()
 	if err := <-got; !errors.Is(err, redis.Nil) {
 		t.Fatal(err)

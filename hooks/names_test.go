@@ -17,7 +17,7 @@ import (
 
 // Two hooked clients on one registry must not share a Name: the second New
 // fails with ErrNameTaken, so the registry keeps scraping (two pool
-// collectors of one name used to make every scrape fail) and no client's
+// collectors of one name would make every scrape fail) and no client's
 // series silently merge into another's. Distinct names coexist.
 func TestHookNamesCannotCollide(t *testing.T) {
 	addr := redistest.Start(t).Addr

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -84,7 +85,7 @@ func TestCacheFetchMany(t *testing.T) {
 	// client's hooks: 3 more round trips, counted whenever that goroutine
 	// gets to run. On a busy machine it ran inside the counted window
 	// ("2 round trips to read 4 keys"), so wait for it first.
-	waitFor(t, "the wake channel's subscription", ca.c.hub.subscribed.Load)
+	poll.Until(t, "the wake channel's subscription", ca.c.hub.subscribed.Load)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := ca.Fetch(ctx, "item:1", func(context.Context) (string, error) { return "one", nil }); err != nil {

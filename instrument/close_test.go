@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -31,6 +32,7 @@ func TestCacheCloseConcurrentWithFetch(t *testing.T) {
 			}
 		}
 		var stop atomic.Bool
+		var fetched atomic.Int64
 		var wg sync.WaitGroup
 		for g := 0; g < 8; g++ {
 			wg.Add(1)
@@ -42,10 +44,12 @@ func TestCacheCloseConcurrentWithFetch(t *testing.T) {
 						t.Errorf("Fetch: %v", err)
 						return
 					}
+					fetched.Add(1)
 				}
 			}(g)
 		}
-		time.Sleep(time.Duration(round%5) * time.Millisecond) // Close at various points of the work
+		// Close at various points of the work: after 0, 8, … 32 Fetches.
+		poll.Until(t, "the Fetches before Close", func() bool { return fetched.Load() >= int64(round%5*8) })
 		closed := make(chan error, 2)
 		go func() { closed <- ca.Close() }()
 		closed <- ca.Close()

@@ -48,7 +48,7 @@ func TestFetchUndecodableValueIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	written(ca, "bad:1")
-	// Another writer (an older release, another codec) left bytes this
+	// Another writer (another version of the program, another codec) left bytes this
 	// codec cannot read.
 	if err := rdb.HSet(context.Background(), keysFor("bad:1").value, "v", "{not json").Err(); err != nil {
 		t.Fatal(err)

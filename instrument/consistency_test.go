@@ -18,6 +18,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -293,6 +294,8 @@ func TestFirstSeenPausedRedis(t *testing.T) {
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
+	returned := &commandsReturned{cmds: make(chan returnedCmd, 8)}
+	rdb.AddHook(returned)
 	srv.Pause()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -304,16 +307,17 @@ func TestFirstSeenPausedRedis(t *testing.T) {
 	if got := metrictest.Sum(t, reg, "cachewatch_idempotency_checks_total", "result", "error"); got != 1 {
 		t.Fatalf("idempotency{error} = %v, want 1", got)
 	}
-	check := srv.Client(t)
-	for deadline := time.Now().Add(10 * time.Second); check.Exists(context.Background(), "idem:{paused}").Val() != 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the abandoned idempotency mark stayed: a retry would be skipped as a duplicate")
+	// The SET sent while Redis was paused returns once it resumes; if it
+	// was stored, the client undoes it (UNLINK) once it sees it land.
+	if set := returned.next(t); set.name != "set" {
+		t.Fatalf("first command returned = %s, want the check's SET", set.name)
+	} else if set.err == nil {
+		if undo := returned.next(t); undo.name != "unlink" {
+			t.Fatalf("command after the late SET = %s, want its UNLINK", undo.name)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(100 * time.Millisecond) // let a late SET that raced the first look land and be undone
-	if check.Exists(context.Background(), "idem:{paused}").Val() != 0 {
-		t.Fatal("the abandoned idempotency mark came back")
+	if srv.Client(t).Exists(context.Background(), "idem:{paused}").Val() != 0 {
+		t.Fatal("the abandoned idempotency mark stayed: a retry would be skipped as a duplicate")
 	}
 	if first, err := c.FirstSeen(context.Background(), "idem:{paused}", time.Hour); err != nil || !first {
 		t.Fatalf("retry after the failed check = %v, %v; want first", first, err)
@@ -356,5 +360,40 @@ func TestConsistencyRedisFailures(t *testing.T) {
 	}
 	if got := metrictest.Sum(t, reg, "cachewatch_write_skew_total") + metrictest.Sum(t, reg, "cachewatch_duplicate_recompute_total"); got != 0 {
 		t.Fatalf("failed writes counted as skew or duplicates: %v", got)
+	}
+}
+
+// commandsReturned is a go-redis hook that hands over each command's name
+// and error once it has returned, in order.
+type commandsReturned struct{ cmds chan returnedCmd }
+
+type returnedCmd struct {
+	name string
+	err  error
+}
+
+func (h *commandsReturned) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commandsReturned) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *commandsReturned) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.cmds <- returnedCmd{name: cmd.Name(), err: err}
+		return err
+	}
+}
+
+// next returns the next command to return, bounded by a liveness bound.
+func (h *commandsReturned) next(t *testing.T) returnedCmd {
+	t.Helper()
+	select {
+	case cmd := <-h.cmds:
+		return cmd
+	case <-time.After(poll.Bound):
+		t.Fatal("no command returned")
+		return returnedCmd{}
 	}
 }

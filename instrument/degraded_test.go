@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -40,6 +42,7 @@ type degradedRig struct {
 	g     string
 	calls atomic.Int64
 	load  func(context.Context) (string, error)
+	reads *readsSent // the cache's fetch reads, announced as they are sent
 }
 
 func newDegradedRig(t *testing.T) *degradedRig {
@@ -48,6 +51,8 @@ func newDegradedRig(t *testing.T) *degradedRig {
 	// of being retried (go-redis's default five dials take 500ms, longer
 	// than RedisTimeout: the fallback would count a timeout).
 	rdb := redistest.NewClient(t, &redis.Options{Addr: r.srv.Addr, MaxRetries: -1, DialerRetries: 1})
+	r.reads = &readsSent{sent: make(chan struct{}, 1)}
+	rdb.AddHook(r.reads)
 	r.ca = newFetchCache(t, rdb, r.reg, r.clk, CacheOptions{
 		RedisTimeout: 300 * time.Millisecond, BreakerFailures: 2, BreakerOpenFor: 200 * time.Millisecond,
 		FallbackConcurrency: 2, Name: "degraded-test"})
@@ -94,8 +99,14 @@ func (r *degradedRig) paused() {
 func (r *degradedRig) killed() {
 	t, ca, g := r.t, r.ca, r.g
 	done := make(chan struct{})
+	r.reads.forget()
 	go func() { defer close(done); r.fetch("killed mid-fetch") }()
-	time.Sleep(50 * time.Millisecond) // let the read reach the stalled server
+	// Kill once the read is on its way to the stalled server (or the fetch
+	// has been answered without one: the breaker may still be open).
+	select {
+	case <-r.reads.sent:
+	case <-done:
+	}
 	// Kill continues the process before killing it, so the stalled read may
 	// still be answered: this fetch is served either way, by Redis or by
 	// the fallback.
@@ -111,7 +122,7 @@ func (r *degradedRig) killed() {
 	}
 	// Once BreakerOpenFor has passed, the breaker lets one trial through:
 	// it finds the connection refused, and its fallback counts that cause.
-	waitFor(t, "the breaker to let a trial through", func() bool { return ca.deg.breaker.State() == gobreaker.StateHalfOpen })
+	poll.Until(t, "the breaker to let a trial through", func() bool { return ca.deg.breaker.State() == gobreaker.StateHalfOpen })
 	r.fetch("trial against a dead Redis")
 	if got := fallbacks(ca, signals.FallbackRedisDown); got != 1 {
 		t.Fatalf("fallbacks{cause=redis_down} = %v after a trial against a dead Redis, want 1 (timeout %v, fallback lookups %v, state %v)", got, fallbacks(ca, signals.FallbackTimeout), lookups(ca, g, resultFallback), ca.deg.breaker.State())
@@ -130,14 +141,10 @@ func (r *degradedRig) restarted() {
 	r.srv.Restart()
 	servedByRedis := func() float64 { return lookups(ca, g, resultMiss) + lookups(ca, g, resultHit) }
 	beforeRestart := servedByRedis()
-	deadline := time.Now().Add(20 * time.Second)
-	for servedByRedis() == beforeRestart {
-		if time.Now().After(deadline) {
-			t.Fatalf("no lookup served by Redis 20s after restart; breaker state %v", r.state())
-		}
+	poll.Until(t, "a lookup served by Redis after its restart", func() bool {
 		r.fetch("recovering")
-		time.Sleep(20 * time.Millisecond)
-	}
+		return servedByRedis() != beforeRestart
+	})
 	if got := r.state(); got != float64(gobreaker.StateClosed) {
 		t.Fatalf("breaker state gauge = %v after recovery, want 0", got)
 	}
@@ -198,9 +205,7 @@ func TestFetchFallbackConcurrencyBounded(t *testing.T) {
 			errs <- err
 		}(i)
 	}
-	for inFlight() < 2 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "two fallback loads in flight", func() bool { return inFlight() >= 2 })
 	// A caller whose context ends while every slot is taken is rejected,
 	// not blocked.
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -218,9 +223,7 @@ func TestFetchFallbackConcurrencyBounded(t *testing.T) {
 	// The late caller's flight gives up its wait for a slot at the caller's
 	// deadline, on its own goroutine: wait (bounded) until it has counted.
 	rejected := func() float64 { return sourceCalls(ca, ca.c.group("k:late"), "rejected") }
-	for deadline := time.Now().Add(10 * time.Second); rejected() == 0 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "the late caller's rejection to be counted", func() bool { return rejected() != 0 })
 	if got := rejected(); got != 1 {
 		t.Fatalf("source_calls_total{rejected} = %v, want 1 (late fetch: %v; success %v error %v)", got, err, sourceCalls(ca, ca.c.group("k:late"), "success"), sourceCalls(ca, ca.c.group("k:late"), "error"))
 	}
@@ -262,4 +265,44 @@ func TestFetchFallbackOnErrorReplies(t *testing.T) {
 		t.Fatalf("fallbacks of other causes = %v, want 0", got)
 	}
 	lintRegistry(t, reg)
+}
+
+// readsSent is a go-redis hook that announces on sent (without waiting for
+// room) each fetch read script call as it is sent, alone or in a pipeline.
+type readsSent struct {
+	passHooks
+	sent chan struct{}
+}
+
+func (h *readsSent) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isFetchRead(cmd) {
+			h.announce()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *readsSent) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if slices.ContainsFunc(cmds, isFetchRead) {
+			h.announce()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *readsSent) announce() {
+	select {
+	case h.sent <- struct{}{}:
+	default:
+	}
+}
+
+// forget drops an announcement not taken yet.
+func (h *readsSent) forget() {
+	select {
+	case <-h.sent:
+	default:
+	}
 }

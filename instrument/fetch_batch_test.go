@@ -16,6 +16,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/internal/luascript"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -308,7 +309,7 @@ func fetchBehindHeldRead(t *testing.T, ca *Cache[string], gate *readGate, n int,
 	for i := 1; i < n; i++ {
 		fetch(i)
 	}
-	waitFor(t, "the other keys' reads to queue behind the one in flight", func() bool { return queued(ca) == n-1 })
+	poll.Until(t, "the other keys' reads to queue behind the one in flight", func() bool { return queued(ca) == n-1 })
 	gate.open()
 	wg.Wait()
 	return got, errs

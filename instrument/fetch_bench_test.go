@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachewatch/cachewatch/internal/crowd"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -209,7 +210,7 @@ func benchColdCrowdEnd(b *testing.B, perKey int, whole *flightAllocs) {
 	newProcess := func() *Cache[string] {
 		// The defaults' poll interval and Redis timeout.
 		ca := newWakeProcess(b, srv.Client(b), 250*time.Millisecond, 250*time.Millisecond)
-		waitFor(b, "the wake channel", ca.c.hub.subscribed.Load)
+		poll.Until(b, "the wake channel", ca.c.hub.subscribed.Load)
 		return ca
 	}
 	loader, waiter := newProcess(), newProcess()
@@ -250,8 +251,8 @@ func benchColdCrowdEnd(b *testing.B, perKey int, whole *flightAllocs) {
 		crowd(loader)
 		loading.Wait()
 		crowd(waiter)
-		waitFor(b, "the waiting process's flights", func() bool { return waiting.Load() == nkeys })
-		waitFor(b, "every other caller to join a flight", func() bool { return joined.Load() == 2*nkeys*int64(perKey-1) })
+		poll.Until(b, "the waiting process's flights", func() bool { return waiting.Load() == nkeys })
+		poll.Until(b, "every other caller to join a flight", func() bool { return joined.Load() == 2*nkeys*int64(perKey-1) })
 		c0 := cpuTime()
 		b.StartTimer()
 		close(release)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/internal/luascript"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -142,17 +143,6 @@ func joinCounter(t *testing.T, key string) *atomic.Int64 {
 	return &joined
 }
 
-// waitFor polls cond until it holds, failing the test after a generous
-// bound (a liveness bound, not a speed assertion).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
-		}
-	}
-}
-
 // fetchAll starts n Fetches of key on ca and returns a function that waits
 // for them and returns their values (failing on any error).
 func fetchAll(t *testing.T, ca *Cache[string], n int, key string, load func(context.Context) (string, error)) func() []string {
@@ -197,7 +187,7 @@ func TestFetchConcurrentReadsShareOneRoundTrip(t *testing.T) {
 	gate.hold()
 	wait := fetchAll(t, ca, n, key, load)
 	<-gate.entered // the first caller's read is in flight...
-	waitFor(t, "every other caller to join the flight", func() bool { return joined.Load() == n-1 })
+	poll.Until(t, "every other caller to join the flight", func() bool { return joined.Load() == n-1 })
 	gate.open() // ...and every other caller is waiting for it
 	for i, v := range wait() {
 		if v != "v1" {
@@ -251,7 +241,7 @@ func TestFetchSharedReadJudgedAtCallersClock(t *testing.T) {
 		wait := fetchAll(t, ca, n, key, load)
 		<-gate.entered // the read has taken its time: the value is fresh at it
 		clk.add(90 * time.Second)
-		waitFor(t, "the other callers to join", func() bool { return joined.Load() == n-1 })
+		poll.Until(t, "the other callers to join", func() bool { return joined.Load() == n-1 })
 		gate.open()
 		for _, v := range wait() {
 			if v != "v1" {
@@ -279,7 +269,7 @@ func TestFetchSharedReadJudgedAtCallersClock(t *testing.T) {
 		wait := fetchAll(t, ca, n, key, load)
 		<-gate.entered
 		clk.add(3 * time.Minute)
-		waitFor(t, "the other callers to join", func() bool { return joined.Load() == n-1 })
+		poll.Until(t, "the other callers to join", func() bool { return joined.Load() == n-1 })
 		gate.open()
 		want := "v" + strconv.FormatInt(first+1, 10)
 		for _, v := range wait() {
@@ -377,7 +367,7 @@ func TestFetchWaitersLeaveWithTheirOwnContext(t *testing.T) {
 	}
 	ownCaller := callers.start(own)
 	const joiners = 9 + 10 + 5 + 5 + 1
-	waitFor(t, "every caller to join the held flight", func() bool { return joined.Load() == joiners })
+	poll.Until(t, "every caller to join the held flight", func() bool { return joined.Load() == joiners })
 
 	cancelShared()
 	for i, ch := range append([]chan fetchAnswer{leader}, sharedCallers...) {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -65,7 +66,7 @@ func TestFetchHardTTLRefusalsCountCallers(t *testing.T) {
 	for range processes {
 		<-gate.entered // each process's read is in flight...
 	}
-	waitFor(t, "every other caller to join its process's read", func() bool {
+	poll.Until(t, "every other caller to join its process's read", func() bool {
 		return joined.Load() == processes*(perProcess-1)
 	})
 	gate.open() // ...and every other caller waits for it

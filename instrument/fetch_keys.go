@@ -44,10 +44,7 @@ func hashTag(key string) (prefix, open, id, end string) {
 
 // leaseSuffix follows a cached value's name in its refresh lease's name,
 // waitersSuffix in the name of the queue of processes waiting for the lease
-// holder's value (a sorted set that lives no longer than a lease). Earlier
-// releases kept an unordered set under ":waiters": a new name, so that old
-// and new processes of a fleet being upgraded never meet a key of the other
-// type (a WRONGTYPE error); they poll for each other's loads meanwhile.
+// holder's value (a sorted set that lives no longer than a lease).
 const (
 	leaseSuffix   = ":lease"
 	waitersSuffix = ":waitq"

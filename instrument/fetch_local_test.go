@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -143,7 +144,7 @@ func (r *localCopiesRig) staleCopiesWhileStopped() {
 		}
 	}
 	for _, ca := range r.caches { // the revalidations failed against the stopped Redis
-		waitFor(t, "the revalidation to fail", func() bool { return !ca.local.get(key).revalidating.Load() })
+		poll.Until(t, "the revalidation to fail", func() bool { return !ca.local.get(key).revalidating.Load() })
 	}
 	r.srv.Resume()
 	// Redis ran the abandoned revalidation reads on resuming, and one of
@@ -210,7 +211,7 @@ func TestInvalidateReachesOtherProcessesCopies(t *testing.T) {
 	b := newFetchCache(t, srv.Client(t), reg, clk, opts)
 	admin := srv.Client(t)
 	ctx := context.Background()
-	waitFor(t, "both caches to subscribe to invalidation notices", func() bool {
+	poll.Until(t, "both caches to subscribe to invalidation notices", func() bool {
 		return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"] == 2
 	})
 	var version atomic.Int64
@@ -225,7 +226,7 @@ func TestInvalidateReachesOtherProcessesCopies(t *testing.T) {
 	if n, err := a.Invalidate(ctx, key); err != nil || n != 1 {
 		t.Fatalf("Invalidate = %d, %v", n, err)
 	}
-	waitFor(t, "the other process to drop its copy", func() bool {
+	poll.Until(t, "the other process to drop its copy", func() bool {
 		_, ok := b.local.usable(key, clk.now().UnixMilli())
 		return !ok
 	})
@@ -244,7 +245,7 @@ func TestInvalidateReachesOtherProcessesCopies(t *testing.T) {
 	if _, err := a.c.InvalidateMatch(ctx, "stock:*"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a pattern invalidation to drop every copy", func() bool {
+	poll.Until(t, "a pattern invalidation to drop every copy", func() bool {
 		return b.local.size.Load() == 0
 	})
 }
@@ -319,7 +320,7 @@ func TestInvalidationSubscriptionPerClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the client's invalidation subscription", func() bool { return subscribers() >= 1 })
+	poll.Until(t, "the client's invalidation subscription", func() bool { return subscribers() >= 1 })
 	other, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +328,7 @@ func TestInvalidationSubscriptionPerClient(t *testing.T) {
 	if _, err := other.Invalidate(ctx, keysFor("thing:1").value); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every Cache to drop its copy on the one notice", func() bool {
+	poll.Until(t, "every Cache to drop its copy on the one notice", func() bool {
 		for _, ca := range caches {
 			if ca.local.size.Load() != 0 {
 				return false
@@ -343,5 +344,5 @@ func TestInvalidationSubscriptionPerClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the subscription to close with the last Cache", func() bool { return subscribers() == 0 })
+	poll.Until(t, "the subscription to close with the last Cache", func() bool { return subscribers() == 0 })
 }

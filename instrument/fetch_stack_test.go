@@ -21,6 +21,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -150,8 +151,8 @@ func (r *crowdRig) coldCrowd(prefix string) (grew int64) {
 	crowd(r.loader)
 	loading.Wait()
 	crowd(r.waiter)
-	waitFor(t, "the waiting process's flights", func() bool { return r.waiting.Load() == crowdKeys })
-	waitFor(t, "every other caller to join a flight", func() bool { return r.joined.Load() == 2*crowdKeys*(crowdPerKey-1) })
+	poll.Until(t, "the waiting process's flights", func() bool { return r.waiting.Load() == crowdKeys })
+	poll.Until(t, "every other caller to join a flight", func() bool { return r.joined.Load() == 2*crowdKeys*(crowdPerKey-1) })
 	close(release)
 	done.Wait()
 	if failed.Load() != 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -115,7 +116,7 @@ func TestFetchSlowLoaderCannotOverwriteNextLeaseHolder(t *testing.T) {
 	if err := rdb.PExpire(ctx, lease, time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the lease to expire", func() bool { return rdb.Exists(ctx, lease).Val() == 0 })
+	poll.Until(t, "the lease to expire", func() bool { return rdb.Exists(ctx, lease).Val() == 0 })
 	if v, err := b.Fetch(ctx, key, func(context.Context) (string, error) { return "v2", nil }); err != nil || v != "v2" {
 		t.Fatalf("next lease holder's Fetch = %q, %v; want v2", v, err)
 	}
@@ -160,5 +161,5 @@ func TestFailedWriteGivesTheLeaseBack(t *testing.T) {
 	if got := sourceCalls(ca, g, "success"); got != 1 {
 		t.Fatalf("source_calls_total{success} = %v, want 1", got)
 	}
-	waitFor(t, "the failed write's lease to be given back", func() bool { return admin.Exists(ctx, k.lease).Val() == 0 })
+	poll.Until(t, "the failed write's lease to be given back", func() bool { return admin.Exists(ctx, k.lease).Val() == 0 })
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/internal/luascript"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -52,10 +53,11 @@ func newFetchCache(t *testing.T, rdb redis.UniversalClient, reg prometheus.Regis
 		o.Name = fmt.Sprint("process", processes.Add(1))
 	}
 	if o.RedisTimeout == 0 {
-		// Far above the default 250ms: on a busy CI machine a read can
-		// wait that long for the CPU, and a timeout means a fallback load,
-		// which the coalescing tests would count as a stampede. Tests of
-		// timeouts set their own.
+		// Far above the default 1s: on a busy CI machine a round trip can
+		// wait that long for the CPU. A timed-out read is sent again, but
+		// BreakerFailures timeouts in a row open the breaker, and an open
+		// breaker sends lookups to the loader, which the coalescing tests
+		// would count as a stampede. Tests of timeouts set their own.
 		o.RedisTimeout = 10 * time.Second
 	}
 	return mustCache[string](t, c, o)
@@ -120,6 +122,33 @@ func stampede(t *testing.T, caches []*Cache[string], perCache int, key string, l
 	return got
 }
 
+// crowdLoader returns a loader for a stampede of processes×perCache
+// Fetches of key (see stampede) that counts its calls and answers v once
+// every caller has arrived: in each process, all callers but the flight's
+// leader have joined its flight, and the flight of every process but the
+// loading one waits for the load. So no caller can come late enough to
+// find the value already stored.
+func crowdLoader(t *testing.T, key string, processes, perCache int, v string, calls *atomic.Int64) func(context.Context) (string, error) {
+	joined := joinCounter(t, key)
+	var waiting atomic.Int64
+	testHookWaiting = func(k string) {
+		if k == key {
+			waiting.Add(1)
+		}
+	}
+	t.Cleanup(func() { testHookWaiting = nil })
+	return func(ctx context.Context) (string, error) {
+		calls.Add(1)
+		err := poll.Check(ctx, poll.Bound, time.Millisecond, func() error {
+			if j, w := joined.Load(), waiting.Load(); j < int64(processes*(perCache-1)) || w < int64(processes-1) {
+				return fmt.Errorf("%d callers joined a flight, %d flights wait", j, w)
+			}
+			return nil
+		})
+		return v, err
+	}
+}
+
 func TestFetchColdStampedeOneLoaderCall(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
@@ -130,12 +159,8 @@ func TestFetchColdStampedeOneLoaderCall(t *testing.T) {
 		caches = append(caches, newFetchCache(t, srv.Client(t), reg, clk, opts))
 	}
 	var calls atomic.Int64
-	load := func(ctx context.Context) (string, error) {
-		calls.Add(1)
-		time.Sleep(200 * time.Millisecond) // slow source: everybody else arrives meanwhile
-		return "v1", nil
-	}
 	const perCache = 200
+	load := crowdLoader(t, "product:42", len(caches), perCache, "v1", &calls)
 	for _, v := range stampede(t, caches, perCache, "product:42", load) {
 		if v != "v1" {
 			t.Fatalf("served %q, want v1", v)
@@ -178,10 +203,11 @@ func TestFetchStaleServedOneRefresh(t *testing.T) {
 	// slow the machine: lapsed, it would let a second process refresh.
 	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: -1, LeaseTTL: 5 * time.Minute}
 	var caches []*Cache[string]
+	held := &heldFirstWrite{release: make(chan struct{})}
 	for p := 0; p < 3; p++ {
 		rdb := srv.Client(t)
 		if p == 0 {
-			rdb.AddHook(&slowFirstWrite{delay: 300 * time.Millisecond}) // as on a busy machine
+			rdb.AddHook(held) // as on a busy machine
 		}
 		caches = append(caches, newFetchCache(t, rdb, reg, clk, opts))
 	}
@@ -194,6 +220,10 @@ func TestFetchStaleServedOneRefresh(t *testing.T) {
 	// for that write and count as coalesced (rightly: they waited for
 	// another caller's load), and how many did would depend on how soon
 	// the write landed.
+	if caches[0].c.writes.n.Load() != 1 {
+		t.Fatal("Fetch returned after its write landed, want before")
+	}
+	close(held.release)
 	written(caches[0], "price:7")
 	clk.add(2 * time.Minute) // past fresh (≤ 1m with jitter), far from hard
 
@@ -240,19 +270,22 @@ func TestFetchStaleServedOneRefresh(t *testing.T) {
 	lintRegistry(t, reg)
 }
 
-// slowFirstWrite is a go-redis hook that delays the first write of a
-// loaded value (the write script) by delay, as a busy machine may: the
-// loader's callers are answered meanwhile.
-type slowFirstWrite struct {
+// heldFirstWrite is a go-redis hook that holds the first write of a
+// loaded value (the write script) until release closes, as a busy machine
+// may delay it: the loader's callers are answered meanwhile.
+type heldFirstWrite struct {
 	passHooks
-	delay time.Duration
-	done  atomic.Bool
+	release chan struct{}
+	done    atomic.Bool
 }
 
-func (h *slowFirstWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *heldFirstWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if isScript(cmd, luascript.FetchWrite) && !h.done.Swap(true) {
-			time.Sleep(h.delay)
+			select {
+			case <-h.release:
+			case <-time.After(poll.Bound): // a Fetch that waits for its write fails, not hangs
+			}
 		}
 		return next(ctx, cmd)
 	}
@@ -477,11 +510,7 @@ func TestFetchCluster(t *testing.T) {
 	// A plain key (wrapped in a hash tag) and one with its own tag.
 	for _, key := range []string{"plain:key", "order:{31}"} {
 		var calls atomic.Int64
-		load := func(context.Context) (string, error) {
-			calls.Add(1)
-			time.Sleep(100 * time.Millisecond)
-			return "v-" + key, nil
-		}
+		load := crowdLoader(t, key, len(caches), 50, "v-"+key, &calls)
 		for _, v := range stampede(t, caches, 50, key, load) {
 			if v != "v-"+key {
 				t.Fatalf("%s: served %q", key, v)

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/internal/luascript"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -87,7 +88,7 @@ func TestWokenWaiterTakesTheValueFromTheWakeUp(t *testing.T) {
 			// A read registers the process's wake channel once Redis has
 			// confirmed its subscription (before that, a waiter reads
 			// again once it is).
-			waitFor(t, "the waiting process's wake channel", waiter.c.hub.subscribed.Load)
+			poll.Until(t, "the waiting process's wake channel", waiter.c.hub.subscribed.Load)
 			const key = "item:7"
 			waiting := waitingOn(t, key)
 
@@ -97,7 +98,7 @@ func TestWokenWaiterTakesTheValueFromTheWakeUp(t *testing.T) {
 				_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { <-release; return tc.value, nil })
 				loaded <- err
 			}()
-			waitFor(t, "the loader to hold the lease", func() bool {
+			poll.Until(t, "the loader to hold the lease", func() bool {
 				return srv.Client(t).Exists(ctx, keysFor(key).lease).Val() == 1
 			})
 			got := make(chan string, 1)
@@ -250,7 +251,7 @@ func TestWaiterReadsAgainOnceItsWakeChannelIsConfirmed(t *testing.T) {
 	counted.AddHook(reads)
 	loader := newWakeProcess(t, srv.Client(t), time.Hour, 30*time.Second)
 	waiter := newWakeProcess(t, counted, time.Hour, 30*time.Second)
-	waitFor(t, "the waiting process's wake channel", waiter.c.hub.subscribed.Load)
+	poll.Until(t, "the waiting process's wake channel", waiter.c.hub.subscribed.Load)
 	waiter.c.hub.subscribed.Store(false) // as if the confirmation were still on its way
 
 	const key = "item:8"
@@ -281,7 +282,7 @@ func waitBehindLoad(ctx context.Context, t *testing.T, admin *redis.Client, load
 		_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { <-release; return "v", nil })
 		loaded <- err
 	}()
-	waitFor(t, "the loader to hold the lease", func() bool { return admin.Exists(ctx, keysFor(key).lease).Val() == 1 })
+	poll.Until(t, "the loader to hold the lease", func() bool { return admin.Exists(ctx, keysFor(key).lease).Val() == 1 })
 	got := make(chan string, len(waiters))
 	for _, waiter := range waiters {
 		go func() {
@@ -311,7 +312,7 @@ func waitBehindLoad(ctx context.Context, t *testing.T, admin *redis.Client, load
 // channel, so that their reads register it.
 func waitSubscribed(t *testing.T, processes ...*Cache[string]) {
 	t.Helper()
-	waitFor(t, "every process's wake channel", func() bool {
+	poll.Until(t, "every process's wake channel", func() bool {
 		for _, p := range processes {
 			if !p.c.hub.subscribed.Load() {
 				return false
@@ -399,9 +400,9 @@ func TestWakeChannelSurvivesRedisRestart(t *testing.T) {
 		}
 		return n[waiter.c.hub.wake]
 	}
-	waitFor(t, "the waiting process's wake channel", func() bool { return subscribers() == 1 })
+	poll.Until(t, "the waiting process's wake channel", func() bool { return subscribers() == 1 })
 	srv.Restart()
-	waitFor(t, "the wake channel subscribed again after the restart", func() bool { return subscribers() == 1 })
+	poll.Until(t, "the wake channel subscribed again after the restart", func() bool { return subscribers() == 1 })
 
 	const key = "item:9"
 	waitBehindLoad(ctx, t, admin, loader, key, waiter)() // the waiter never polls: only the wake-up ends its wait

@@ -13,6 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -25,7 +26,8 @@ import (
 func TestMeterProviderSeesWhatPrometheusSees(t *testing.T) {
 	srv := redistest.Start(t)
 	reg, mp, rd := bothPipelines(t)
-	c, err := New(srv.Client(t), Options{Registerer: reg, MeterProvider: mp, Name: "both"})
+	clk := newFetchClock()
+	c, err := New(srv.Client(t), Options{Registerer: reg, MeterProvider: mp, Name: "both", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +42,15 @@ func TestMeterProviderSeesWhatPrometheusSees(t *testing.T) {
 				t.Errorf("lock %d: %v", i, err)
 				return
 			}
-			time.Sleep(2 * time.Millisecond)
+			// Hold the lock until another caller has found it busy.
+			if err := poll.Check(ctx, poll.Bound, time.Millisecond, func() error {
+				if metrictest.Sum(t, reg, signals.LockAttempts.String(), "result", "busy") == 0 {
+					return errors.New("no busy attempt yet")
+				}
+				return nil
+			}); err != nil {
+				t.Errorf("lock %d: %v", i, err)
+			}
 			_ = l.Release(ctx)
 		}()
 	}
@@ -57,14 +67,14 @@ func TestMeterProviderSeesWhatPrometheusSees(t *testing.T) {
 	for i := range 5 {
 		_, _ = ca.Fetch(ctx, "user:"+strconv.Itoa(i%2), load)
 	}
-	time.Sleep(50 * time.Millisecond)
+	clk.add(time.Second) // past FreshTTL
 	fail = true
 	_, _ = ca.Fetch(ctx, "user:0", load) // stale, its refresh fails
 	_, _ = c.SetVersioned(ctx, "acct:1", []byte("v"), 2, time.Minute)
 	_, _ = c.SetVersioned(ctx, "acct:1", []byte("v"), 1, time.Minute)
 	_, _ = c.FirstSeen(ctx, "idem:1", time.Minute)
 	_, _ = c.FirstSeen(ctx, "idem:1", time.Minute)
-	waitQuiet(t, reg)
+	ca.bg.wait() // the failed refresh has been counted
 
 	n := metrictest.SameOnBoth(t, reg, metrictest.Collect(t, rd))
 	if n < 20 {
@@ -82,22 +92,6 @@ func bothPipelines(t *testing.T) (*prometheus.Registry, *sdkmetric.MeterProvider
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	return prometheus.NewRegistry(), mp, rd
-}
-
-// waitQuiet waits until background refreshes have settled: two gathers a
-// moment apart agree.
-func waitQuiet(t *testing.T, g prometheus.Gatherer) {
-	t.Helper()
-	prev := metrictest.Exposition(t, g)
-	for range 100 {
-		time.Sleep(50 * time.Millisecond)
-		cur := metrictest.Exposition(t, g)
-		if cur == prev {
-			return
-		}
-		prev = cur
-	}
-	t.Fatal("metrics still changing after 5s")
 }
 
 // A lock taken inside a sampled span puts the span's trace on the acquire

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -64,7 +65,7 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 			done <- err
 		}()
 	}
-	waitFor(t, "a caller waiting in each Cache", func() bool { mu.Lock(); defer mu.Unlock(); return len(waiting) == 3 })
+	poll.Until(t, "a caller waiting in each Cache", func() bool { mu.Lock(); defer mu.Unlock(); return len(waiting) == 3 })
 	// Each waiting read registered the process's one wake channel with its key.
 	wake := c.hub.wake
 	if !strings.HasPrefix(wake, "shop:wake:") {
@@ -76,7 +77,7 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 			t.Fatalf("waiters of %s = %q, want [%s]", key, w, wake)
 		}
 	}
-	waitFor(t, "the wake and invalidation subscriptions", func() bool {
+	poll.Until(t, "the wake and invalidation subscriptions", func() bool {
 		n := admin.PubSubNumSub(ctx, wake, "shop:invalidate").Val()
 		return n[wake] == 1 && n["shop:invalidate"] == 1
 	})
@@ -118,7 +119,7 @@ func TestInvalidationNoticesStayInTheirNamespace(t *testing.T) {
 	}
 	orders, users := newCache("orders"), newCache("users")
 	admin := srv.Client(t)
-	waitFor(t, "both services' invalidation subscriptions", func() bool {
+	poll.Until(t, "both services' invalidation subscriptions", func() bool {
 		n := admin.PubSubNumSub(ctx, "orders:invalidate", "users:invalidate").Val()
 		return n["orders:invalidate"] == 1 && n["users:invalidate"] == 1
 	})
@@ -134,13 +135,13 @@ func TestInvalidationNoticesStayInTheirNamespace(t *testing.T) {
 	if _, err := orders.c.InvalidateMatch(ctx, "order:*"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the orders service to drop its copy", func() bool { return orders.local.get("order:1") == nil })
+	poll.Until(t, "the orders service to drop its copy", func() bool { return orders.local.get("order:1") == nil })
 	// A later notice of the users service marks when its earlier ones
 	// would have arrived (one connection delivers in publish order).
 	if _, err := users.c.Invalidate(ctx, "user:2"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the users service's own notice", func() bool { return users.local.get("user:2") == nil })
+	poll.Until(t, "the users service's own notice", func() bool { return users.local.get("user:2") == nil })
 	if users.local.get("user:1") == nil {
 		t.Fatal("the orders service's pattern invalidation dropped the users service's copy of user:1")
 	}

@@ -162,7 +162,7 @@ var (
 			"the hook reports wait otherwise). Contention and acquire-latency alerts count only wait"}
 )
 
-// Instrumented client and hook signals (DESIGN §3).
+// Instrumented client and hook signals.
 var clientMetrics = map[ID]*Metric{
 	LockAcquireDuration: {
 		Name: string(LockAcquireDuration), Kind: Histogram, Unit: "seconds",

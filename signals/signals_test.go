@@ -31,8 +31,8 @@ func TestMetricsDocFresh(t *testing.T) {
 
 var labelName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
-// TestCatalogConventions holds every definition to the Prometheus naming rules
-// of DESIGN §3, so a new metric cannot break them unnoticed.
+// TestCatalogConventions holds every definition to Prometheus's metric and
+// label naming conventions, so a new metric cannot break them unnoticed.
 func TestCatalogConventions(t *testing.T) {
 	seen := map[string]bool{}
 	for _, m := range signals.All() {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -308,21 +310,23 @@ func httpStatus(t *testing.T, url, user, pw string) int {
 // waitForBody fetches url until the body contains want.
 func waitForBody(t *testing.T, url, user, pw, want string) string {
 	t.Helper()
-	var last string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	var body string
+	err := poll.Check(context.Background(), poll.Bound, 50*time.Millisecond, func() error {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		req.SetBasicAuth(user, pw)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			last = err.Error()
-			continue
+			return err
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if last = string(b); strings.Contains(last, want) {
-			return last
+		if body = string(b); !strings.Contains(body, want) {
+			return fmt.Errorf("no %q in:\n%s", want, body)
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", url, err)
 	}
-	t.Fatalf("%s never contained %q; last:\n%s", url, want, last)
-	return ""
+	return body
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cachewatch/cachewatch/examples/internal/serve"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -132,7 +132,7 @@ func TestStaleServedWhileUpstreamFails(t *testing.T) {
 	if stale := f.lookups(t, "stale"); stale == 0 {
 		t.Error("no stale lookups counted while serving stale")
 	}
-	serve.WaitFor(t, "the failed background refresh to be counted", func() bool {
+	poll.Until(t, "the failed background refresh to be counted", func() bool {
 		return metrictest.Sum(t, f.reg, signals.RefreshFailures.String()) >= 1
 	})
 }

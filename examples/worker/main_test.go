@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cachewatch/cachewatch/examples/internal/serve"
 	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -76,7 +76,7 @@ func TestJobsDoneOnceAndNewestResultWins(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	tl := &tally{out: map[string][]Outcome{}}
 	stop := startWorkers(t, srv, reg, 3, tl)
-	serve.WaitFor(t, "every job to be handled", func() bool { return tl.n.Load() >= int64(len(jobs)) })
+	poll.Until(t, "every job to be handled", func() bool { return tl.n.Load() >= int64(len(jobs)) })
 	stop()
 
 	var done, outdated, dup int
@@ -145,7 +145,7 @@ func TestStuckMessageIsReclaimed(t *testing.T) {
 	if len(got) != 1 || len(got[0].Messages) != 1 {
 		t.Fatalf("crashed worker read %v", got)
 	}
-	serve.WaitFor(t, "the stuck message to be reclaimed", func() bool {
+	poll.Until(t, "the stuck message to be reclaimed", func() bool {
 		if err := w.Reclaim(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/cachewatch/cachewatch/instrument/redlock"
 	"github.com/cachewatch/cachewatch/internal/locktest"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -319,7 +320,7 @@ func TestRedlockRenew(t *testing.T) {
 		t.Fatal(err)
 	}
 	value := m.Value()
-	waitUntil(t, "four renewals (more than the expiry, four times over)", func() bool { return renewed() >= 4 })
+	poll.Until(t, "four renewals (more than the expiry, four times over)", func() bool { return renewed() >= 4 })
 	if m.Context().Err() != nil {
 		t.Fatalf("Context done while renewed: %v", context.Cause(m.Context()))
 	}
@@ -336,7 +337,7 @@ func TestRedlockRenew(t *testing.T) {
 	for _, rdb := range clients {
 		rdb.Del(ctx, "lock:{renew}")
 	}
-	waitUntil(t, "the heartbeat to find the lock gone", func() bool { return m.Context().Err() != nil })
+	poll.Until(t, "the heartbeat to find the lock gone", func() bool { return m.Context().Err() != nil })
 	if cause := context.Cause(m.Context()); !errors.Is(cause, instrument.ErrLockLost) {
 		t.Fatalf("Context cause %v, want ErrLockLost", cause)
 	}
@@ -409,7 +410,7 @@ func checkStoppedNodesEndTheHold(t *testing.T, servers []*redistest.Server, reg 
 	for _, s := range servers {
 		s.Pause()
 	}
-	waitUntil(t, "the lock to be given up after failed renewals", func() bool { return f.Context().Err() != nil })
+	poll.Until(t, "the lock to be given up after failed renewals", func() bool { return f.Context().Err() != nil })
 	for _, s := range servers {
 		s.Resume()
 	}
@@ -422,16 +423,5 @@ func checkStoppedNodesEndTheHold(t *testing.T, servers []*redistest.Server, reg 
 	_ = f.Unlock(ctx)
 	if lost := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); lost != 2 {
 		t.Fatalf("locks lost = %v, want 2 (the unlock of a lost lock counts nothing more)", lost)
-	}
-}
-
-// waitUntil polls cond, failing after a generous bound (a liveness bound,
-// not a speed assertion).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
-		}
 	}
 }

@@ -92,8 +92,8 @@ func TestGroupCountsWithItsDetector(t *testing.T) {
 
 // A window reset racing with misses of the new window: 9 misses, the window
 // passes, then 2 concurrent misses. The new window holds 2 misses, so with
-// a threshold of 10 no repetition may report a burst (the old two-step
-// reset let a miss land on the old count between the window's and the
+// a threshold of 10 no repetition may report a burst (a reset in two steps
+// would let a miss land on the old count between the window's and the
 // count's reset, completing a false burst).
 func TestWindowResetRaceReportsNoFalseBurst(t *testing.T) {
 	clk := &clock{t: time.Unix(1000, 0)}

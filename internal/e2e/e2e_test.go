@@ -13,6 +13,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/alerts"
 	"github.com/cachewatch/cachewatch/dashboards"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -182,7 +183,7 @@ func recordingRulesProduceSeries(t *testing.T, api promv1.API, loaded []loadedRu
 func alertDelivered(t *testing.T, hook *webhook, cfg alerts.Config, caused time.Time) {
 	ctx := context.Background()
 	var got webhookAlert
-	err := poll(ctx, time.Until(caused.Add(alertTimeout)), time.Second, func() error {
+	err := poll.Check(ctx, time.Until(caused.Add(alertTimeout)), time.Second, func() error {
 		var ok bool
 		if got, ok = hook.find(locksWithoutTTLAlert); !ok {
 			return fmt.Errorf("no firing %s delivered", locksWithoutTTLAlert)
@@ -308,7 +309,7 @@ func waitForSeries(t *testing.T, ctx context.Context, api promv1.API, what strin
 		return n
 	}
 	start := time.Now()
-	err := poll(ctx, dataTimeout, pollEvery, func() error {
+	err := poll.Check(ctx, dataTimeout, pollEvery, func() error {
 		for desc, q := range pending {
 			if n, err := query(ctx, api, q); err == nil && n > 0 {
 				delete(pending, desc)
@@ -364,7 +365,7 @@ func pendingEmitter(expr string) string {
 // waitTargetsUp waits until Prometheus has scraped n targets successfully.
 func waitTargetsUp(t *testing.T, ctx context.Context, api promv1.API, n int) {
 	t.Helper()
-	err := poll(ctx, dataTimeout, time.Second, func() error {
+	err := poll.Check(ctx, dataTimeout, time.Second, func() error {
 		up, err := query(ctx, api, `up == 1`)
 		if err != nil {
 			return err

@@ -29,6 +29,7 @@ import (
 	"github.com/cachewatch/cachewatch/dashboards"
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/childproc"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -203,7 +204,7 @@ func inhibitionScenario(t *testing.T, hook *webhook, am string, s *contentionSer
 	is := labelsOf(contentionJob, "lock:ledger:*")
 	critical := waitNotified(t, hook, "CachewatchLockContentionHigh", "firing", withLabel(is, "severity", alerts.SeverityCritical), s.started)
 	t.Logf("CachewatchLockContentionHigh critical paged %s after the contention began", since(s.started, critical))
-	err := poll(context.Background(), alertTimeout, time.Second, func() error {
+	err := poll.Check(context.Background(), alertTimeout, time.Second, func() error {
 		return inhibited(am, "CachewatchLockContentionHigh", withLabel(is, "severity", alerts.SeverityWarning))
 	})
 	if err != nil {
@@ -326,7 +327,7 @@ func since(from time.Time, a webhookAlert) string {
 func waitNotified(t *testing.T, hook *webhook, alertname, status string, want map[string]string, from time.Time) webhookAlert {
 	t.Helper()
 	var got webhookAlert
-	err := poll(context.Background(), alertTimeout, time.Second, func() error {
+	err := poll.Check(context.Background(), alertTimeout, time.Second, func() error {
 		var ok bool
 		if got, ok = hook.first(alertname, status, want, from); !ok {
 			return fmt.Errorf("no %s notification of %s %v", status, alertname, want)

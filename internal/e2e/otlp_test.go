@@ -33,6 +33,7 @@ import (
 	"github.com/cachewatch/cachewatch/alerts"
 	"github.com/cachewatch/cachewatch/dashboards"
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -189,7 +190,7 @@ func snapshot(t *testing.T, gate *sync.RWMutex, e *exporter.Exporter, paths ...*
 		p.mu.Unlock()
 	}
 	for _, p := range paths {
-		err := poll(context.Background(), time.Minute, 50*time.Millisecond, func() error {
+		err := poll.Check(context.Background(), time.Minute, 50*time.Millisecond, func() error {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			if p.served != p.seq {

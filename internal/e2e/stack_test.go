@@ -208,23 +208,3 @@ func isParseError(err error) bool {
 	var perr *promv1.Error
 	return errors.As(err, &perr) && perr.Type == promv1.ErrBadData
 }
-
-// poll calls check every interval until it returns nil or timeout passes,
-// then returns its last error. It is how the test waits: never a fixed sleep.
-func poll(ctx context.Context, timeout, interval time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("still failing after %v: %w", timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(interval):
-		}
-	}
-}

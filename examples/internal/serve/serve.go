@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -73,17 +71,4 @@ func Exit(name string, code int, err error) {
 	}
 	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 	os.Exit(code)
-}
-
-// WaitFor polls cond until it holds, failing t after a minute: bounds are
-// generous because CI runs on a busy 2-core machine.
-func WaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
