@@ -49,12 +49,29 @@ type want struct {
 	value  float64
 }
 
+// check scrapes reg until every want holds, for up to a minute: the hook
+// counts a busy first attempt that is never retried once its retry horizon
+// has passed (a scrape settles it), so the last counts arrive late.
 func check(t *testing.T, reg prometheus.Gatherer, wants []want) {
 	t.Helper()
-	for _, w := range wants {
-		if got := hookValue(t, reg, w.metric, w.labels); got != w.value {
-			t.Errorf("%s%v = %v, want %v", w.metric, w.labels, got, w.value)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var wrong []string
+		for _, w := range wants {
+			if got := hookValue(t, reg, w.metric, w.labels); got != w.value {
+				wrong = append(wrong, fmt.Sprintf("%s%v = %v, want %v", w.metric, w.labels, got, w.value))
+			}
 		}
+		if len(wrong) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, msg := range wrong {
+				t.Error(msg)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -70,7 +70,7 @@ func redis() (*board, error) {
 			title: "Cause: errors",
 			panels: []panel{{
 				title: "Command errors by class",
-				help: help{"Command errors per second by class (timeout, connection, moved, ask, noscript, oom, busy, noperm, other); a nil reply is not an error.",
+				help: help{"Command errors per second by class (timeout, connection, unavailable, moved, ask, oom, busy, noperm, other); a nil reply is not an error, nor a NOSCRIPT answered by EVAL.",
 					"0; timeouts and connection errors point at the pool or the network, oom and busy at the server.", rbCommandErrors},
 				unit:    units.OpsPerSecond,
 				targets: []target{{x.rate(s.CommandErrors, []string{"client", "error_class"}), "{{client}} {{error_class}}"}},

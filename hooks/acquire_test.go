@@ -3,6 +3,7 @@ package hooks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -118,11 +119,12 @@ func TestAcquireCutOffByCallerGivesUp(t *testing.T) {
 	})
 }
 
-// The hook cannot see on the wire that a caller will not retry: it labels
-// lock attempts and acquisitions mode="wait", except in the key groups that
-// Options.TryOnce names (by name or pattern), which are mode="try_once".
+// In the key groups that Options.TryOnce names (by name or pattern) lock
+// attempts and acquisitions are mode="try_once" at once, whatever follows;
+// elsewhere a busy first attempt waits for its fate: never retried, it was
+// a try-once caller's too.
 func TestTryOnceKeyGroups(t *testing.T) {
-	rdb, reg, _ := hooked(t, hooks.Options{TryOnce: []string{"jobs:lock:*", "cron:nightly"}})
+	rdb, reg, _ := hooked(t, hooks.Options{TryOnce: []string{"jobs:lock:*", "cron:nightly"}, RetryHorizon: 50 * time.Millisecond})
 	ctx := context.Background()
 	for _, key := range []string{"jobs:lock:report", "jobs:lock:cleanup", "cron:nightly", "order:lock:42"} {
 		for _, token := range []string{"a", "b"} { // acquired, then busy
@@ -132,11 +134,15 @@ func TestTryOnceKeyGroups(t *testing.T) {
 		}
 	}
 	expect(t, reg, attempts, map[string]float64{
-		"mode=try_once,result=acquired":    3,
-		"mode=try_once,result=busy":        3,
-		"mode=wait,result=acquired":        1,
-		"mode=wait,result=busy":            1,
-		"mode=wait,key_group=order:lock:*": 2,
+		"mode=try_once,result=acquired": 3,
+		"mode=try_once,result=busy":     3, // the named groups', counted at once
+		"mode=wait,result=acquired":     1,
+		"mode=wait,result=busy":         0,
+	})
+	settled(t, reg, attempts, map[string]float64{
+		"mode=try_once,result=busy":            4,
+		"mode=try_once,key_group=order:lock:*": 1,
+		"mode=wait,result=busy":                0,
 	})
 	expect(t, reg, "cachewatch_lock_acquire_duration_seconds", map[string]float64{
 		"mode=try_once,outcome=acquired": 3,
@@ -145,4 +151,51 @@ func TestTryOnceKeyGroups(t *testing.T) {
 	if _, err := hooks.New(hooks.Options{Registerer: prometheus.NewRegistry(), TryOnce: []string{"jobs:[lock"}}); err == nil {
 		t.Fatal("a malformed TryOnce pattern was accepted")
 	}
+	if _, err := hooks.New(hooks.Options{Registerer: prometheus.NewRegistry(), RetryHorizon: -time.Second}); err == nil {
+		t.Fatal("a negative RetryHorizon was accepted")
+	}
+}
+
+// A run-once job whose instances skip their turn when the lock is busy
+// never retries: with no configuration, none of its busy attempts is
+// contention (mode wait), even when an instance reuses its token on every
+// run, as long as its runs are further apart than the retry horizon.
+func TestRunOnceJobIsNotContention(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	const horizon = 20 * time.Millisecond
+	var jobs []*redis.Client
+	for _, name := range []string{"job-a", "job-b", "job-c", "job-d"} {
+		rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: srv.Addr}))
+		h, err := hooks.New(hooks.Options{Registerer: reg, Name: name, RetryHorizon: horizon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdb.AddHook(h)
+		jobs = append(jobs, rdb)
+	}
+	ctx := context.Background()
+	acquired := 0
+	for run := 0; run < 5; run++ {
+		for i, rdb := range jobs {
+			token := fmt.Sprintf("instance-%d", i) // the same on every run
+			ok, err := rdb.SetNX(ctx, "job-lock", token, 30*time.Second).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				acquired++
+			}
+		}
+		time.Sleep(3 * horizon) // runs apart: never within one horizon
+	}
+	if acquired != 1 {
+		t.Fatalf("%d runs acquired the job lock, want 1 (its TTL outlasts the test)", acquired)
+	}
+	settled(t, reg, attempts, map[string]float64{
+		"result=busy,mode=try_once": 19,
+		"result=busy,mode=wait":     0,
+		"attempt=retry":             0,
+		"result=acquired":           1,
+	})
 }

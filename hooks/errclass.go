@@ -17,17 +17,21 @@ type errClass uint8
 const (
 	errTimeout errClass = iota
 	errConnection
+	errUnavailable
 	errMoved
 	errAsk
-	errNoscript
 	errOOM
 	errBusy
 	errNoperm
 	errOther
 	numErrClasses
+	// errNoscript is not an error: go-redis answers a NOSCRIPT by sending
+	// the script with EVAL. It is counted as a NOSCRIPT reply, never as a
+	// failed command.
+	errNoscript = numErrClasses
 )
 
-var errClassNames = [numErrClasses]string{"timeout", "connection", "moved", "ask", "noscript", "oom", "busy", "noperm", "other"}
+var errClassNames = [numErrClasses + 1]string{"timeout", "connection", "unavailable", "moved", "ask", "oom", "busy", "noperm", "other", "noscript"}
 
 func (c errClass) String() string { return errClassNames[c] }
 
@@ -51,6 +55,8 @@ func classifyErr(err error) errClass {
 			return errBusy
 		case strings.HasPrefix(msg, "NOPERM"):
 			return errNoperm
+		case unavailable(msg):
+			return errUnavailable
 		}
 		return errOther
 	}
@@ -61,6 +67,21 @@ func classifyErr(err error) errClass {
 		return errConnection
 	}
 	return errOther
+}
+
+// unavailableReplies are the error codes of a server that answers but
+// cannot serve: loading its dataset, a replica whose master is down or that
+// refuses writes, a Cluster that is down or resharding. go-redis retries
+// them; the hook sees those whose retries ran out.
+var unavailableReplies = [...]string{"LOADING ", "MASTERDOWN ", "CLUSTERDOWN ", "TRYAGAIN ", "READONLY "}
+
+func unavailable(msg string) bool {
+	for _, code := range unavailableReplies {
+		if strings.HasPrefix(msg, code) {
+			return true
+		}
+	}
+	return false
 }
 
 func isTimeout(err error) bool {

@@ -35,6 +35,7 @@ func TestErrorClasses(t *testing.T) {
 	t.Run("oom", oomClass)
 	t.Run("noperm and wrongtype", nopermAndWrongtypeClasses)
 	t.Run("busy", busyClass)
+	t.Run("unavailable", unavailableClass)
 }
 
 // timeoutClass checks that a read past its timeout is classed timeout.
@@ -50,7 +51,8 @@ func timeoutClass(t *testing.T) {
 }
 
 // connectionClass checks that a command to a server that is gone is
-// classed connection, and a failed read is a lookup error.
+// classed connection, and that a failed read is no cache lookup: it got no
+// answer from the cache, hit or miss.
 func connectionClass(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
@@ -62,8 +64,7 @@ func connectionClass(t *testing.T) {
 		t.Fatal("GET on a killed server succeeded")
 	}
 	expect(t, reg, cmdErrs, map[string]float64{"command=get,error_class=connection": 1, "": 1})
-	// A failed read is a lookup error, not a miss.
-	expect(t, reg, lookups, map[string]float64{"key_group=user:*,result=error": 1, "result=miss": 0})
+	expect(t, reg, lookups, map[string]float64{"": 0})
 }
 
 // oomClass checks that a write refused under maxmemory is classed oom.
@@ -166,9 +167,9 @@ func TestClusterCountsEachCommandOnce(t *testing.T) {
 		t.Fatalf("pipeline ran %d commands", len(cmds))
 	}
 
-	expect(t, reg, attempts, map[string]float64{
-		"key_group=lock:invoice:*,result=acquired,attempt=first": locks,
-		"key_group=lock:invoice:*,result=busy,attempt=first":     contended,
+	settled(t, reg, attempts, map[string]float64{
+		"key_group=lock:invoice:*,result=acquired,attempt=first":           locks,
+		"key_group=lock:invoice:*,result=busy,attempt=first,mode=try_once": contended,
 		"": locks + contended,
 	})
 	expect(t, reg, lookups, map[string]float64{
@@ -304,4 +305,20 @@ func TestHandshakeIsNotMeasured(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, reg, cmdDur, map[string]float64{"command=client": 1})
+}
+
+// unavailableClass checks that a server that answers but cannot serve (a
+// replica refusing a write: READONLY) is classed unavailable, as LOADING,
+// MASTERDOWN, CLUSTERDOWN and TRYAGAIN are.
+func unavailableClass(t *testing.T) {
+	ctx := context.Background()
+	master := redistest.Start(t)
+	host, port, _ := strings.Cut(master.Addr, ":")
+	replica := redistest.Start(t, "--replicaof", host, port)
+	rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: replica.Addr, MaxRetries: -1}))
+	reg := hookOn(t, rdb, hooks.Options{})
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "READONLY ") {
+		t.Fatalf("SET on a replica: %v", err)
+	}
+	expect(t, reg, cmdErrs, map[string]float64{"command=set,error_class=unavailable": 1, "": 1})
 }

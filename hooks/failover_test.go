@@ -47,7 +47,7 @@ func TestFailoverClient(t *testing.T) {
 		rdb.Get(ctx, fmt.Sprintf("lock:report:%d", i))
 	}
 
-	expect(t, reg, attempts, map[string]float64{
+	settled(t, reg, attempts, map[string]float64{
 		"key_group=lock:report:*,result=acquired,attempt=first": 20,
 		"key_group=lock:report:*,result=busy,attempt=first":     10,
 	})

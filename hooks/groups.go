@@ -12,7 +12,6 @@ import (
 const (
 	lookupHit = iota
 	lookupMiss
-	lookupError
 	numLookupResults
 )
 
@@ -32,7 +31,7 @@ const (
 )
 
 var (
-	lookupResultNames  = [numLookupResults]string{"hit", "miss", "error"}
+	lookupResultNames  = [numLookupResults]string{"hit", "miss"}
 	attemptResultNames = [numAttemptResults]string{"acquired", "busy", "error"}
 	attemptNames       = [2]string{"first", "retry"}
 	lostReasonNames    = [numLostReasons]string{"expired", "renew_failed", "not_owner", "expired_or_not_owner"}
@@ -49,6 +48,11 @@ type groupMetrics struct {
 	misses   *burst.Group                    // its misses, counted for the burst detector
 	acquired [numAttemptResults]lazyObserver // by attempt result; busy unused
 	gaveUp   lazyObserver                    // acquisitions cut off by their caller's context
+	// defers: a busy first attempt waits for its fate (retried or not)
+	// before it is counted; false in the groups Options.TryOnce names.
+	defers bool
+	// tryOnceBusy counts the busy first attempts never retried: try-once.
+	tryOnceBusy lazyCounter
 }
 
 // keyCacheSlots is the size of groupSet's key → group cache.
@@ -121,139 +125,4 @@ func (s *groupSet) get(group string) *groupMetrics {
 	s.list.Store(&list)
 	s.byName.Store(&next)
 	return g
-}
-
-// retrySlots is the size of the table of recently busy lock attempts, in
-// buckets of retryWays slots.
-const (
-	retrySlots = 4096
-	retryWays  = 8
-	waitSlots  = 4096 // of retryTable.waiting
-)
-
-// retryTable recognises retries on the wire and times whole acquisitions.
-// Lock libraries (redsync, bsm/redislock, cachewatch's own client) retry with
-// the same owner token, so an attempt whose (key, token) was answered busy a
-// moment ago is a retry, and its success ends an acquisition that began when
-// the first (busy) attempt was sent.
-//
-// A slot packs a 32-bit tag of the (key, token) hash with the time the
-// first busy attempt was sent, in microseconds (mod 2^32, about 71 minutes), so one
-// atomic word holds an entry. The table is set-associative and lossy: when
-// more than retryWays contenders share a bucket one is evicted, and its
-// retry then counts as a first attempt; a false match needs the same bucket
-// and tag (odds about 2^-32 per lookup). Libraries that draw a new token
-// per attempt are counted as first attempts throughout.
-//
-// Most attempts are first tries on keys nobody waits for. waiting lets them
-// skip hashing the token and searching a bucket: it counts, per slot of key
-// hashes, the entries added for keys of that slot, minus those forgotten.
-// Entries evicted from a full bucket or left by a caller that gave up stay
-// counted, so a count never falls below the slot's live entries; a stale
-// count only sends its keys down the full path.
-type retryTable struct {
-	seed    maphash.Seed
-	slots   [retrySlots]atomic.Uint64
-	waiting [waitSlots]atomic.Uint32
-}
-
-func newRetryTable() *retryTable { return &retryTable{seed: maphash.MakeSeed()} }
-
-// hash combines a key's hash (groupSet.keyHash) with its owner token.
-func (t *retryTable) hash(keyHash uint64, token string) uint64 {
-	return keyHash*0x9e3779b97f4a7c15 ^ maphash.String(t.seed, token)
-}
-
-func (t *retryTable) bucket(h uint64) []atomic.Uint64 {
-	b := int(h % (retrySlots / retryWays) * retryWays)
-	return t.slots[b : b+retryWays]
-}
-
-// tag is the upper half of a slot; never 0, which marks an empty slot.
-func tag(h uint64) uint64 { return (h>>32 | 1) << 32 }
-
-const lowHalf = 1<<32 - 1
-
-// busySince returns when the acquisition h's first attempt, answered busy,
-// was sent (in monotonic microseconds mod 2^32), if it was.
-func (t *retryTable) busySince(h uint64) (uint32, bool) {
-	i := t.find(h)
-	if i < 0 {
-		return 0, false
-	}
-	return uint32(t.slots[i].Load()), true
-}
-
-// find returns the index of h's slot, or -1.
-func (t *retryTable) find(h uint64) int {
-	tg := tag(h)
-	first := int(h % (retrySlots / retryWays) * retryWays)
-	for i := first; i < first+retryWays; i++ {
-		if t.slots[i].Load()&^lowHalf == tg {
-			return i
-		}
-	}
-	return -1
-}
-
-// busy remembers h as answered busy for an attempt sent at nowUs, unless it
-// is already (a retry keeps its first attempt's time), and reports whether
-// it added an entry.
-// A full bucket loses an entry picked by h's low bits.
-func (t *retryTable) busy(h uint64, nowUs uint32) bool {
-	tg := tag(h)
-	b := t.bucket(h)
-	for i := range b {
-		v := b[i].Load()
-		if v&^lowHalf == tg {
-			return false
-		}
-		if v == 0 && b[i].CompareAndSwap(0, tg|uint64(nowUs)) {
-			return true
-		}
-	}
-	b[(h>>8)%retryWays].Store(tg | uint64(nowUs))
-	return true
-}
-
-// forget empties slot i (from find) if it still holds h, and reports whether
-// it did.
-func (t *retryTable) forget(i int, h uint64) bool {
-	if v := t.slots[i].Load(); v&^lowHalf == tag(h) {
-		return t.slots[i].CompareAndSwap(v, 0)
-	}
-	return false
-}
-
-func (t *retryTable) waitCount(keyHash uint64) *atomic.Uint32 {
-	return &t.waiting[keyHash>>32%waitSlots]
-}
-
-// mayWait reports whether an attempt on the key of keyHash may have been
-// answered busy and not yet ended; false is certain.
-func (t *retryTable) mayWait(keyHash uint64) bool { return t.waitCount(keyHash).Load() != 0 }
-
-// busyKey is busy for an attempt on the key of keyHash; retry says find
-// found h's entry just before. For a new entry the count goes up before the
-// entry appears, so that mayWait is true whenever find could succeed; a
-// retry's entry is counted already, unless it was evicted meanwhile.
-func (t *retryTable) busyKey(keyHash, h uint64, nowUs uint32, retry bool) {
-	n := t.waitCount(keyHash)
-	if retry {
-		if t.busy(h, nowUs) {
-			n.Add(1)
-		}
-		return
-	}
-	n.Add(1)
-	if !t.busy(h, nowUs) {
-		n.Add(^uint32(0))
-	}
-}
-
-// forgetKey is forget for an attempt on the key of keyHash.
-func (t *retryTable) forgetKey(keyHash uint64, i int, h uint64) {
-	if t.forget(i, h) {
-		t.waitCount(keyHash).Add(^uint32(0))
-	}
 }

@@ -1,9 +1,11 @@
 package hooks_test
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -50,13 +52,45 @@ func L(pairs ...string) map[string]string {
 // expect asserts that each series reads the expected value.
 func expect(t testing.TB, g prometheus.Gatherer, name string, cases map[string]float64) {
 	t.Helper()
+	for _, msg := range mismatches(t, g, name, cases) {
+		t.Error(msg)
+	}
+}
+
+// mismatches lists the cases whose series do not read the expected value.
+func mismatches(t testing.TB, g prometheus.Gatherer, name string, cases map[string]float64) []string {
+	t.Helper()
+	var out []string
 	for labels, want := range cases {
 		var pairs []string
 		if labels != "" {
 			pairs = strings.Split(labels, ",")
 		}
 		if got := metricValue(t, g, name, L(pairs...)); got != want {
-			t.Errorf("%s{%s} = %v, want %v", name, labels, got, want)
+			out = append(out, fmt.Sprintf("%s{%s} = %v, want %v", name, labels, got, want))
 		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// settled is expect for counts the hook settles later: a busy first lock
+// attempt counts once it is retried, or once its retry horizon has passed
+// without a retry (a try-once caller's). Each scrape settles the attempts
+// whose horizon has passed, so it scrapes until the cases hold, for up to
+// a minute, however slow the machine.
+func settled(t testing.TB, g prometheus.Gatherer, name string, cases map[string]float64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		msgs := mismatches(t, g, name, cases)
+		if len(msgs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("after a minute: %s", strings.Join(msgs, "; "))
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -9,15 +9,24 @@
 //
 //   - lock attempts: SET key token NX [PX|EX] (and the lock libraries'
 //     acquire scripts) answered OK (acquired) or nil (busy), per key group.
-//     A retry is an attempt with the same key and owner token as one just
-//     answered busy (lock libraries keep their token across retries); an
-//     acquisition is timed from its first attempt to its success;
+//     A retry is an attempt with the same key and owner token as one
+//     answered busy within Options.RetryHorizon (lock libraries keep their
+//     token across retries); an acquisition is timed from its first attempt
+//     to its success. A busy first attempt is counted once its fate is
+//     known: retried, it was a waiting caller's (mode wait, contention); not
+//     retried within the horizon, a try-once caller's that skipped the work
+//     (mode try_once), such as a run-once job's;
 //   - lost locks: an owner-checked release answered -1 (expired) or 0 (another
 //     owner's, for releases whose reply tells, such as redsync's; otherwise
 //     expired_or_not_owner, as bsm/redislock's answers 0 for both), an
 //     extension answered 0 (renew_failed);
 //   - cache lookups: GET, GETEX, HGET, MGET and HMGET replies, nil being a
-//     miss, per key group, with miss-burst detection.
+//     miss, per key group, with miss-burst detection (a read that failed is
+//     a failed command, not a lookup).
+//
+// Command errors are classed (timeout, connection, unavailable, …); a nil
+// reply is none, and neither is NOSCRIPT, which go-redis answers itself by
+// sending the script with EVAL (it is counted as a NOSCRIPT reply).
 //
 // Options.Pool adds a collector of the client's connection pool (waits,
 // timeouts: connection starvation). Once an OpenTelemetry SDK is installed
@@ -144,16 +153,25 @@ type Options struct {
 	// ServerAddress ("host:port") is put on spans as server.address and
 	// server.port.
 	ServerAddress string
-	// TryOnce names the key groups whose locks are taken try-once: their
-	// callers skip the work when the lock is busy (a periodic job that one
-	// instance runs), so a busy answer is the design, not contention. The
-	// hook cannot see a caller's intent on the wire: it labels the lock
-	// attempts and acquisitions of these groups mode="try_once" and of all
-	// others mode="wait", and the contention and acquire-latency alerts
-	// count only mode="wait". Each entry is a key group as the classifier
-	// names it ("jobs:lock:report") or a path.Match pattern over key group
-	// names ("jobs:lock:*"); New rejects a malformed pattern.
+	// TryOnce names key groups whose locks are always taken try-once:
+	// their callers skip the work when the lock is busy (a periodic job that
+	// one instance runs), so a busy answer is the design, not contention.
+	// The hook infers that on the wire without it (see RetryHorizon); TryOnce
+	// overrides the inference: the lock attempts and acquisitions of these
+	// groups are labelled mode="try_once" at once. Each entry is a key group
+	// as the classifier names it ("jobs:lock:report") or a path.Match pattern
+	// over key group names ("jobs:lock:*"); New rejects a malformed pattern.
 	TryOnce []string
+	// RetryHorizon is how long after a busy lock attempt a retry (the same
+	// key and owner token from this client) may come and still belong to
+	// the same acquisition (default DefaultRetryHorizon, 1s). A busy first
+	// attempt retried within it was a waiting caller's: it counts as
+	// mode="wait" (contention) when the retry comes. One not retried within
+	// it was a try-once caller's, which skipped the work: it counts as
+	// mode="try_once" once the horizon has passed (at the next lock attempt
+	// or scrape). Set it above the longest backoff of the service's lock
+	// clients and below the period of its run-once jobs.
+	RetryHorizon time.Duration
 	// HotKeys, when positive, keeps a top-K sketch of that many of the most
 	// requested and most contended keys per key group (see HotKeys). Keys
 	// are never labels.
@@ -200,7 +218,7 @@ func New(opts Options) (*Hook, error) {
 	if name == "" {
 		name = "default"
 	}
-	h := &Hook{signals: opts.Signals, groups: opts.KeyGroups, retries: newRetryTable(),
+	h := &Hook{signals: opts.Signals, groups: opts.KeyGroups,
 		tracing: newTracing(opts.TracerProvider, opts.ServerAddress)}
 	if h.signals == 0 {
 		h.signals = AllSignals
@@ -209,6 +227,13 @@ func New(opts Options) (*Hook, error) {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, fmt.Errorf("hooks: TryOnce pattern %q: %w", p, err)
 		}
+	}
+	horizon := opts.RetryHorizon
+	switch {
+	case horizon == 0:
+		horizon = DefaultRetryHorizon
+	case horizon < time.Millisecond:
+		return nil, fmt.Errorf("hooks: RetryHorizon %v: want at least 1ms", opts.RetryHorizon)
 	}
 	if reg != nil {
 		if err := claimName(reg, name); err != nil {
@@ -248,6 +273,14 @@ func New(opts Options) (*Hook, error) {
 	h.byGroup = newGroupSet(h.groups.Classify, func(group string) *groupMetrics {
 		return newGroupMetrics(v, name, group, lockMode(opts.TryOnce, group), bursts)
 	})
+	h.retries = newRetryTable(horizon, h.settleTryOnce)
+	if reg != nil && h.on(Locks) {
+		// Every scrape settles the acquisitions whose horizon has passed,
+		// however quiet the locks have been since.
+		if err := reg.Register(sweeper{h.retries}); err != nil {
+			return nil, fmt.Errorf("hooks: register: %w", err)
+		}
+	}
 	if opts.HotKeys > 0 {
 		h.hot = newHotKeys(opts.HotKeys)
 	}
@@ -325,6 +358,24 @@ func lockMode(tryOnce []string, group string) string {
 	return signals.ModeWait
 }
 
+// settleTryOnce counts the busy first attempt of an acquisition in the key
+// group of index group that was not retried within the horizon: a try-once
+// caller's.
+func (h *Hook) settleTryOnce(group int) {
+	if list := *h.byGroup.list.Load(); group < len(list) {
+		list[group].tryOnceBusy.Inc()
+	}
+}
+
+// sweeper is a collector that collects nothing: each scrape makes it settle
+// the retry table's entries whose horizon has passed, so that their counts
+// are exported by the next scrape at the latest.
+type sweeper struct{ t *retryTable }
+
+func (sweeper) Describe(chan<- *prometheus.Desc) {}
+
+func (s sweeper) Collect(chan<- prometheus.Metric) { s.t.sweep(uint32(monotonic() / time.Millisecond)) }
+
 // newGroupMetrics makes group's record, its lock series labelled with mode;
 // its miss counter is resolved here, once, so the detector's lookup stays
 // off the per-command path.
@@ -341,6 +392,8 @@ func newGroupMetrics(v *vecs, client, group, mode string, bursts *burst.Detector
 	for i := range g.lost {
 		g.lost[i] = newLazyCounter(v.lost, client, group, lostReasonNames[i])
 	}
+	g.defers = mode == signals.ModeWait
+	g.tryOnceBusy = newLazyCounter(v.attempts, client, group, attemptResultNames[attemptBusy], attemptNames[0], signals.ModeTryOnce)
 	g.acquired[attemptAcquired] = newLazyObserver(v.acquire, client, group, "acquired", mode)
 	g.acquired[attemptError] = newLazyObserver(v.acquire, client, group, "error", mode)
 	g.gaveUp = newLazyObserver(v.acquire, client, group, "gave_up", mode)
@@ -448,7 +501,7 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			h.pipe[kind].ObserveContext(ctx, d)
 		}
 		if h.semconv != nil {
-			h.semconv.record(ctx, h.semconvBatch[kind], batchNames[kind], d, err != nil && err != redis.Nil, classifyErrOrZero(err), err)
+			h.semconv.record(ctx, h.semconvBatch[kind], batchNames[kind], d, failedBatch(err), classifyErrOrZero(err), err)
 		}
 		share := d / float64(max(len(cmds), 1))
 		var firstClass errClass
@@ -493,6 +546,12 @@ func classifyErrOrZero(err error) errClass {
 	return classifyErr(err)
 }
 
+// failedBatch tells whether a pipeline's error is a failure: not a nil
+// reply, nor a NOSCRIPT that go-redis answers itself.
+func failedBatch(err error) bool {
+	return err != nil && err != redis.Nil && classifyErr(err) != errNoscript
+}
+
 // pipelineKind is 1 for a MULTI/EXEC transaction, 0 for a plain pipeline.
 func pipelineKind(cmds []redis.Cmder) int {
 	if len(cmds) > 0 {
@@ -519,13 +578,20 @@ type finished struct {
 	// batched: sent in a pipeline, which the semantic-convention metrics
 	// record as one operation.
 	batched bool
+	// noscript: answered NOSCRIPT, which is not a failure.
+	noscript bool
 }
 
 // observe records one finished command and fills in f.class and f.failed.
+// A NOSCRIPT reply is no failure (go-redis sends the script with EVAL then):
+// f.noscript says it was one.
 func (h *Hook) observe(ctx context.Context, c *command, f *finished) {
 	f.failed = f.err != nil && f.err != redis.Nil
 	if f.failed {
 		f.class = classifyErr(f.err)
+		if f.class == errNoscript {
+			f.failed, f.noscript = false, true
+		}
 	}
 	if h.on(Commands) {
 		c.dur.ObserveContext(ctx, f.d)

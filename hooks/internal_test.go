@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -36,26 +37,48 @@ func TestNewRejectsBadScripts(t *testing.T) {
 }
 
 func TestRetryTable(t *testing.T) {
-	rt := newRetryTable()
+	settled := map[int]int{}
+	rt := newRetryTable(time.Second, func(g int) { settled[g]++ })
 	a, b := rt.hash(1, "tok-a"), rt.hash(1, "tok-b")
-	if _, ok := rt.busySince(a); ok {
+	if i, _ := rt.find(a); i >= 0 {
 		t.Fatal("fresh attempt is a retry")
 	}
-	rt.busy(a, 1000)
-	rt.busy(a, 2000) // a retry keeps the first attempt's time
-	if since, ok := rt.busySince(a); !ok || since != 1000 {
-		t.Fatalf("busySince = %d, %v; want 1000, true", since, ok)
+	rt.add(entry{h: a, keyHash: 1, group: 7, nowUs: 1000, nowMs: 1})
+	i, v := rt.find(a)
+	if i < 0 || rt.firstSentUs(i) != 1000 {
+		t.Fatalf("find after add: slot %d, first sent %d; want the entry sent at 1000µs", i, rt.firstSentUs(i))
 	}
-	if _, ok := rt.busySince(b); ok {
+	if first, ok := rt.retried(i, v, 2); !first || !ok {
+		t.Fatalf("first retry: first %v, ok %v", first, ok)
+	}
+	_, v = rt.find(a)
+	if first, ok := rt.retried(i, v, 3); first || !ok {
+		t.Fatalf("second retry: first %v, ok %v; want the first attempt counted once", first, ok)
+	}
+	if j, _ := rt.find(b); j >= 0 {
 		t.Fatal("busy attempt remembered for another token")
 	}
-	rt.forget(rt.find(a), a)
-	if _, ok := rt.busySince(a); ok {
-		t.Fatal("acquired attempt still remembered")
+	// A retried entry past its horizon is dropped; a busy first attempt
+	// never retried is settled as a try-once one, in its group.
+	rt.add(entry{h: b, keyHash: 1, group: 9, nowUs: 1000, nowMs: 1})
+	rt.sweep(3 + 1000)
+	if i, _ := rt.find(a); i < 0 {
+		t.Fatal("retried entry swept within its horizon since its last attempt")
 	}
-	// A full bucket evicts: memory stays bounded.
+	rt.sweep(1002 + 1000)
+	if i, _ := rt.find(a); i >= 0 {
+		t.Fatal("entry kept past its horizon")
+	}
+	if settled[9] != 1 || settled[7] != 0 || rt.mayWait(1) {
+		t.Fatalf("settled %v, mayWait %v; want group 9's attempt settled once and nothing waiting", settled, rt.mayWait(1))
+	}
+	// A full bucket evicts: memory stays bounded, and what it evicts is
+	// settled.
 	for i := 0; i < 3*retrySlots; i++ {
-		rt.busy(rt.hash(uint64(i), "tok"), 1)
+		rt.add(entry{h: rt.hash(uint64(i), "tok"), keyHash: uint64(i), group: 1, nowMs: 5000})
+	}
+	if settled[1] != 2*retrySlots {
+		t.Fatalf("%d evicted entries settled, want %d", settled[1], 2*retrySlots)
 	}
 }
 

@@ -79,6 +79,9 @@ func TestHookedClientsKeepTheirLockAndCacheSeriesApart(t *testing.T) {
 	if ok, err := clients["search"].SetNX(ctx, "lock:cart:1", "t2", time.Minute).Result(); ok || err != nil {
 		t.Fatalf("search SET NX on a held lock: %v %v", ok, err)
 	}
+	// search's busy attempt is never retried: it counts once its horizon
+	// has passed.
+	settled(t, reg, "cachewatch_lock_attempts_total", map[string]float64{"client=search,result=busy": 1})
 	for _, c := range []struct {
 		name  string
 		pairs []string

@@ -77,45 +77,38 @@ func sliceReply(cmd redis.Cmder) ([]any, bool) {
 	return nil, false
 }
 
-// lookup counts the cache outcome of a read command.
+// lookup counts the cache outcome of a read command: a hit or a miss. A
+// read that failed got no answer from the cache: it is a failed command
+// (its class says why), not a lookup.
 func (h *Hook) lookup(kind cmdKind, f *finished) {
-	cmd, args, err := f.cmd, f.args, f.err
+	cmd, args := f.cmd, f.args
 	key, ok := argString(args, 1)
-	if !ok {
+	if !ok || f.failed {
 		return
 	}
 	switch kind {
 	case kindGet, kindHGet:
-		h.lookupResult(key, resultOf(err))
+		result := lookupHit
+		if f.err == redis.Nil {
+			result = lookupMiss
+		}
+		h.lookupResult(key, result)
 	case kindMGet:
 		vals, _ := sliceReply(cmd)
-		for i := 1; i < len(args); i++ {
+		for i := 1; i < len(args) && i-1 < len(vals); i++ {
 			key, _ := argString(args, i)
-			h.lookupResult(key, elemResult(err, vals, i-1))
+			h.lookupResult(key, elemResult(vals, i-1))
 		}
 	case kindHMGet:
 		vals, _ := sliceReply(cmd)
-		for i := 2; i < len(args); i++ {
-			h.lookupResult(key, elemResult(err, vals, i-2))
+		for i := 2; i < len(args) && i-2 < len(vals); i++ {
+			h.lookupResult(key, elemResult(vals, i-2))
 		}
 	}
 }
 
-func resultOf(err error) int {
-	switch err {
-	case nil:
-		return lookupHit
-	case redis.Nil:
-		return lookupMiss
-	}
-	return lookupError
-}
-
 // elemResult is the outcome of the i-th key (or field) of a multi-key read.
-func elemResult(err error, vals []any, i int) int {
-	if err != nil || i >= len(vals) {
-		return lookupError
-	}
+func elemResult(vals []any, i int) int {
 	if vals[i] == nil {
 		return lookupMiss
 	}
@@ -186,7 +179,8 @@ func attemptResult(err error) int {
 }
 
 // lockAttempt counts one attempt, telling retries from first attempts by the
-// owner token (see retryTable).
+// owner token, and waiting callers from try-once ones by whether a busy
+// first attempt is retried within the horizon (see retryTable).
 //
 // An acquisition that succeeds (or fails with an error) ends there: its
 // duration is the attempt's own latency on the first try, or the time since
@@ -199,35 +193,74 @@ func (h *Hook) lockAttempt(ctx context.Context, key, token string, hasToken bool
 	cutOff := result == attemptError && ctxsleep.Ended(ctx) != nil
 	kh := h.byGroup.keyHash(key)
 	g := h.byGroup.forKey(key, kh)
-	attempt := 0
-	waited := f.d
+	h.retries.maybeSweep(f.end)
+	t := tracked{waited: f.d}
 	if hasToken && (result == attemptBusy || h.retries.mayWait(kh)) {
-		sum := h.retries.hash(kh, token)
-		slot := h.retries.find(sum)
-		if slot >= 0 {
-			attempt = 1
-			since := uint32(h.retries.slots[slot].Load())
-			waited = seconds(time.Duration(uint32(f.end/time.Microsecond)-since) * time.Microsecond)
-		}
-		switch {
-		case result == attemptBusy:
-			h.retries.busyKey(kh, sum, uint32(f.start/time.Microsecond), slot >= 0)
-		case slot >= 0: // acquired or failed: the acquisition is over
-			h.retries.forgetKey(kh, slot, sum)
-		}
+		t = h.follow(g, kh, token, result, f)
 	}
 	switch {
 	case cutOff:
-		g.gaveUp.Observe(waited)
+		g.gaveUp.Observe(t.waited)
 	case result == attemptBusy:
-		g.attempts[result][attempt].Inc()
+		if !t.deferred {
+			g.attempts[result][t.attempt].Inc()
+		}
 	default:
-		g.attempts[result][attempt].Inc()
-		g.acquired[result].Observe(waited)
+		g.attempts[result][t.attempt].Inc()
+		g.acquired[result].Observe(t.waited)
 	}
 	if h.hot != nil && result == attemptBusy {
 		h.hot.contended(g.name, key)
 	}
+}
+
+// tracked is what the retry table says of an attempt: first (0) or retry
+// (1), how long its acquisition has waited, and whether it is a busy first
+// attempt left to be counted once its fate is known.
+type tracked struct {
+	attempt  int
+	waited   float64
+	deferred bool
+}
+
+// follow looks the attempt up in the retry table and records it there: a
+// retry marks its acquisition as waiting (counting its busy first attempt,
+// mode wait, the first time), a final one ends it, and a busy first attempt
+// is added, to be counted when it is retried or its horizon passes.
+func (h *Hook) follow(g *groupMetrics, kh uint64, token string, result int, f *finished) tracked {
+	rt := h.retries
+	sum := rt.hash(kh, token)
+	nowMs := uint32(f.end / time.Millisecond)
+	t := tracked{waited: f.d}
+	i, v := rt.find(sum)
+	if i >= 0 && rt.expired(v, nowMs) {
+		rt.expire(i, v) // past the horizon: this attempt begins anew
+		i = -1
+	}
+	if i >= 0 {
+		waited := seconds(time.Duration(uint32(f.end/time.Microsecond)-rt.firstSentUs(i)) * time.Microsecond)
+		first, ok := false, true
+		if result == attemptBusy {
+			first, ok = rt.retried(i, v, nowMs)
+		} else if rt.claim(i, v) {
+			first = v&retriedBit == 0
+		}
+		if ok {
+			t.attempt, t.waited = 1, waited
+		}
+		if first {
+			g.attempts[attemptBusy][0].Inc()
+		}
+		if ok || result != attemptBusy {
+			return t
+		}
+	}
+	if result == attemptBusy {
+		t.deferred = g.defers && g.idx < noGroup
+		rt.add(entry{h: sum, keyHash: kh, group: g.idx, settled: !t.deferred,
+			nowUs: uint32(f.start / time.Microsecond), nowMs: nowMs})
+	}
+	return t
 }
 
 // script times a script command under the script's name and reads lock
@@ -236,7 +269,7 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 	cmd, args, err := f.cmd, f.args, f.err
 	id, _ := argString(args, 1)
 	s := h.scripts.lookup(c.script, id)
-	noscript := f.failed && f.class == errNoscript
+	noscript := f.noscript
 	if h.on(Scripts) {
 		s.dur[c.script].ObserveContext(ctx, f.d)
 		if noscript {
@@ -276,7 +309,7 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 		h.lockAttempt(ctx, key, token, hasToken, attemptResult(err), f)
 		return
 	}
-	h.lockLost(s.role, key, token, hasToken, reason)
+	h.lockLost(s.role, key, token, hasToken, reason, uint32(f.end/time.Millisecond))
 }
 
 // lostReason is the lost-lock reason of an owner-checked release's or
@@ -300,10 +333,10 @@ func lostReason(role Role, n int64) int {
 // A release by a token whose last attempt was answered busy is the cleanup
 // after a failed acquisition (redsync releases on every pool then), not a
 // lost lock.
-func (h *Hook) lockLost(role Role, key, token string, hasToken bool, reason int) {
+func (h *Hook) lockLost(role Role, key, token string, hasToken bool, reason int, nowMs uint32) {
 	kh := h.byGroup.keyHash(key)
 	if role.releases() && hasToken && h.retries.mayWait(kh) {
-		if _, busy := h.retries.busySince(h.retries.hash(kh, token)); busy {
+		if i, v := h.retries.find(h.retries.hash(kh, token)); i >= 0 && !h.retries.expired(v, nowMs) {
 			return
 		}
 	}

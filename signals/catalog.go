@@ -157,9 +157,10 @@ var (
 	lockMode = Label{Name: ModeLabel, Values: []string{ModeWait, ModeTryOnce},
 		Doc: "wait: the caller retries a busy lock until it is acquired or the caller gives up; " +
 			"try_once: the caller asked not to wait, and a busy answer ends the acquisition by design " +
-			"(instrument's LockOptions{Backoff: Backoff{Retries: -1}}, the Redlock adapter's Options.Backoff.Retries < 0, " +
-			"or, for the hook, which cannot see a caller's intent on the wire, a key group named in hooks.Options.TryOnce; " +
-			"the hook reports wait otherwise). Contention and acquire-latency alerts count only wait"}
+			"(instrument's LockOptions{Backoff: Backoff{Retries: -1}}, the Redlock adapter's Options.Backoff.Retries < 0; " +
+			"the hook infers it on the wire: a busy first attempt not retried with the same key and token within hooks.Options.RetryHorizon " +
+			"was a try-once caller's, and is counted once that horizon has passed; hooks.Options.TryOnce names key groups that are always try-once). " +
+			"Contention alerts and the lock-wait SLI count only wait"}
 )
 
 // Instrumented client and hook signals.
@@ -209,7 +210,7 @@ var clientMetrics = map[ID]*Metric{
 	},
 	CacheLookups: {
 		Name: string(CacheLookups), Kind: Counter,
-		Help: "Cache lookups by result: hit, stale (served while refreshing), miss, coalesced (waited for another caller's load), fallback (Redis unavailable, loaded directly), error.",
+		Help: "Cache lookups by result: hit, stale (served while refreshing), miss, coalesced (waited for another caller's load), fallback (Redis unavailable, loaded directly), error (the caller got an error: the cache availability SLI's failures). The hook counts hits and misses of reads; a read that failed is a failed Redis command, not a lookup.",
 		Labels: []Label{client, keyGroup,
 			{Name: "result", Values: []string{"hit", "stale", "miss", "coalesced", "fallback", "error"}}},
 		Sources: []Source{Instrument, Hooks},
@@ -353,9 +354,10 @@ var hookMetrics = map[ID]*Metric{
 	},
 	CommandErrors: {
 		Name: string(CommandErrors), Kind: Counter,
-		Help: "Redis command errors by class; a nil reply is not an error.",
+		Help: "Redis command errors by class; a nil reply is not an error, nor is a NOSCRIPT reply, which go-redis answers by sending the script (it is counted in redis_script_noscript_total).",
 		Labels: []Label{client, command, {Name: "error_class",
-			Values: []string{"timeout", "connection", "moved", "ask", "noscript", "oom", "busy", "noperm", "other"}}},
+			Values: []string{"timeout", "connection", "unavailable", "moved", "ask", "oom", "busy", "noperm", "other"},
+			Doc: "timeout: no reply in time (or no pool connection); connection: refused, reset or closed; unavailable: the server answered that it cannot serve (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY). These three, and busy (a script blocks the server), are what the Redis availability SLI counts as failed"}},
 		Sources: []Source{Hooks},
 		OTel:    OTelInstrument{"cachewatch.redis.command.errors", OTelCounter, "{error}"},
 	},

@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/hooks"
 	"github.com/cachewatch/cachewatch/keygroup"
 )
 
@@ -311,6 +312,9 @@ func runMeasured(ctx context.Context, e *env, spec phaseSpec, index int, o Optio
 	if err := runPhase(ctx, e, spec, tick); err != nil {
 		return PhaseReport{}, err
 	}
+	if err := settleRetries(ctx, o.Registry); err != nil {
+		return PhaseReport{}, err
+	}
 	after, err := gather(o.Registry)
 	if err != nil {
 		return PhaseReport{}, err
@@ -319,6 +323,22 @@ func runMeasured(ctx context.Context, e *env, spec phaseSpec, index int, o Optio
 	return buildPhase(spec, readSignals(after).minus(base), t, dbCounts{
 		calls: db.calls - dbBefore.calls, refreshes: db.refreshes - dbBefore.refreshes,
 		stampedes: db.stampedes - dbBefore.stampedes}, timeline), nil
+}
+
+// settleRetries waits out the hooks' retry horizon and scrapes once, so
+// that every busy first lock attempt of the phase has been counted (a hook
+// counts one once it is retried or its horizon has passed without a retry,
+// which a scrape settles).
+func settleRetries(ctx context.Context, reg *prometheus.Registry) error {
+	t := time.NewTimer(hooks.DefaultRetryHorizon + 100*time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	_, err := gather(reg)
+	return err
 }
 
 // startExporter samples the demo's Redis every second into the registry.

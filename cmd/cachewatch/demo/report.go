@@ -72,8 +72,9 @@ type PhaseReport struct {
 	FirstTryContention Figure `json:"first_try_lock_contention"`
 	// TryOnceContention is the busy share of the first attempts of
 	// try-once acquisitions (mode="try_once": the periodic job's lock,
-	// whose losers skip the run by design), which the contention alerts
-	// leave out.
+	// whose losers skip the run by design, and, as the hook infers on the
+	// wire, busy first attempts never retried because their caller found
+	// the value), which the contention alerts leave out.
 	TryOnceContention Figure `json:"try_once_lock_contention"`
 	LocksLost         Figure `json:"locks_lost"`
 	// WriteSkewPrevented counts older versions refused by compare-and-set;
@@ -141,9 +142,9 @@ func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline 
 		StaleServed:           Figure{num(s.Stale), num(float64(t.stale.Load()))},
 		FirstTryLockAttempts:  Figure{num(s.FirstAttempts), num(float64(t.firstAttempts.Load()))},
 		FirstTryContention: Figure{ratio(s.FirstBusy-s.TryOnceBusy, s.FirstAttempts-s.TryOnceFirst),
-			ratio(float64(t.firstBusy.Load()-t.jobBusy.Load()), float64(t.firstAttempts.Load()-t.jobTries.Load()))},
+			ratio(float64(t.firstBusy.Load()-t.jobBusy.Load()), float64(t.firstAttempts.Load()-t.jobTries.Load()-t.skippedBusy.Load()))},
 		TryOnceContention: Figure{ratio(s.TryOnceBusy, s.TryOnceFirst),
-			ratio(float64(t.jobBusy.Load()), float64(t.jobTries.Load()))},
+			ratio(float64(t.jobBusy.Load()+t.skippedBusy.Load()), float64(t.jobTries.Load()+t.skippedBusy.Load()))},
 		LocksLost:          Figure{num(s.LocksLost), num(float64(t.locksLost.Load()))},
 		WriteSkewPrevented: Figure{num(s.WriteSkew), num(float64(t.olderRefused.Load()))},
 		OlderWritesLanded:  Figure{nil, num(float64(t.olderLanded.Load()))},

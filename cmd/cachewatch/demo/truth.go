@@ -15,9 +15,12 @@ type truth struct {
 	stale    atomic.Int64 // values served older than the fresh TTL
 
 	firstAttempts atomic.Int64 // lock attempts that were an owner's first
-	firstBusy     atomic.Int64 // … answered "held by someone else"
+	firstBusy     atomic.Int64 // … answered "held by someone else", then retried (or the job's)
 	jobTries      atomic.Int64 // tries of the periodic job's lock: try-once, losers skip the run
 	jobBusy       atomic.Int64 // … answered "held by someone else"
+	// skippedBusy are first attempts answered busy whose caller never
+	// retried (it found the value instead): try-once, as the hook infers.
+	skippedBusy atomic.Int64
 	locksLost     atomic.Int64 // holders whose lock ended before their release
 
 	olderWrites  atomic.Int64 // writes that carried an older version than the stored one
