@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/hooks"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -49,29 +51,25 @@ type want struct {
 	value  float64
 }
 
-// check scrapes reg until every want holds, for up to a minute: the hook
-// counts a busy first attempt that is never retried once its retry horizon
-// has passed (a scrape settles it), so the last counts arrive late.
+// check scrapes reg until every want holds: the hook counts a busy first
+// attempt that is never retried once its retry horizon has passed (a scrape
+// settles it), so the last counts arrive late.
 func check(t *testing.T, reg prometheus.Gatherer, wants []want) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	err := poll.Check(context.Background(), poll.Bound, 10*time.Millisecond, func() error {
 		var wrong []string
 		for _, w := range wants {
 			if got := hookValue(t, reg, w.metric, w.labels); got != w.value {
 				wrong = append(wrong, fmt.Sprintf("%s%v = %v, want %v", w.metric, w.labels, got, w.value))
 			}
 		}
-		if len(wrong) == 0 {
-			return
+		if len(wrong) > 0 {
+			return errors.New(strings.Join(wrong, "; "))
 		}
-		if time.Now().After(deadline) {
-			for _, msg := range wrong {
-				t.Error(msg)
-			}
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
 }
 

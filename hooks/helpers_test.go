@@ -1,6 +1,8 @@
 package hooks_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 )
 
 // metricValue returns the value of the series of name whose labels include
@@ -77,20 +80,16 @@ func mismatches(t testing.TB, g prometheus.Gatherer, name string, cases map[stri
 // settled is expect for counts the hook settles later: a busy first lock
 // attempt counts once it is retried, or once its retry horizon has passed
 // without a retry (a try-once caller's). Each scrape settles the attempts
-// whose horizon has passed, so it scrapes until the cases hold, for up to
-// a minute, however slow the machine.
+// whose horizon has passed, so it scrapes until the cases hold.
 func settled(t testing.TB, g prometheus.Gatherer, name string, cases map[string]float64) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		msgs := mismatches(t, g, name, cases)
-		if len(msgs) == 0 {
-			return
+	err := poll.Check(context.Background(), poll.Bound, 10*time.Millisecond, func() error {
+		if msgs := mismatches(t, g, name, cases); len(msgs) > 0 {
+			return errors.New(strings.Join(msgs, "; "))
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("after a minute: %s", strings.Join(msgs, "; "))
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
 }
