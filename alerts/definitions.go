@@ -529,7 +529,7 @@ func cacheDefinitions(cfg Config) []definition {
 		runbook: runbook{
 			meaning: "The key-group classifier reached its cap (200 by default) and folds new groups into `other`. Per-group panels and alerts lose precision for those keys.",
 			causes: []string{
-				"Key names with an ID-like part the default derivation does not recognise (dates, slugs), so each key makes its own group.",
+				"Names each shared by enough keys to be learnt (`--keygroup.min-keys`, 20 by default): large tenants or a small dictionary of words, each making its own group; or, with names kept from the first key (min-keys 1), an ID-like part the classifier does not recognise (slugs).",
 				"A new feature with many key shapes.",
 			},
 			confirm: "On **" + boardContention + "**, the `key_group` variable lists many near-identical groups and `other` grows in *Cache lookups by result (share)*.",

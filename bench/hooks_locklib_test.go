@@ -19,6 +19,7 @@ import (
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/keygroup"
 )
 
 // hookedClient returns a client of a fresh redis-server with a cachewatch
@@ -30,7 +31,13 @@ func hookedClient(t *testing.T) (*redis.Client, *prometheus.Registry) {
 	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, DisableIdentity: true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
 	reg := prometheus.NewRegistry()
-	h, err := hooks.New(hooks.Options{Registerer: reg})
+	// The tests lock few keys per group: the groups keep every name at
+	// once (MinKeys 1) rather than being learnt from many keys.
+	groups, err := keygroup.New(keygroup.Options{MinKeys: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := hooks.New(hooks.Options{Registerer: reg, KeyGroups: groups})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,6 +107,10 @@ type lockIndex struct {
 	synced   bool
 	feedGen  uint64
 	syncPass uint64
+
+	// groupsEpoch is the lock classifier's epoch when the entries' groups
+	// were last classified (regroupLocks).
+	groupsEpoch uint64
 }
 
 func (x *lockIndex) reset() {
@@ -346,6 +350,7 @@ func (e *Exporter) indexLock(n *node, key string, ttl time.Duration, get *redis.
 // lockFigures aggregates the index per lock group at now: locks whose TTL
 // has run out are gone, whether or not the server has expired them yet.
 func (e *Exporter) lockFigures(n *node, now time.Time) map[string]*GroupStats {
+	e.regroupLocks(n)
 	x := &n.locks
 	out := map[string]*GroupStats{}
 	nowMs := now.UnixMilli()

@@ -196,7 +196,7 @@ func TestLockGroupsHaveTheirOwnCap(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	groups := mustClassifier(t, keygroup.Options{MaxGroups: 10})
+	groups := mustClassifier(t, keygroup.Options{MaxGroups: 10, MinKeys: 1})
 	for i := 0; i < 50; i++ { // the applications' keys came first
 		groups.Classify(fmt.Sprintf("prefix%c%c:1", 'a'+i/26, 'a'+i%26))
 	}

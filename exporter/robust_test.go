@@ -320,7 +320,7 @@ func TestStreamGroupsDroppedAndOverflow(t *testing.T) {
 		must(t, rdb.Set(ctx, fmt.Sprintf("k%d:x", i), "v", 0).Err())
 	}
 	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, Queues: []string{"orders"},
-		KeyGroups: mustClassifier(t, keygroup.Options{MaxGroups: 3})})
+		KeyGroups: mustClassifier(t, keygroup.Options{MaxGroups: 3, MinKeys: 1})})
 	e.Sample(ctx)
 	_, got := scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{

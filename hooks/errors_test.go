@@ -21,6 +21,9 @@ func hookOn(t *testing.T, rdb interface{ AddHook(redis.Hook) }, opts hooks.Optio
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
+	if opts.KeyGroups == nil {
+		opts.KeyGroups = namedGroups(t)
+	}
 	h, err := hooks.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +189,7 @@ func TestClusterHookPerNodeDoubleCounts(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	h, err := hooks.New(hooks.Options{Registerer: reg})
+	h, err := hooks.New(hooks.Options{Registerer: reg, KeyGroups: namedGroups(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestFailoverClient(t *testing.T) {
 	})
 	t.Cleanup(func() { _ = rdb.Close() })
 	reg := prometheus.NewRegistry()
-	h, err := hooks.New(hooks.Options{Registerer: reg, Name: "failover"})
+	h, err := hooks.New(hooks.Options{Registerer: reg, Name: "failover", KeyGroups: namedGroups(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

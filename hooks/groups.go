@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cachewatch/cachewatch/internal/burst"
+	"github.com/cachewatch/cachewatch/keygroup"
 )
 
 // Label value indexes of the per-key-group metrics.
@@ -64,13 +65,17 @@ const keyCacheSlots = 4096
 //
 // Classifying a key costs more than everything else the hook does per
 // command, so the last classification of each cache slot is remembered: a
-// slot packs 48 bits of the key's hash with the group's index. Two keys
-// sharing slot and tag (odds 2^-48 per lookup) would share a group label;
-// nothing else depends on it. The classifier's overflow counter then counts
-// overflowing keys once per cache fill rather than once per command.
+// slot packs 40 bits of the key's hash, the low byte of the classifier's
+// epoch when it was classified, and the group's index. A key is classified
+// again once the classifier has learnt something that may change its group
+// (its epoch moved). Two keys sharing slot and tag (odds 2^-40 per lookup)
+// would share a group label; nothing else depends on it. The classifier's
+// overflow counter then counts overflowing keys once per cache fill rather
+// than once per command.
 type groupSet struct {
 	seed     maphash.Seed
 	classify func(key string) string
+	epoch    func() uint64
 	cache    [keyCacheSlots]atomic.Uint64
 	byName   atomic.Pointer[map[string]*groupMetrics] // copy-on-write
 	list     atomic.Pointer[[]*groupMetrics]          // by idx, append-only
@@ -78,8 +83,8 @@ type groupSet struct {
 	new      func(group string) *groupMetrics
 }
 
-func newGroupSet(classify func(string) string, newGroup func(string) *groupMetrics) *groupSet {
-	s := &groupSet{seed: maphash.MakeSeed(), classify: classify, new: newGroup}
+func newGroupSet(groups *keygroup.Classifier, newGroup func(string) *groupMetrics) *groupSet {
+	s := &groupSet{seed: maphash.MakeSeed(), classify: groups.Classify, epoch: groups.Epoch, new: newGroup}
 	s.byName.Store(&map[string]*groupMetrics{})
 	s.list.Store(&[]*groupMetrics{})
 	return s
@@ -91,15 +96,16 @@ func (s *groupSet) keyHash(key string) uint64 { return maphash.String(s.seed, ke
 // forKey returns the metrics of the key's group; kh is keyHash(key).
 func (s *groupSet) forKey(key string, kh uint64) *groupMetrics {
 	slot := &s.cache[kh%keyCacheSlots]
-	const tagMask = ^uint64(0xffff)
-	if v := slot.Load(); v != 0 && v&tagMask == kh&tagMask {
+	const tagMask, epochMask = ^uint64(0xffffff), uint64(0xff0000)
+	tag := kh&tagMask | s.epoch()<<16&epochMask
+	if v := slot.Load(); v != 0 && v&^0xffff == tag {
 		if list := *s.list.Load(); int(v&0xffff)-1 < len(list) {
 			return list[v&0xffff-1]
 		}
 	}
 	g := s.get(s.classify(key))
 	if g.idx < 0xffff {
-		slot.Store(kh&tagMask | uint64(g.idx+1))
+		slot.Store(tag | uint64(g.idx+1))
 	}
 	return g
 }

@@ -270,7 +270,7 @@ func New(opts Options) (*Hook, error) {
 		clock = clockwork.NewRealClock()
 	}
 	bursts := burst.New(burst.Options{Window: opts.MissBurstWindow, Threshold: opts.MissBurstThreshold, Now: clock.Now})
-	h.byGroup = newGroupSet(h.groups.Classify, func(group string) *groupMetrics {
+	h.byGroup = newGroupSet(h.groups, func(group string) *groupMetrics {
 		return newGroupMetrics(v, name, group, lockMode(opts.TryOnce, group), bursts)
 	})
 	h.retries = newRetryTable(horizon, h.settleTryOnce)

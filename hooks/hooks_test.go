@@ -49,6 +49,9 @@ func hooked(t *testing.T, opts hooks.Options) (*redis.Client, *prometheus.Regist
 	rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: redistest.Start(t).Addr}))
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
+	if opts.KeyGroups == nil {
+		opts.KeyGroups = namedGroups(t)
+	}
 	h, err := hooks.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -116,10 +119,7 @@ func TestLockAttemptsContentionAndRetries(t *testing.T) {
 
 func TestCacheLookupsAndMissBursts(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Unix(1_700_000_000, 0))
-	groups, err := keygroup.New(keygroup.Options{Rules: []keygroup.Rule{keygroup.Glob("product:*", "product")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	groups := namedGroups(t, keygroup.Glob("product:*", "product"))
 	rdb, reg, _ := hooked(t, hooks.Options{
 		MissBurstThreshold: 10, MissBurstWindow: time.Second, Clock: clock, KeyGroups: groups,
 	})

@@ -105,7 +105,7 @@ func newCrowdRig(t *testing.T) *crowdRig {
 	r := &crowdRig{t: t, clock: clockwork.NewFakeClockAt(time.Now())}
 	srv := redistest.Start(t)
 	process := func() *Cache[string] {
-		c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry(), Clock: r.clock})
+		c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry(), Clock: r.clock, KeyGroups: namedGroups(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

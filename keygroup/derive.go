@@ -2,9 +2,13 @@ package keygroup
 
 import "strings"
 
+// maxTokens bounds the positions of a key's shape; the rest of a longer key
+// is one "*".
+const maxTokens = 16
+
 // isSeparator reports whether b separates the segments of a key. '-' and '_'
-// are not separators ("job-result" is one name) but split sub-segments, see
-// groupWriter.segment.
+// are not separators ("job-result" is one segment) but split a segment that
+// is not an ID as a whole into tokens, see split.segment.
 func isSeparator(b byte) bool {
 	switch b {
 	case ':', '/', '|', '#', ';', ',', '=', '@', '.', ' ':
@@ -13,35 +17,130 @@ func isSeparator(b byte) bool {
 	return false
 }
 
-// derive writes the group of key into dst (len(dst) == MaxGroupLen) and
-// returns its length. ID-like segments and hash tags become "*".
-func derive(dst []byte, key string) int {
-	if key == "" {
-		dst[0] = '*'
-		return 1
+// tokenKind says how a token is written in a group.
+type tokenKind uint8
+
+const (
+	// tokWord is a name: written as itself once learnt (or trusted),
+	// otherwise "*".
+	tokWord tokenKind = iota
+	// tokWordNum is a word followed by a number ("order12"): its word
+	// (key[start:end]) is learnt and written followed by "*".
+	tokWordNum
+	// tokID is an identifier (number, UUID, hash, token, hash tag,
+	// anything not printable ASCII): always "*".
+	tokID
+	// tokEmpty is the nothing between two separators ("a::b").
+	tokEmpty
+)
+
+// token is one position of a key: key[start:end] (for tokWordNum, its
+// word), and the separator after it (0: none, the next token follows at
+// once, as a hash tag does).
+type token struct {
+	start, end int
+	kind       tokenKind
+	sep        byte
+}
+
+// split is a key cut into tokens. It lives on the caller's stack.
+type split struct {
+	toks [maxTokens]token
+	n    int
+	// more is set when the key has more tokens than maxTokens: the rest
+	// is written as one "*".
+	more bool
+	key  string
+}
+
+// add appends a token; it reports false (and sets more) once full.
+func (s *split) add(start, end int, kind tokenKind) bool {
+	if s.n == maxTokens {
+		s.more = true
+		return false
 	}
-	w := groupWriter{dst: dst}
+	s.toks[s.n] = token{start: start, end: end, kind: kind}
+	s.n++
+	return true
+}
+
+// setSep records the separator after the last token.
+func (s *split) setSep(b byte) {
+	if s.n > 0 && !s.more {
+		s.toks[s.n-1].sep = b
+	}
+}
+
+// cut splits key into tokens: hash tags and ID-like segments are one ID
+// token each; other segments are cut at '-' and '_' into tokens that are
+// IDs, words followed by a number, or words.
+func (s *split) cut(key string) {
+	s.key, s.n, s.more = key, 0, false
 	lastClose := strings.LastIndexByte(key, '}')
-	i := 0
-	for i < len(key) && !w.full {
+	for i := 0; i < len(key) && !s.more; {
 		if key[i] == '{' && i < lastClose {
-			// A hash tag: everything up to the next '}' is one ID.
-			w.star()
-			i += strings.IndexByte(key[i:], '}') + 1
+			end := i + strings.IndexByte(key[i:], '}') + 1
+			s.add(i, end, tokID)
+			i = end
+		} else {
+			j := i
+			for j < len(key) && !isSeparator(key[j]) && !(key[j] == '{' && j < lastClose) {
+				j++
+			}
+			s.segment(i, j)
+			i = j
+		}
+		if i < len(key) && key[i] != '{' && isSeparator(key[i]) {
+			s.setSep(key[i])
+			i++
+		}
+	}
+}
+
+// segment adds the tokens of key[start:end]: one token if it is an ID or a
+// word followed by a number as a whole, else one per '-'/'_' part ("user_123"
+// is the word "user" and an ID).
+func (s *split) segment(start, end int) {
+	if start == end {
+		s.add(start, end, tokEmpty)
+		return
+	}
+	if s.part(start, end) {
+		return
+	}
+	from := start
+	for k := start; k <= end && !s.more; k++ {
+		if k < end && s.key[k] != '-' && s.key[k] != '_' {
 			continue
 		}
-		j := i
-		for j < len(key) && !isSeparator(key[j]) && !(key[j] == '{' && j < lastClose) {
-			j++
+		switch {
+		case from == k:
+			s.add(from, k, tokEmpty)
+		case !s.part(from, k):
+			s.add(from, k, tokWord)
 		}
-		w.segment(key[i:j])
-		if j < len(key) && key[j] != '{' {
-			w.byte(key[j])
-			j++
+		if k < end {
+			s.setSep(s.key[k])
 		}
-		i = j
+		from = k + 1
 	}
-	return w.n
+}
+
+// part adds key[start:end] as one token if it is an ID or a word followed
+// by a number, and reports whether it did. A number after a word is an ID
+// whatever its digits ("nt9" and "nt10" are both "nt*"), except a single
+// letter and digit, which names a version or a shard ("v2").
+func (s *split) part(start, end int) bool {
+	seg := s.key[start:end]
+	switch p := wordNumber(seg); {
+	case p > 0 && !hexID(seg):
+		s.add(start, start+p, tokWordNum)
+	case idLike(seg):
+		s.add(start, end, tokID)
+	default:
+		return false
+	}
+	return true
 }
 
 // groupWriter appends to a fixed buffer and, when it runs out, ends the group
@@ -72,49 +171,6 @@ func (w *groupWriter) str(s string) {
 	for i := 0; i < len(s) && !w.full; i++ {
 		w.byte(s[i])
 	}
-}
-
-// segment writes one separator-delimited segment: "*" if it is ID-like as a
-// whole, a word followed by a number as the word and "*" ("order12" →
-// "order*"), otherwise its '-'/'_' sub-segments, each written the same way
-// ("user_123" → "user_*").
-func (w *groupWriter) segment(seg string) {
-	if seg == "" {
-		return
-	}
-	if w.part(seg) {
-		return
-	}
-	start := 0
-	for k := 0; k <= len(seg); k++ {
-		if k < len(seg) && seg[k] != '-' && seg[k] != '_' {
-			continue
-		}
-		if sub := seg[start:k]; sub != "" && !w.part(sub) {
-			w.str(sub)
-		}
-		if k < len(seg) {
-			w.byte(seg[k])
-		}
-		start = k + 1
-	}
-}
-
-// part writes s starred if it is an ID or a word followed by a number, and
-// reports whether it did. A number after a word is an ID whatever its
-// digits ("nt9" and "nt10" are both "nt*"), except a single letter and
-// digit, which names a version or a shard ("v2").
-func (w *groupWriter) part(s string) bool {
-	if p := wordNumber(s); p > 0 && !hexID(s) {
-		w.str(s[:p])
-		w.star()
-		return true
-	}
-	if idLike(s) {
-		w.star()
-		return true
-	}
-	return false
 }
 
 // wordNumber returns the length of the letters of s when s is letters

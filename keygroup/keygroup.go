@@ -2,19 +2,49 @@
 // form in which a key may become a metric label.
 //
 // A key is matched against user rules first (glob or regular expression →
-// group name). Without a matching rule the group is derived from the key by
-// replacing ID-like segments — integers, UUIDs, hex and base64 tokens, hash
-// tags — with "*": "session:8f3a9c0e11aa" becomes "session:*" and
-// "job-result:{123}" becomes "job-result:*". The number of distinct groups is
-// capped; once the cap is reached, new groups fold into [Other] and the
-// overflow is counted.
+// group name). Without a matching rule its group is derived from the key's
+// structure, learnt from the keys the classifier has seen, never from one
+// key:
+//
+//   - the key is cut into tokens at separators (":", "/", ".", "@", "|",
+//     "#", ";", ",", "=", " ") and, inside a segment, at "-" and "_"; its
+//     shape is the sequence of separators;
+//   - a token that looks like an identifier — integers, UUIDs, hex and
+//     base64 tokens, dates, hash tags, anything not printable ASCII — is
+//     always "*"; a word followed by a number ("order12") is its word and
+//     "*";
+//   - any other token (a name: "user", "alice", "profile") is kept literal
+//     only once at least Options.MinKeys distinct keys of the same shape
+//     have shown it at the same position (default DefaultMinKeys). Until
+//     then it is "*" if that position has shown MinKeys distinct tokens
+//     (it holds names, such as user names), and undecided otherwise;
+//   - the group so built is exported only once MinKeys distinct keys have
+//     had it. A key with an undecided token, or whose group has not been
+//     seen with enough keys yet, is classified Other meanwhile.
+//
+// So "user:alice:profile", "user:bob:profile", … become "user:*:profile"
+// once enough users have been seen, and "alice" is never exported; a
+// segment shared by fewer than MinKeys keys never reaches a label, nor
+// does a group that fewer keys share. Options.MinKeys 1 keeps every token
+// that is not an identifier at once (no learning): for keyspaces known to
+// hold no names.
+//
+// Learning is per classifier, so per process: processes that have each
+// seen at least MinKeys keys of a group agree on it; a name shared by a
+// number of keys near MinKeys may be kept by one process and starred by
+// another. Learning keeps bounded state (about a megabyte at most: 256-bit
+// sketches of which keys showed each token, group and position, the least
+// recently seen forgotten first), and a key that is already classified the
+// same way is not learnt again: Classify does not allocate once a key's
+// group is known.
+//
+// The number of distinct groups is capped; once the cap is reached, new
+// groups fold into [Other] and the overflow is counted.
 //
 // Shared returns one default classifier per Prometheus registerer, with its
 // overflow counter registered there: the default of hooks, instrument and
-// instrument/redlock, so that everything on one registry shares one cap.
-//
-// Classify runs on every Redis command, so in the steady state (the key's
-// group already known) it does not allocate.
+// instrument/redlock, so that everything on one registry shares one cap and
+// one learnt structure.
 package keygroup
 
 import (
@@ -29,11 +59,19 @@ import (
 )
 
 // Other is the group of keys that arrive after the cap on distinct groups is
-// reached, and of keys that no rule matches when derivation is disabled.
+// reached, of keys whose group is not learnt yet, and of keys that no rule
+// matches when derivation is disabled.
 const Other = "other"
 
 // DefaultMaxGroups is the cap on distinct groups when Options.MaxGroups is 0.
 const DefaultMaxGroups = 200
+
+// DefaultMinKeys is how many distinct keys must share a name at its position,
+// and share a group, before either is exported, when Options.MinKeys is 0.
+const DefaultMinKeys = 20
+
+// MaxMinKeys is the largest Options.MinKeys.
+const MaxMinKeys = 128
 
 // MaxGroupLen bounds the length of a derived group; longer ones are cut at
 // this length and end in "*".
@@ -60,14 +98,21 @@ func Glob(pattern, group string) Rule { return Rule{Pattern: pattern, Group: gro
 // Regexp returns a rule mapping keys that match the regular expression to group.
 func Regexp(expr, group string) Rule { return Rule{Pattern: expr, Regexp: true, Group: group} }
 
-// Options configures a Classifier. The zero value is usable: default
-// derivation, a cap of DefaultMaxGroups, overflow not exported.
+// Options configures a Classifier. The zero value is usable: groups learnt
+// with DefaultMinKeys, a cap of DefaultMaxGroups, overflow not exported.
 type Options struct {
 	// Rules are tried in order; the first match wins.
 	Rules []Rule
 	// MaxGroups caps the distinct groups Classify returns, rule groups and
 	// Other included. 0 means DefaultMaxGroups.
 	MaxGroups int
+	// MinKeys is how many distinct keys must show a name at its position
+	// (among keys of the same shape) before it is kept literal in a group,
+	// and how many must share a group before it is returned; until then
+	// their keys are classified Other. 0 means DefaultMinKeys; 1 keeps
+	// every name at once (identifiers are still "*"). At most MaxMinKeys.
+	// Distinct keys are counted conservatively (a few more may be needed).
+	MinKeys int
 	// NoDerive makes keys that match no rule fall into Other instead of a
 	// group derived from the key.
 	NoDerive bool
@@ -80,16 +125,20 @@ type Options struct {
 type Classifier struct {
 	rules    []rule
 	noDerive bool
+	minKeys  int
 	// derivedCap is how many derived groups fit under the cap once the rule
 	// groups and Other are accounted for.
 	derivedCap int
 	overflow   prometheus.Counter
 	overflows  atomic.Uint64
 
-	// derived is a copy-on-write set of derived groups: readers load it
-	// without locking, writers (at most derivedCap times) copy it.
+	// derived is a copy-on-write set of the groups returned: readers load
+	// it without locking, writers (at most derivedCap times) copy it.
 	derived atomic.Pointer[map[string]string]
-	mu      sync.Mutex
+	// mu serialises additions to derived and learning.
+	mu sync.Mutex
+	// learn is the learnt structure; nil when minKeys is 1.
+	learn *learner
 }
 
 type rule struct {
@@ -114,7 +163,14 @@ func New(opts Options) (*Classifier, error) {
 	if maxGroups < 1 {
 		return nil, fmt.Errorf("keygroup: MaxGroups must be positive, got %d", maxGroups)
 	}
-	c := &Classifier{noDerive: opts.NoDerive, overflow: opts.Overflow}
+	minKeys := opts.MinKeys
+	if minKeys == 0 {
+		minKeys = DefaultMinKeys
+	}
+	if minKeys < 1 || minKeys > MaxMinKeys {
+		return nil, fmt.Errorf("keygroup: MinKeys must be in 1-%d, got %d", MaxMinKeys, minKeys)
+	}
+	c := &Classifier{noDerive: opts.NoDerive, overflow: opts.Overflow, minKeys: minKeys}
 	fixed := map[string]bool{Other: true}
 	for i, r := range opts.Rules {
 		cr, err := compileRule(r)
@@ -128,9 +184,17 @@ func New(opts Options) (*Classifier, error) {
 		return nil, fmt.Errorf("keygroup: %d rule groups and %q exceed MaxGroups %d", len(fixed)-1, Other, maxGroups)
 	}
 	c.derivedCap = maxGroups - len(fixed)
+	c.start()
+	return c, nil
+}
+
+// start empties the derived groups and the learnt structure.
+func (c *Classifier) start() {
 	empty := map[string]string{}
 	c.derived.Store(&empty)
-	return c, nil
+	if c.minKeys > 1 && !c.noDerive {
+		c.learn = newLearner()
+	}
 }
 
 func compileRule(r Rule) (rule, error) {
@@ -161,27 +225,30 @@ func (c *Classifier) Classify(key string) string {
 	if c.noDerive {
 		return Other
 	}
+	var sp split
+	sp.cut(key)
 	var buf [MaxGroupLen]byte
-	n := derive(buf[:], key)
-	if g, ok := (*c.derived.Load())[string(buf[:n])]; ok {
-		return g
+	if c.learn == nil {
+		n := c.write(&sp, buf[:], nil)
+		if g, ok := (*c.derived.Load())[string(buf[:n])]; ok {
+			return g
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.admit(buf[:n])
 	}
-	return c.add(buf[:n])
+	return c.classifyLearnt(&sp, buf[:])
 }
 
-// add records a new derived group, or folds it into Other past the cap.
-func (c *Classifier) add(group []byte) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// admit returns group as a derived group, or Other (counted as an
+// overflow) past the cap. It runs under c.mu.
+func (c *Classifier) admit(group []byte) string {
 	old := *c.derived.Load()
 	if g, ok := old[string(group)]; ok {
 		return g
 	}
 	if len(old) >= c.derivedCap {
-		c.overflows.Add(1)
-		if c.overflow != nil {
-			c.overflow.Inc()
-		}
+		c.overflowed()
 		return Other
 	}
 	next := make(map[string]string, len(old)+1)
@@ -194,19 +261,27 @@ func (c *Classifier) add(group []byte) string {
 	return g
 }
 
-// Apart returns a classifier with c's rules, derivation and cap whose
-// derived groups and overflow are counted apart from c's, starting empty:
-// the exporter classifies lock keys with one, so that many ordinary key
-// groups never fold the lock groups into Other. It has no overflow counter.
+// overflowed counts one key folded into Other by the cap.
+func (c *Classifier) overflowed() {
+	c.overflows.Add(1)
+	if c.overflow != nil {
+		c.overflow.Inc()
+	}
+}
+
+// Apart returns a classifier with c's rules, learning threshold and cap
+// whose groups, learnt structure and overflow are kept apart from c's,
+// starting empty: the exporter classifies lock keys with one, so that many
+// ordinary key groups never fold the lock groups into Other. It has no
+// overflow counter.
 func (c *Classifier) Apart() *Classifier {
-	a := &Classifier{rules: c.rules, noDerive: c.noDerive, derivedCap: c.derivedCap}
-	empty := map[string]string{}
-	a.derived.Store(&empty)
+	a := &Classifier{rules: c.rules, noDerive: c.noDerive, minKeys: c.minKeys, derivedCap: c.derivedCap}
+	a.start()
 	return a
 }
 
-// Groups returns the derived groups seen so far (rule groups and Other are
-// not included), in no particular order.
+// Groups returns the derived groups returned so far (rule groups and Other
+// are not included), in no particular order.
 func (c *Classifier) Groups() []string {
 	m := *c.derived.Load()
 	out := make([]string, 0, len(m))
@@ -219,6 +294,17 @@ func (c *Classifier) Groups() []string {
 // Overflows returns how many classifications were folded into Other because
 // the cap was reached.
 func (c *Classifier) Overflows() uint64 { return c.overflows.Load() }
+
+// Epoch changes whenever learning may change the group Classify returns for
+// a key it has classified before (a name learnt, a position found to hold
+// names, a group exported): a cache of Classify's results is valid while
+// Epoch stays the same. It is always 0 when MinKeys is 1.
+func (c *Classifier) Epoch() uint64 {
+	if c.learn == nil {
+		return 0
+	}
+	return c.learn.changes.Load()
+}
 
 // globMatch reports whether key matches pattern, where "*" matches any run of
 // bytes and "?" exactly one. It is iterative (no backtracking blow-up) and

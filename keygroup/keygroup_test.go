@@ -24,8 +24,12 @@ func mustNew(t testing.TB, opts keygroup.Options) *keygroup.Classifier {
 	return c
 }
 
-func TestDefaultDerivation(t *testing.T) {
-	c := mustNew(t, keygroup.Options{})
+// trusted is a classifier that keeps every name at once (MinKeys 1): the
+// derivation of groups without learning.
+var trusted = keygroup.Options{MinKeys: 1}
+
+func TestDerivationWithoutLearning(t *testing.T) {
+	c := mustNew(t, trusted)
 	cases := map[string]string{
 		"session:8f3a9c0e11aa4b2f":                        "session:*",
 		"job-result:{123}":                                "job-result:*",
@@ -60,7 +64,7 @@ func TestDefaultDerivation(t *testing.T) {
 }
 
 func TestRules(t *testing.T) {
-	c := mustNew(t, keygroup.Options{Rules: []keygroup.Rule{
+	c := mustNew(t, keygroup.Options{MinKeys: 1, Rules: []keygroup.Rule{
 		keygroup.Glob("sess:*", "sessions"),
 		keygroup.Regexp(`^report:\d+:pdf$`, "reports"),
 		keygroup.Glob("a?c", "abc"),
@@ -92,6 +96,8 @@ func TestBadOptions(t *testing.T) {
 		{Rules: []keygroup.Rule{keygroup.Glob("x", "\xff")}},
 		{MaxGroups: -1},
 		{MaxGroups: 2, Rules: []keygroup.Rule{keygroup.Glob("a", "a"), keygroup.Glob("b", "b")}},
+		{MinKeys: -1},
+		{MinKeys: keygroup.MaxMinKeys + 1},
 	}
 	for i, o := range bad {
 		if _, err := keygroup.New(o); err == nil {
@@ -104,7 +110,7 @@ func TestBadOptions(t *testing.T) {
 // the overflow counter back: it must equal the keys that were folded.
 func TestCapAndOverflowMetric(t *testing.T) {
 	overflow := signals.KeyGroupOverflow.NewCounterVec().WithLabelValues()
-	c := mustNew(t, keygroup.Options{MaxGroups: 10, Rules: []keygroup.Rule{keygroup.Glob("r:*", "rule")}, Overflow: overflow})
+	c := mustNew(t, keygroup.Options{MinKeys: 1, MaxGroups: 10, Rules: []keygroup.Rule{keygroup.Glob("r:*", "rule")}, Overflow: overflow})
 	// 10 = "rule" + Other + 8 derived groups.
 	seen := map[string]bool{}
 	for i := 0; i < 20; i++ {
@@ -130,7 +136,7 @@ func TestCapAndOverflowMetric(t *testing.T) {
 }
 
 func TestLongKeyBounded(t *testing.T) {
-	c := mustNew(t, keygroup.Options{})
+	c := mustNew(t, trusted)
 	g := c.Classify(strings.Repeat("segment:", 100))
 	if len(g) != keygroup.MaxGroupLen || !strings.HasSuffix(g, "*") {
 		t.Fatalf("long key group = %q (%d bytes)", g, len(g))
@@ -138,7 +144,7 @@ func TestLongKeyBounded(t *testing.T) {
 }
 
 func TestConcurrentClassify(t *testing.T) {
-	c := mustNew(t, keygroup.Options{MaxGroups: 50})
+	c := mustNew(t, keygroup.Options{MinKeys: 1, MaxGroups: 50})
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
 		wg.Add(1)
@@ -173,9 +179,14 @@ func TestSteadyStateAllocs(t *testing.T) {
 
 var sink string
 
+// BenchmarkClassify measures Classify of keys whose group is known: the
+// steady state of a hook or a client. "default" learns the groups first
+// from 200 keys of each shape; "trusted" keeps names without learning
+// (MinKeys 1); "rules" matches user rules. "learning" classifies keys never
+// seen before, of a shape being learnt: the cost of a new key.
 func BenchmarkClassify(b *testing.B) {
 	keys := []string{"session:8f3a9c0e11aa4b2f", "job-result:{123}", "user:42:profile", "lock:order:550e8400-e29b-41d4-a716-446655440000"}
-	run := func(b *testing.B, c *keygroup.Classifier) {
+	run := func(b *testing.B, c *keygroup.Classifier, keys []string) {
 		for _, k := range keys {
 			c.Classify(k)
 		}
@@ -185,14 +196,37 @@ func BenchmarkClassify(b *testing.B) {
 			sink = c.Classify(keys[i%len(keys)])
 		}
 	}
-	b.Run("default", func(b *testing.B) { run(b, mustNew(b, keygroup.Options{})) })
+	b.Run("default", func(b *testing.B) {
+		c := mustNew(b, keygroup.Options{})
+		for range 2 {
+			for i := range 200 {
+				for _, k := range []string{"session:%x", "job-result:{%d}", "user:%d:profile", "lock:order:%08x-e29b-41d4-a716-446655440000"} {
+					c.Classify(fmt.Sprintf(k, 0x8f3a9c0e+i))
+				}
+			}
+		}
+		for _, k := range keys {
+			if g := c.Classify(k); g == keygroup.Other {
+				b.Fatalf("%s: group not learnt", k)
+			}
+		}
+		run(b, c, keys)
+	})
+	b.Run("trusted", func(b *testing.B) { run(b, mustNew(b, trusted), keys) })
 	b.Run("rules", func(b *testing.B) {
 		run(b, mustNew(b, keygroup.Options{Rules: []keygroup.Rule{
 			keygroup.Glob("session:*", "sessions"),
 			keygroup.Regexp(`^job-result:`, "job-results"),
 			keygroup.Glob("user:*:profile", "profiles"),
 			keygroup.Glob("lock:*", "locks"),
-		}}))
+		}}), keys)
+	})
+	b.Run("learning", func(b *testing.B) {
+		fresh := make([]string, 1<<16)
+		for i := range fresh {
+			fresh[i] = fmt.Sprintf("user:u%c%c%c:profile:%d", 'a'+i%26, 'a'+i/26%26, 'a'+i/676%26, i)
+		}
+		run(b, mustNew(b, keygroup.Options{}), fresh)
 	})
 }
 
@@ -201,19 +235,26 @@ func FuzzClassify(f *testing.F) {
 		f.Add(s)
 	}
 	const limit = 16
-	c := mustNew(f, keygroup.Options{MaxGroups: limit, Rules: []keygroup.Rule{keygroup.Glob("r*z", "rz"), keygroup.Regexp("^q[0-9]", "q")}})
+	opts := keygroup.Options{MaxGroups: limit, Rules: []keygroup.Rule{keygroup.Glob("r*z", "rz"), keygroup.Regexp("^q[0-9]", "q")}}
+	learnt := mustNew(f, opts)
+	opts.MinKeys = 1
+	trusting := mustNew(f, opts)
 	f.Fuzz(func(t *testing.T, key string) {
-		g := c.Classify(key)
-		if g == "" {
-			t.Fatalf("Classify(%q) returned an empty group", key)
+		for _, c := range []*keygroup.Classifier{learnt, trusting} {
+			g := c.Classify(key)
+			if g == "" {
+				t.Fatalf("Classify(%q) returned an empty group", key)
+			}
+			if !utf8.ValidString(g) || len(g) > keygroup.MaxGroupLen {
+				t.Fatalf("Classify(%q) = %q is not a valid label value", key, g)
+			}
+			if n := len(c.Groups()) + 3; n > limit { // + "rz", "q", Other
+				t.Fatalf("%d distinct groups exceed the cap %d", n, limit)
+			}
 		}
-		if !utf8.ValidString(g) || len(g) > keygroup.MaxGroupLen {
-			t.Fatalf("Classify(%q) = %q is not a valid label value", key, g)
-		}
-		if n := len(c.Groups()) + 3; n > limit { // + "rz", "q", Other
-			t.Fatalf("%d distinct groups exceed the cap %d", n, limit)
-		}
-		if again := c.Classify(key); again != g {
+		// Without learning a key's group never changes.
+		g := trusting.Classify(key)
+		if again := trusting.Classify(key); again != g {
 			t.Fatalf("Classify(%q) not stable: %q then %q", key, g, again)
 		}
 	})
@@ -222,11 +263,20 @@ func FuzzClassify(f *testing.F) {
 func ExampleClassifier_Classify() {
 	c, _ := keygroup.New(keygroup.Options{Rules: []keygroup.Rule{keygroup.Glob("sess:*", "sessions")}})
 	fmt.Println(c.Classify("sess:8f3a9c0e11aa"))
-	fmt.Println(c.Classify("job-result:{123}"))
-	fmt.Println(c.Classify("user:42:profile"))
+	// One key shows no structure: until enough keys have, it counts as other.
+	fmt.Println(c.Classify("user:alice:profile"))
+	syllables := []string{"al", "be", "ca", "do", "el", "fa", "gi", "ho", "iv", "ju"}
+	for _, a := range syllables {
+		for _, b := range syllables {
+			c.Classify("user:" + a + "x" + b + ":profile")
+		}
+	}
+	fmt.Println(c.Classify("user:alice:profile"))
+	fmt.Println(c.Classify("user:bob:profile"))
 	// Output:
 	// sessions
-	// job-result:*
+	// other
+	// user:*:profile
 	// user:*:profile
 }
 
@@ -248,13 +298,34 @@ func TestSharedOnePerRegistry(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, overflow); err != nil || n != 1 {
 		t.Fatalf("overflow series before any overflow = %d, %v; want 1", n, err)
 	}
-	for i := 0; i < keygroup.DefaultMaxGroups+10; i++ {
-		keygroup.Shared(reg).Classify(fmt.Sprintf("group%c%c:1", 'a'+i/26, 'a'+i%26))
+	// 210 groups of 25 keys each ("groupaa:0" … "groupaa:24"), learnt as
+	// "groupaa:*" and so on over two rounds of traffic; the cap admits 199
+	// of them (Other takes one place).
+	const groups, perGroup = keygroup.DefaultMaxGroups + 10, 25
+	key := func(g, i int) string { return fmt.Sprintf("group%c%c:%d", 'a'+g/26, 'a'+g%26, i) }
+	for range 2 {
+		for i := 0; i < perGroup; i++ {
+			for g := 0; g < groups; g++ {
+				keygroup.Shared(reg).Classify(key(g, i))
+			}
+		}
 	}
-	if got := len(a.Groups()); got != keygroup.DefaultMaxGroups-1 { // Other takes one place
+	if got := len(a.Groups()); got != keygroup.DefaultMaxGroups-1 {
 		t.Fatalf("derived groups = %d, want %d", got, keygroup.DefaultMaxGroups-1)
 	}
-	if got := metrictest.Sum(t, reg, overflow); got != 11 {
-		t.Fatalf("overflow = %v, want 11", got)
+	// Once learnt, every key of a refused group counts as one overflow.
+	before, refused := metrictest.Sum(t, reg, overflow), 0
+	for g := 0; g < groups; g++ {
+		for i := 0; i < perGroup; i++ {
+			if a.Classify(key(g, i)) == keygroup.Other {
+				refused++
+			}
+		}
+	}
+	if refused != 11*perGroup {
+		t.Fatalf("%d keys classified other once learnt, want the %d keys of the 11 refused groups", refused, 11*perGroup)
+	}
+	if got := metrictest.Sum(t, reg, overflow) - before; got != float64(refused) {
+		t.Fatalf("overflow grew by %v for %d refused keys", got, refused)
 	}
 }

@@ -2,6 +2,7 @@ package keygroup
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,7 +15,9 @@ import (
 // long as the registry).
 type sharedClassifier struct {
 	*prometheus.CounterVec
-	c *Classifier
+	// c builds the classifier once, for whichever caller asks first: a
+	// call that finds the registry's already registered builds none.
+	c func() *Classifier
 }
 
 // Shared returns the default Classifier of reg (nil means
@@ -37,18 +40,22 @@ func Shared(reg prometheus.Registerer) *Classifier {
 		reg = prometheus.DefaultRegisterer
 	}
 	overflow := signals.KeyGroupOverflow.NewCounterVec()
-	c, _ := New(Options{Overflow: overflow.WithLabelValues()})
-	s := &sharedClassifier{CounterVec: overflow, c: c}
+	s := &sharedClassifier{CounterVec: overflow, c: sync.OnceValue(func() *Classifier {
+		c, _ := New(Options{Overflow: overflow.WithLabelValues()})
+		return c
+	})}
 	err := reg.Register(s)
 	var are prometheus.AlreadyRegisteredError
 	if !errors.As(err, &are) {
-		return c
+		return s.c()
 	}
 	switch existing := are.ExistingCollector.(type) {
 	case *sharedClassifier:
-		return existing.c
+		return existing.c()
 	case *prometheus.CounterVec:
+		c := s.c()
 		c.overflow = existing.WithLabelValues()
+		return c
 	}
-	return c
+	return s.c()
 }

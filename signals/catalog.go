@@ -149,7 +149,7 @@ var FallbackCauses = []string{FallbackRedisDown, FallbackRedisError, FallbackTim
 
 // Label definitions reused across metrics.
 var (
-	keyGroup = Label{Name: KeyGroupLabel, Doc: "bounded key group from the classifier (user rules, ID segments stripped, overflow to `other`)"}
+	keyGroup = Label{Name: KeyGroupLabel, Doc: "bounded key group from the classifier (user rules, else learnt from the keyspace's structure: identifiers stripped, a name kept only once many keys share it; overflow and keys not learnt yet in `other`)"}
 	node     = Label{Name: "node", Doc: "Redis node address as configured or announced by the cluster"}
 	client   = Label{Name: ClientLabel, Doc: "the `Name` option of the hook, the instrument client or the Redlock adapter (for a Cache's breaker and limiter, `CacheOptions.Name`, default its client's), default `default`; hooks on one registry need distinct names, instrument clients sharing a name add to the same series"}
 	queue    = Label{Name: "queue", Doc: "queue key, from the exporter's configuration (never discovered)"}

@@ -31,6 +31,9 @@ type doctorFlags struct {
 
 func defineDoctor(cmd *kingpin.CmdClause) action {
 	f := &doctorFlags{th: doctor.DefaultThresholds}
+	// The report is read by the operator (it names hot keys), not stored
+	// as labels: names are kept from the first key.
+	f.redis.minKeysDefault = 1
 	f.redis.register(cmd)
 	o, th := &f.opts, &f.th
 	cmd.Flag("format", "Output format: text or json.").Default("text").EnumVar(&f.format, "text", "json")

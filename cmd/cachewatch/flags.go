@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -50,11 +51,14 @@ type redisFlags struct {
 	tls, tlsSkipVerify                   bool
 	tlsCA, tlsServerName                 string
 	maxKeys, scanCount, batch, maxGroups int
-	lockGroups, maxLocks, memorySample   int
-	maxReply                             int
-	maxDuration                          time.Duration
-	maxDurationSet                       bool
-	keysPerSecond, scanBudget            float64
+	// minKeys is --keygroup.min-keys; minKeysDefault its default for the
+	// command (0: keygroup.DefaultMinKeys).
+	minKeys, minKeysDefault            int
+	lockGroups, maxLocks, memorySample int
+	maxReply                           int
+	maxDuration                        time.Duration
+	maxDurationSet                     bool
+	keysPerSecond, scanBudget          float64
 }
 
 func (f *redisFlags) register(cmd *kingpin.CmdClause) {
@@ -81,6 +85,9 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 		PlaceHolder("GLOB=GROUP").SetValue(&f.rules)
 	cmd.Flag("keygroup.max-groups", "Cap on distinct key groups; the rest fold into other.").
 		Default(strconv.Itoa(keygroup.DefaultMaxGroups)).IntVar(&f.maxGroups)
+	minKeys := cmp.Or(f.minKeysDefault, keygroup.DefaultMinKeys)
+	cmd.Flag("keygroup.min-keys", "Distinct keys that must share a name (at its place in the key) before it appears in a key group, and share a group before it is exported; until then their keys count as other. 1 keeps every name at once.").
+		Default(strconv.Itoa(minKeys)).IntVar(&f.minKeys)
 	cmd.Flag("sample.max-keys", "Keys read per node per sample; SCAN resumes next sample.").
 		Default(strconv.Itoa(exporter.DefaultMaxKeys)).IntVar(&f.maxKeys)
 	cmd.Flag("sample.max-duration", "Time spent scanning per node per sample (at most 90% of the interval; default 13s or less).").
@@ -109,15 +116,15 @@ func (f *redisFlags) options() (exporter.Options, error) {
 	if err != nil {
 		return exporter.Options{}, err
 	}
+	if err := f.checkRanges(); err != nil {
+		return exporter.Options{}, err
+	}
 	groups, err := f.classifier()
 	if err != nil {
 		return exporter.Options{}, err
 	}
 	lockGroups, err := f.classifierCapped(f.lockGroups)
 	if err != nil {
-		return exporter.Options{}, err
-	}
-	if err := f.checkRanges(); err != nil {
 		return exporter.Options{}, err
 	}
 	kps := f.keysPerSecond
@@ -137,12 +144,15 @@ func (f *redisFlags) checkRanges() error {
 		name string
 		v    int
 	}{{"sample.max-keys", f.maxKeys}, {"sample.scan-count", f.scanCount}, {"sample.batch", f.batch}, {"keygroup.max-groups", f.maxGroups},
-		{"locks.max-groups", f.lockGroups}, {"locks.max-tracked", f.maxLocks}, {"queue.max-reply-bytes", f.maxReply}} {
+		{"locks.max-groups", f.lockGroups}, {"locks.max-tracked", f.maxLocks}, {"queue.max-reply-bytes", f.maxReply},
+		{"keygroup.min-keys", f.minKeys}} {
 		if n.v <= 0 {
 			return fmt.Errorf("--%s must be positive, got %d", n.name, n.v)
 		}
 	}
 	switch {
+	case f.minKeys > keygroup.MaxMinKeys:
+		return fmt.Errorf("--keygroup.min-keys must be at most %d, got %d", keygroup.MaxMinKeys, f.minKeys)
 	case f.maxDurationSet && f.maxDuration <= 0:
 		return fmt.Errorf("--sample.max-duration must be positive, got %s", f.maxDuration)
 	case f.keysPerSecond < 0:
@@ -288,7 +298,7 @@ func (f *redisFlags) classifierCapped(maxGroups int) (*keygroup.Classifier, erro
 		}
 		rules = append(rules, keygroup.Glob(glob, group))
 	}
-	return keygroup.New(keygroup.Options{Rules: rules, MaxGroups: maxGroups})
+	return keygroup.New(keygroup.Options{Rules: rules, MaxGroups: maxGroups, MinKeys: f.minKeys})
 }
 
 // urlPattern finds URLs in free text (errors, go-redis log lines).

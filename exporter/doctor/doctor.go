@@ -20,6 +20,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/internal/ctxsleep"
+	"github.com/cachewatch/cachewatch/keygroup"
 )
 
 // Severity ranks a finding. A critical finding makes the report fail a
@@ -103,6 +104,10 @@ func override[T float64 | uint64 | time.Duration](dst *T, v T) {
 type Options struct {
 	// Exporter configures the sampler (target, lock patterns, queues, key
 	// groups, per-sample budgets). Its LongHeld and HotKeys are set by Run.
+	// Its KeyGroups, when nil, keep every name at once
+	// (keygroup.Options.MinKeys 1): the report is read by the operator (it
+	// lists hot keys by name), not stored as labels, and a small keyspace
+	// would not teach the groups in two samples.
 	Exporter exporter.Options
 	// Interval separates the two samples; default 2s.
 	Interval time.Duration
@@ -205,6 +210,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	eo := opts.Exporter
 	eo.LongHeld, eo.HotKeys = opts.LongHeld, opts.HotKeys
+	if eo.KeyGroups == nil {
+		eo.KeyGroups, _ = keygroup.New(keygroup.Options{MinKeys: 1}) // valid options: no error
+	}
 	// Two samples a few seconds apart: a subscription to keyspace events
 	// would add nothing but a sync pass.
 	eo.LockNotifications = exporter.NotifyOff

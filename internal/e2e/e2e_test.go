@@ -234,7 +234,7 @@ func startExporter(t *testing.T, live, dead string) (*process, string) {
 			"--web.listen-address=" + loopback(port),
 			"--sample.interval=1s", "--sample.max-keys=200", "--locks.long-held=2s", "--server.miss-burst=3",
 			"--queue=" + streamQueue, "--queue=" + listQueue, "--queue=" + delayedQueue, "--queue=" + bigQueue,
-			"--keys.memory-sample=10", "--log.level=error",
+			"--keys.memory-sample=10", "--keygroup.min-keys=1", "--log.level=error",
 		}
 	}, func(port int) error { return httpOK("http://" + loopback(port) + "/metrics") })
 	return p, loopback(port)

@@ -452,7 +452,7 @@ func startPlainExporter(t *testing.T, redisAddr string) *restartable {
 	var port int
 	r.p, port = startOnFreePort(t, "exporter", bin, func(port int) []string {
 		r.args = []string{"exporter", "--redis.addr=" + redisAddr, "--redis.mode=standalone",
-			"--web.listen-address=" + loopback(port), "--sample.interval=1s", "--log.level=error"}
+			"--web.listen-address=" + loopback(port), "--sample.interval=1s", "--keygroup.min-keys=1", "--log.level=error"}
 		return r.args
 	}, func(port int) error { return httpOK("http://" + loopback(port) + "/metrics") })
 	r.addr = loopback(port)
@@ -483,7 +483,7 @@ func newInstrumented(t *testing.T, reg *prometheus.Registry, addr, name string) 
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cw, err := instrument.New(rdb, instrument.Options{Registerer: reg, Name: name, Logger: quiet})
+	cw, err := instrument.New(rdb, instrument.Options{Registerer: reg, Name: name, Logger: quiet, KeyGroups: namedGroups(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func TestOTLPAnswersLikeScrape(t *testing.T) {
 	tr.start(context.WithValue(context.Background(), gateKey{}, &gate))
 	e, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{redis.Addr, dead}},
 		Queues: []string{streamQueue, listQueue, delayedQueue}, MaxKeys: 200, Interval: time.Second,
-		MeterProvider: exp.mp})
+		MeterProvider: exp.mp, KeyGroups: namedGroups(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/hooks"
 	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/keygroup"
 )
 
 // liveTimeout bounds the caches' Redis round trips on the live Redis: long
@@ -65,6 +66,9 @@ type traffic struct {
 
 	app, raw, pool *redis.Client
 	cw, cwDead     *instrument.Client
+	// groups keeps every name of the traffic's few keys per group at once
+	// (MinKeys 1), shared by every hook and client.
+	groups *keygroup.Classifier
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -114,16 +118,29 @@ func (tr *traffic) stop() {
 	tr.wg.Wait()
 }
 
+// namedGroups returns a classifier that keeps every name at once
+// (MinKeys 1): the traffic uses fewer keys per group than learning needs,
+// and the checks read each group back by its name.
+func namedGroups(t testing.TB) *keygroup.Classifier {
+	t.Helper()
+	c, err := keygroup.New(keygroup.Options{MinKeys: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // clients builds the hooked go-redis clients and the instrumented clients.
 // Each hooked client has its own client label; the app client is the one the
 // instrumented client uses, so its commands and scripts are timed too.
 func (tr *traffic) clients() {
 	t := tr.t
+	tr.groups = namedGroups(t)
 	hooked := func(name string, opts *redis.Options, scripts ...hooks.Script) *redis.Client {
 		c := redis.NewClient(opts)
 		t.Cleanup(func() { _ = c.Close() })
 		h, err := hooks.New(hooks.Options{Registerer: tr.reg, MeterProvider: tr.mp, Name: name, Pool: c, Scripts: scripts,
-			MissBurstWindow: time.Second, MissBurstThreshold: 5})
+			MissBurstWindow: time.Second, MissBurstThreshold: 5, KeyGroups: tr.groups})
 		if err != nil {
 			t.Fatalf("hooks.New(%s): %v", name, err)
 		}
@@ -142,14 +159,16 @@ func (tr *traffic) clients() {
 	// the test's output; the metrics report them.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var err error
-	if tr.cw, err = instrument.New(tr.app, instrument.Options{Registerer: tr.reg, MeterProvider: tr.mp, Name: "app", Logger: quiet}); err != nil {
+	if tr.cw, err = instrument.New(tr.app, instrument.Options{Registerer: tr.reg, MeterProvider: tr.mp, Name: "app", Logger: quiet,
+		KeyGroups: tr.groups}); err != nil {
 		t.Fatalf("instrument.New: %v", err)
 	}
 	// A client of a Redis that does not answer: every Fetch falls back to
 	// the source behind the circuit breaker.
 	deadRDB := redis.NewClient(&redis.Options{Addr: tr.dead, MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
 	t.Cleanup(func() { _ = deadRDB.Close() })
-	if tr.cwDead, err = instrument.New(deadRDB, instrument.Options{Registerer: tr.reg, MeterProvider: tr.mp, Name: "unreachable", Logger: quiet}); err != nil {
+	if tr.cwDead, err = instrument.New(deadRDB, instrument.Options{Registerer: tr.reg, MeterProvider: tr.mp, Name: "unreachable", Logger: quiet,
+		KeyGroups: tr.groups}); err != nil {
 		t.Fatalf("instrument.New (unreachable): %v", err)
 	}
 }
