@@ -3,8 +3,6 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -53,16 +51,19 @@ func valuesMatrix(t *testing.T) []valuesCase {
 		"imagePullSecrets": []any{map[string]any{"name": "registry"}},
 		"redis":            map[string]any{"url": "redis://redis.cache.svc:6379/2", "mode": "standalone"},
 		"sample":           map[string]any{"interval": "30s", "maxKeys": 50000, "maxDuration": "20s", "scanCount": 100, "batch": 50, "keysPerSecond": 2500},
-		"locks":            map[string]any{"patterns": []any{"lock:*", "mutex:{*}"}, "longHeld": "5m"},
-		"queues":           []any{"orders", "jobs:delayed"},
-		"keygroup":         map[string]any{"rules": []any{"session:*=session", "user:*:cart=cart"}, "maxGroups": 500},
-		"server":           map[string]any{"missBurst": 1000},
-		"log":              map[string]any{"level": "debug", "format": "json"},
-		"extraArgs":        []any{"--sample.scan-count=200"},
-		"web":              map[string]any{"port": 9700, "telemetryPath": "/probe-metrics"},
-		"service":          map[string]any{"type": "ClusterIP", "port": 9700, "annotations": map[string]any{"a": "b"}, "labels": map[string]any{"team": "cache"}},
-		"serviceAccount":   map[string]any{"name": "cw", "annotations": map[string]any{"x": "y"}},
-		"podAnnotations":   map[string]any{"p": "q"}, "podLabels": map[string]any{"tier": "monitoring"},
+		"locks": map[string]any{"patterns": []any{"lock:*", "mutex:{*}"}, "longHeld": "5m", "notifications": "enable", "reconcile": "20m",
+			"scanBudget": 0.5, "maxTracked": 50000, "maxGroups": 50},
+		"queues":         []any{"orders", "jobs:delayed"},
+		"queue":          map[string]any{"maxReplyBytes": 1024},
+		"keys":           map[string]any{"memorySample": 100},
+		"keygroup":       map[string]any{"rules": []any{"session:*=session", "user:*:cart=cart"}, "maxGroups": 500},
+		"server":         map[string]any{"missBurst": 1000},
+		"log":            map[string]any{"level": "debug", "format": "json"},
+		"extraArgs":      []any{"--sample.scan-count=200"},
+		"web":            map[string]any{"port": 9700, "telemetryPath": "/probe-metrics"},
+		"service":        map[string]any{"type": "ClusterIP", "port": 9700, "annotations": map[string]any{"a": "b"}, "labels": map[string]any{"team": "cache"}},
+		"serviceAccount": map[string]any{"name": "cw", "annotations": map[string]any{"x": "y"}},
+		"podAnnotations": map[string]any{"p": "q"}, "podLabels": map[string]any{"tier": "monitoring"},
 		"nodeSelector":      map[string]any{"kubernetes.io/os": "linux"},
 		"tolerations":       []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "monitoring", "effect": "NoSchedule"}},
 		"affinity":          map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "pool", "operator": "In", "values": []any{"infra"}}}}}}}},
@@ -82,20 +83,34 @@ func valuesMatrix(t *testing.T) []valuesCase {
 			"redisTo":     []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.20.0.0/16"}}},
 		},
 	}
+	targets := map[string]any{
+		"targets": []any{
+			map[string]any{"name": "orders", "url": "rediss://sampler@orders-redis:6380/0", "existingSecret": "orders-redis",
+				"caSecret": "orders-ca", "caSecretKey": "ca.pem", "queues": []any{"orders"}},
+			map[string]any{"name": "sessions", "addrs": []any{"sessions-0:6379", "sessions-1:6379"}, "mode": "cluster", "user": "sampler",
+				"existingSecret": "sessions-redis", "existingSecretPasswordKey": "redis-password", "lockPatterns": []any{"lock:*", "mutex:*"},
+				"keysPerSecond": 5000},
+		},
+	}
 	return []valuesCase{
-		{name: "defaults", values: map[string]any{}, config: alerts.DefaultConfig(),
-			args: []string{"exporter", "--redis.mode=auto", "--web.listen-address=:9643", "--sample.interval=15s", "--locks.pattern=lock:*"}},
+		{name: "minimal", values: map[string]any{"redis": map[string]any{"url": "redis://redis.cache.svc:6379"}}, config: alerts.DefaultConfig(),
+			args: []string{"exporter", "--redis.url=redis://redis.cache.svc:6379", "--redis.mode=auto", "--web.listen-address=:9643",
+				"--sample.interval=15s", "--locks.pattern=lock:*", "--locks.notifications=auto", "--locks.max-tracked=1000000"}},
+		{name: "targets", values: targets, config: alerts.DefaultConfig(), args: []string{"--targets.file=/etc/cachewatch/targets/targets.yml"}},
 		{name: "everything", values: everything, config: cfg,
 			args: []string{"--redis.url=redis://redis.cache.svc:6379/2", "--redis.mode=standalone", "--web.listen-address=:9700",
 				"--web.telemetry-path=/probe-metrics", "--sample.interval=30s", "--sample.max-keys=50000", "--sample.max-duration=20s",
 				"--sample.scan-count=100", "--sample.batch=50", "--sample.keys-per-second=2500", "--locks.pattern=mutex:{*}",
 				"--locks.long-held=5m", "--queue=orders", "--queue=jobs:delayed", "--keygroup.rule=user:*:cart=cart",
-				"--keygroup.max-groups=500", "--server.miss-burst=1000", "--log.level=debug", "--log.format=json", "--sample.scan-count=200"}},
+				"--keygroup.max-groups=500", "--server.miss-burst=1000", "--log.level=debug", "--log.format=json", "--sample.scan-count=200",
+				"--locks.notifications=enable", "--locks.reconcile=20m", "--locks.scan-budget=0.5", "--locks.max-tracked=50000",
+				"--locks.max-groups=50", "--queue.max-reply-bytes=1024", "--keys.memory-sample=100"}},
 		{name: "tls-basic-auth-secrets", values: secretRefs, config: alerts.DefaultConfig(),
 			args: []string{"--redis.url=rediss://sampler@redis.cache.svc:6380", "--redis.user=sampler",
 				"--redis.password-file=/etc/cachewatch/redis/password", "--redis.tls", "--redis.tls-ca-file=/etc/cachewatch/redis-tls/ca.pem",
 				"--redis.tls-server-name=redis.cache.svc", "--web.config.file=/etc/cachewatch/web/config/web.yml"}},
-		{name: "tls-only", values: map[string]any{"web": map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "exporter-tls"}},
+		{name: "tls-only", values: map[string]any{"redis": map[string]any{"addrs": []any{"redis:6379"}},
+			"web":            map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "exporter-tls"}},
 			"serviceMonitor": map[string]any{"enabled": true}}, config: alerts.DefaultConfig(),
 			args: []string{"--web.config.file=/etc/cachewatch/web/config/web-config.yml"}},
 		{name: "cluster", values: map[string]any{"redis": map[string]any{"mode": "cluster", "existingSecret": "redis-cluster",
@@ -164,37 +179,15 @@ func camelCase(key string) string {
 // renderChart runs helm lint --strict and helm template with values.
 func renderChart(t *testing.T, values map[string]any) ([]byte, error) {
 	t.Helper()
-	h := helm(t)
-	data, err := yaml.Marshal(values)
+	vals := readValues(t, values)
+	if err := helmLintStrict(vals); err != nil {
+		return nil, fmt.Errorf("helm lint --strict: %w", err)
+	}
+	out, err := helmTemplate(vals)
 	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(file, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(h, "lint", "--strict", chartDir, "-f", file).CombinedOutput(); err != nil {
-		return out, fmt.Errorf("helm lint --strict: %v\n%s", err, out)
-	}
-	cmd := exec.Command(h, "template", "cw", chartDir, "--namespace", "cache", "-f", file)
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		return stderr, fmt.Errorf("helm template: %v\n%s", err, stderr)
+		return nil, fmt.Errorf("helm template: %w", err)
 	}
 	return out, nil
-}
-
-// exporterFlags lists the flags `cachewatch help exporter` documents.
-func exporterFlags(t *testing.T) map[string]bool {
-	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`--(?:\[no-\])?([a-z0-9][a-z0-9.-]*)`).FindAllStringSubmatch(string(run(t, "help", "exporter")), -1) {
-		flags[m[1]] = true
-	}
-	return flags
 }
 
 // TestChartValuesMatrix lints and renders the chart for each set of values,
@@ -214,6 +207,7 @@ func TestChartValuesMatrix(t *testing.T) {
 				len(o.NetworkPolicies), len(o.ServiceMonitors), len(o.PrometheusRules))
 			checkDeployment(t, o, vc, flags)
 			checkNoSecretValues(t, out, o)
+			checkTargets(t, o, vc)
 			checkServiceMonitor(t, o, vc)
 			checkRules(t, o, vc)
 			checkDashboards(t, o, vc)
@@ -418,32 +412,76 @@ func checkDashboards(t *testing.T, o objects, vc valuesCase) {
 	}
 }
 
-// TestChartRefusesBadValues checks that a password in the values, an
-// unknown threshold or a bad one fails the install with a message naming
-// it.
+// TestChartRefusesBadValues checks that helm lint --strict and helm
+// template fail, naming the value and never repeating a password, without
+// a Redis to sample, with a secret in the values (redis.password, a
+// password in a URL, a secret-looking extraArgs entry), an unknown value or
+// one of the wrong type, and with an unknown or bad threshold.
 func TestChartRefusesBadValues(t *testing.T) {
+	url := func(u string) map[string]any { return map[string]any{"url": u} }
+	withRedis := func(values map[string]any) map[string]any {
+		if _, ok := values["redis"]; !ok {
+			values["redis"] = url("redis://redis.cache.svc:6379")
+		}
+		return values
+	}
+	target := func(kv ...any) map[string]any {
+		m := map[string]any{"name": "orders"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return map[string]any{"targets": []any{m}}
+	}
 	for _, tc := range []struct {
 		name   string
 		values map[string]any
 		want   string
 	}{
-		{"password in values", map[string]any{"redis": map[string]any{"password": "hunter2"}}, "redis.existingSecret"},
-		{"unknown threshold", map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"lock_contension_warning": 0.1}}}, "prometheusRule.config.lock_contension_warning: unknown key"},
-		{"ratio above 1", map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"lock_contention_warning": 5}}}, "prometheusRule.config.lock_contention_warning: is a ratio"},
-		{"bad duration", map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"lock_acquire_for": "soon"}}}, "prometheusRule.config.lock_acquire_for: \"soon\" is not a duration"},
-		{"bad selector", map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"service_selector": "job=api"}}}, "prometheusRule.config.service_selector"},
-		{"TLS without its Secret", map[string]any{"web": map[string]any{"tls": map[string]any{"enabled": true}}}, "web.tls.existingSecret"},
+		{"no Redis address", map[string]any{}, "redis.url (or redis.addrs, or targets) is required"},
+		{"url and addrs", map[string]any{"redis": map[string]any{"url": "redis://a:6379", "addrs": []any{"b:6379"}}}, "redis.url and redis.addrs: set one"},
+		{"password in values", map[string]any{"redis": map[string]any{"url": "redis://r:6379", "password": "hunter2"}}, "redis.password is not a value: a password in values is stored in the release; put it in a Secret and set redis.existingSecret"},
+		{"password in the URL", map[string]any{"redis": url("redis://:hunter2@redis:6379")}, "redis.url: a password in the URL is refused"},
+		{"user and password in the URL", map[string]any{"redis": url("rediss://sampler:hunter2@redis:6380/1")}, "redis.url: a password in the URL is refused"},
+		{"password parameter", map[string]any{"redis": url("redis://redis:6379/0?password=hunter2")}, "redis.url: a password parameter in the URL is refused"},
+		{"auth parameter", map[string]any{"redis": url("redis://redis:6379?dial_timeout=2s&auth=hunter2")}, "redis.url: a password parameter"},
+		{"password in a target's URL", target("url", "redis://:hunter2@orders:6379"), "targets[0].url: a password in the URL is refused"},
+		{"password in a target", target("url", "redis://orders:6379", "password", "hunter2"), "additional properties 'password' not allowed"},
+		{"target without address", target(), "targets[0] (orders): set one of url and addrs"},
+		{"targets and redis.url", map[string]any{"redis": url("redis://r:6379"), "targets": target("url", "redis://o:6379")["targets"]}, "targets and redis.url"},
+		{"password flag in extraArgs", withRedis(map[string]any{"extraArgs": []any{"--redis.password=hunter2"}}), "extraArgs[0] (--redis.password): a secret"},
+		{"password flag and value in extraArgs", withRedis(map[string]any{"extraArgs": []any{"--log.level=debug", "--redis.password", "hunter2"}}), "extraArgs[1] (--redis.password)"},
+		{"password URL in extraArgs", withRedis(map[string]any{"extraArgs": []any{"--redis.url=redis://:hunter2@r:6379"}}), "extraArgs[0]: a password in the URL"},
+		{"unknown value", withRedis(map[string]any{"sampel": map[string]any{"interval": "30s"}}), "additional properties 'sampel' not allowed"},
+		{"unknown nested value", withRedis(map[string]any{"sample": map[string]any{"intervall": "30s"}}), "additional properties 'intervall' not allowed"},
+		{"wrong type", withRedis(map[string]any{"sample": map[string]any{"maxKeys": "many"}}), "/sample/maxKeys"},
+		{"bad enum", map[string]any{"redis": map[string]any{"url": "redis://r:6379", "mode": "sentinel"}}, "/redis/mode"},
+		{"bad duration", withRedis(map[string]any{"locks": map[string]any{"longHeld": "soon"}}), "/locks/longHeld"},
+		{"share above 1", withRedis(map[string]any{"locks": map[string]any{"scanBudget": 2}}), "/locks/scanBudget"},
+		{"unknown threshold", withRedis(map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"lock_contension_warning": 0.1}}}), "prometheusRule.config.lock_contension_warning: unknown key"},
+		{"ratio above 1", withRedis(map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"lock_contention_warning": 5}}}), "prometheusRule.config.lock_contention_warning: is a ratio"},
+		{"bad threshold duration", withRedis(map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"lock_acquire_for": "soon"}}}), "prometheusRule.config.lock_acquire_for: \"soon\" is not a duration"},
+		{"bad selector", withRedis(map[string]any{"prometheusRule": map[string]any{"enabled": true, "config": map[string]any{"service_selector": "job=api"}}}), "prometheusRule.config.service_selector"},
+		{"TLS without its Secret", withRedis(map[string]any{"web": map[string]any{"tls": map[string]any{"enabled": true}}}), "web.tls.existingSecret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := renderChart(t, tc.values)
-			if err == nil {
-				t.Fatalf("rendered:\n%.300s", out)
+			vals := readValues(t, tc.values)
+			out, templateErr := helmTemplate(vals)
+			checked := map[string]error{"helm template": templateErr}
+			// helm lint reports what the schema refuses, not fail or required.
+			if strings.HasPrefix(tc.want, "/") || strings.HasPrefix(tc.want, "additional properties") {
+				checked["helm lint --strict"] = helmLintStrict(vals)
 			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want it to say %q", err, tc.want)
-			}
-			if strings.Contains(err.Error(), "hunter2") {
-				t.Error("the error repeats the password")
+			for cmd, err := range checked {
+				if err == nil {
+					t.Fatalf("%s passed; rendered:\n%.300s", cmd, out)
+				}
+				t.Logf("%s: %v", cmd, err)
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: error %v, want it to say %q", cmd, err, tc.want)
+				}
+				if strings.Contains(err.Error(), "hunter2") {
+					t.Errorf("%s: the error repeats the password", cmd)
+				}
 			}
 		})
 	}

@@ -16,8 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/yaml"
-
-	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
 // root is the repository root.
@@ -65,26 +63,6 @@ func run(t *testing.T, args ...string) []byte {
 		t.Fatalf("cachewatch %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return out
-}
-
-// tool finds a tool the tests need. Without it the test skips saying how
-// to get it, or fails under CACHEWATCH_REQUIRE_REDIS=1, as CI runs.
-func tool(t *testing.T, name, install string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	msg := fmt.Sprintf("%s not found on PATH: %s (scripts/test.sh does)", name, install)
-	if os.Getenv(redistest.RequireEnv) == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
-func helm(t *testing.T) string {
-	return tool(t, "helm", "GOBIN=$HOME/.cache/cachewatch/tools go install helm.sh/helm/v4/cmd/helm@v4.3.1 and put that directory on PATH")
 }
 
 // splitDocs splits a YAML stream into its non-empty documents.

@@ -55,62 +55,86 @@ app.kubernetes.io/part-of: cachewatch
 {{- end -}}
 {{- end -}}
 
-{{/* The exporter's arguments, from the values. */}}
+{{/*
+The exporter's arguments: one flag per value (the table below), then
+extraArgs. Every flag of `cachewatch exporter` has a value here or in the
+chart's own wiring (password, CA and web config files, the listen port, the
+targets file); a test fails on a flag that has neither.
+*/}}
 {{- define "cachewatch-exporter.args" -}}
+{{- $v := .Values -}}
+{{- $r := $v.redis -}}
+{{- $flags := list
+  (list "log.level" $v.log.level)
+  (list "log.format" $v.log.format)
+  (list "web.listen-address" (printf ":%v" (include "cachewatch-exporter.scalar" $v.web.port)))
+  (list "web.telemetry-path" $v.web.telemetryPath)
+  (list "web.config.file" (include "cachewatch-exporter.webConfigFile" .))
+  (list "sample.interval" $v.sample.interval)
+  (list "sample.max-keys" $v.sample.maxKeys)
+  (list "sample.max-duration" $v.sample.maxDuration)
+  (list "sample.scan-count" $v.sample.scanCount)
+  (list "sample.batch" $v.sample.batch)
+  (list "sample.keys-per-second" $v.sample.keysPerSecond)
+  (list "locks.pattern" $v.locks.patterns)
+  (list "locks.long-held" $v.locks.longHeld)
+  (list "locks.notifications" $v.locks.notifications)
+  (list "locks.reconcile" $v.locks.reconcile)
+  (list "locks.scan-budget" $v.locks.scanBudget)
+  (list "locks.max-tracked" $v.locks.maxTracked)
+  (list "locks.max-groups" $v.locks.maxGroups)
+  (list "queue" $v.queues)
+  (list "queue.max-reply-bytes" $v.queue.maxReplyBytes)
+  (list "keys.memory-sample" $v.keys.memorySample)
+  (list "keygroup.rule" $v.keygroup.rules)
+  (list "keygroup.max-groups" $v.keygroup.maxGroups)
+  (list "server.miss-burst" $v.server.missBurst)
+-}}
+{{- if $v.targets -}}
+{{- $flags = append $flags (list "targets.file" "/etc/cachewatch/targets/targets.yml") -}}
+{{- else -}}
+{{- $flags = concat $flags (list
+  (list "redis.url" $r.url)
+  (list "redis.addr" $r.addrs)
+  (list "redis.mode" $r.mode)
+  (list "redis.user" $r.user)
+  (list "redis.password-file" (ternary "/etc/cachewatch/redis/password" "" (not (empty $r.existingSecret))))
+  (list "redis.tls" $r.tls.enabled)
+  (list "redis.tls-ca-file" (ternary (printf "/etc/cachewatch/redis-tls/%s" $r.tls.caSecretKey) "" (not (empty $r.tls.caSecret))))
+  (list "redis.tls-server-name" $r.tls.serverName)
+  (list "redis.tls-insecure-skip-verify" $r.tls.insecureSkipVerify)) -}}
+{{- end -}}
 - exporter
-{{- with .Values.redis.url }}
-- --redis.url={{ . }}
+{{- range $flags }}{{ include "cachewatch-exporter.flag" . }}{{ end }}
+{{- range $v.extraArgs }}
+- {{ toJson . }}
 {{- end }}
-{{- range .Values.redis.addrs }}
-- --redis.addr={{ . }}
-{{- end }}
-- --redis.mode={{ .Values.redis.mode }}
-{{- with .Values.redis.user }}
-- --redis.user={{ . }}
-{{- end }}
-{{- if .Values.redis.existingSecret }}
-- --redis.password-file=/etc/cachewatch/redis/password
-{{- end }}
-{{- if .Values.redis.tls.enabled }}
-- --redis.tls
-{{- end }}
-{{- if .Values.redis.tls.caSecret }}
-- --redis.tls-ca-file=/etc/cachewatch/redis-tls/{{ .Values.redis.tls.caSecretKey }}
-{{- end }}
-{{- with .Values.redis.tls.serverName }}
-- --redis.tls-server-name={{ . }}
-{{- end }}
-{{- if .Values.redis.tls.insecureSkipVerify }}
-- --redis.tls-insecure-skip-verify
-{{- end }}
-- --web.listen-address=:{{ .Values.web.port }}
-- --web.telemetry-path={{ .Values.web.telemetryPath }}
-{{- with include "cachewatch-exporter.webConfigFile" . }}
-- --web.config.file={{ . }}
-{{- end }}
-- --sample.interval={{ .Values.sample.interval }}
-- --sample.max-keys={{ int64 .Values.sample.maxKeys }}
-- --sample.max-duration={{ .Values.sample.maxDuration }}
-- --sample.scan-count={{ int64 .Values.sample.scanCount }}
-- --sample.batch={{ int64 .Values.sample.batch }}
-- --sample.keys-per-second={{ .Values.sample.keysPerSecond }}
-{{- range .Values.locks.patterns }}
-- --locks.pattern={{ . }}
-{{- end }}
-- --locks.long-held={{ .Values.locks.longHeld }}
-{{- range .Values.queues }}
-- --queue={{ . }}
-{{- end }}
-{{- range .Values.keygroup.rules }}
-- --keygroup.rule={{ . }}
-{{- end }}
-- --keygroup.max-groups={{ int64 .Values.keygroup.maxGroups }}
-- --server.miss-burst={{ int64 .Values.server.missBurst }}
-- --log.level={{ .Values.log.level }}
-- --log.format={{ .Values.log.format }}
-{{- range .Values.extraArgs }}
-- {{ . }}
-{{- end }}
+{{- end -}}
+
+{{/*
+One flag from its value, as lines of the args list: nothing for an unset
+value (null, "", false, an empty list), the bare flag for true, the flag
+once per item of a list, else --flag=value. Argument: list "flag" value.
+*/}}
+{{- define "cachewatch-exporter.flag" -}}
+{{- $name := index . 0 -}}
+{{- $value := index . 1 -}}
+{{- if kindIs "bool" $value -}}
+{{- if $value }}{{ printf "\n- %s" (printf "--%s" $name | toJson) }}{{ end -}}
+{{- else if kindIs "slice" $value -}}
+{{- range $value }}{{ printf "\n- %s" (printf "--%s=%s" $name (include "cachewatch-exporter.scalar" .) | toJson) }}{{ end -}}
+{{- else if and (not (kindIs "invalid" $value)) (ne (toString $value) "") -}}
+{{- printf "\n- %s" (printf "--%s=%s" $name (include "cachewatch-exporter.scalar" $value) | toJson) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A value as a flag takes it: a whole number read from YAML (a float) without an exponent. */}}
+{{- define "cachewatch-exporter.scalar" -}}
+{{- if and (kindIs "float64" .) (eq . (float64 (int64 .))) -}}
+{{- int64 . -}}
+{{- else -}}
+{{- . -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -192,4 +216,25 @@ and bad values fail the install, naming the key.
 {{- end -}}
 {{- end -}}
 {{- toYaml (get ($raw | fromJson) "groups") -}}
+{{- end -}}
+
+{{/*
+The targets file from .Values.targets: each entry's fields under the file's
+names, its password and CA as the paths where their Secrets are mounted.
+*/}}
+{{- define "cachewatch-exporter.targetsFile" -}}
+{{- $fields := dict "name" "name" "url" "url" "addrs" "addrs" "user" "user" "mode" "mode" "tls" "tls"
+  "tlsServerName" "tls_server_name" "tlsInsecureSkipVerify" "tls_insecure_skip_verify"
+  "queues" "queues" "lockPatterns" "lock_patterns" "keysPerSecond" "keys_per_second" -}}
+{{- $out := list -}}
+{{- range $i, $t := .Values.targets -}}
+{{- $e := dict -}}
+{{- range $from, $to := $fields -}}
+{{- if hasKey $t $from }}{{ $_ := set $e $to (get $t $from) }}{{ end -}}
+{{- end -}}
+{{- if $t.existingSecret }}{{ $_ := set $e "password_file" (printf "/etc/cachewatch/targets/%d/password/password" $i) }}{{ end -}}
+{{- if $t.caSecret }}{{ $_ := set $e "tls_ca_file" (printf "/etc/cachewatch/targets/%d/tls/%s" $i ($t.caSecretKey | default "ca.crt")) }}{{ end -}}
+{{- $out = append $out $e -}}
+{{- end -}}
+{{- toYaml (dict "targets" $out) -}}
 {{- end -}}
