@@ -444,7 +444,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"user and password in the URL", map[string]any{"redis": url("rediss://sampler:hunter2@redis:6380/1")}, "redis.url: a password in the URL is refused"},
 		{"password parameter", map[string]any{"redis": url("redis://redis:6379/0?password=hunter2")}, "redis.url: a password parameter in the URL is refused"},
 		{"auth parameter", map[string]any{"redis": url("redis://redis:6379?dial_timeout=2s&auth=hunter2")}, "redis.url: a password parameter"},
-		{"password in a target's URL", target("url", "redis://:hunter2@orders:6379"), "targets[0].url: a password in the URL is refused"},
+		{"password in a target's URL", target("url", "redis://:hunter2@orders:6379"), "targets[0].url: a password in the URL is refused (it would be stored in the Deployment); put it in a Secret and set targets[0].existingSecret"},
 		{"password in a target", target("url", "redis://orders:6379", "password", "hunter2"), "additional properties 'password' not allowed"},
 		{"target without address", target(), "targets[0] (orders): set one of url and addrs"},
 		{"targets and redis.url", map[string]any{"redis": url("redis://r:6379"), "targets": target("url", "redis://o:6379")["targets"]}, "targets and redis.url"},

@@ -18,10 +18,10 @@ and never repeat what it holds.
 {{- else if not (or $r.url $r.addrs) -}}
 {{- required "redis.url (or redis.addrs, or targets) is required: the Redis the exporter samples" "" -}}
 {{- end -}}
-{{- include "cachewatch-exporter.refuseSecretURL" (dict "name" "redis.url" "url" $r.url) -}}
+{{- include "cachewatch-exporter.refuseSecretURL" (dict "name" "redis.url" "url" $r.url "secret" "redis.existingSecret") -}}
 {{- $names := dict -}}
 {{- range $i, $t := .Values.targets -}}
-{{- include "cachewatch-exporter.refuseSecretURL" (dict "name" (printf "targets[%d].url" $i) "url" $t.url) -}}
+{{- include "cachewatch-exporter.refuseSecretURL" (dict "name" (printf "targets[%d].url" $i) "url" $t.url "secret" (printf "targets[%d].existingSecret" $i)) -}}
 {{- if eq (empty $t.url) (empty $t.addrs) -}}
 {{- fail (printf "targets[%d] (%s): set one of url and addrs" $i $t.name) -}}
 {{- end -}}
@@ -35,21 +35,22 @@ and never repeat what it holds.
 {{- if and (regexMatch "(?i)pass|secret|token|auth|credential|api[-_]?key" $flag) (ne $flag "--redis.password-file") -}}
 {{- fail (printf "extraArgs[%d] (%s): a secret in the exporter's arguments is stored in the Deployment and shown by ps; put it in a Secret and set redis.existingSecret, or web.configSecret" $i $flag) -}}
 {{- end -}}
-{{- include "cachewatch-exporter.refuseSecretURL" (dict "name" (printf "extraArgs[%d]" $i) "url" (toString $arg)) -}}
+{{- include "cachewatch-exporter.refuseSecretURL" (dict "name" (printf "extraArgs[%d]" $i) "url" (toString $arg) "secret" "redis.existingSecret") -}}
 {{- end -}}
 {{- end -}}
 
 {{/*
 Fails when a URL (or any text holding one) carries a password: in its user
 information (redis://user:password@host, redis://:password@host) or as a
-password or auth query parameter. Argument: dict "name" "url".
+password or auth query parameter. Argument: dict "name" "url" "secret",
+secret naming the value that references a Secret instead.
 */}}
 {{- define "cachewatch-exporter.refuseSecretURL" -}}
 {{- $url := toString (.url | default "") -}}
 {{- if regexMatch "[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#@]*:[^/?#@]*@" $url -}}
-{{- fail (printf "%s: a password in the URL is refused (it would be stored in the Deployment); put it in a Secret and set redis.existingSecret, and leave only the user in the URL" .name) -}}
+{{- fail (printf "%s: a password in the URL is refused (it would be stored in the Deployment); put it in a Secret and set %s, and leave only the user in the URL" .name .secret) -}}
 {{- end -}}
 {{- if regexMatch "(?i)[?&]([^=&#]*pass[^=&#]*|auth)(=|&|#|$)" $url -}}
-{{- fail (printf "%s: a password parameter in the URL is refused (it would be stored in the Deployment); put the password in a Secret and set redis.existingSecret" .name) -}}
+{{- fail (printf "%s: a password parameter in the URL is refused (it would be stored in the Deployment); put the password in a Secret and set %s" .name .secret) -}}
 {{- end -}}
 {{- end -}}
