@@ -183,17 +183,8 @@ func TestFetchFallbackConcurrencyBounded(t *testing.T) {
 	srv.Pause()
 	inFlight := func() float64 { return testutil.ToFloat64(ca.c.m.sourceInFlight.WithLabelValues("limit-test")) }
 
-	var peak atomic.Int64
-	var running atomic.Int64
-	release := make(chan struct{})
-	load := func(context.Context) (string, error) {
-		n := running.Add(1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
-		<-release
-		running.Add(-1)
-		return "v", nil
-	}
+	loads := &heldLoads{release: make(chan struct{})}
+	load, release, peak := loads.load, loads.release, &loads.peak
 	// Distinct keys, so in-process coalescing does not hide the limit.
 	const callers = 6
 	errs := make(chan error, callers)
@@ -305,4 +296,20 @@ func (h *readsSent) forget() {
 	case <-h.sent:
 	default:
 	}
+}
+
+// heldLoads is a loader whose calls wait for release, keeping the peak of
+// calls running at once.
+type heldLoads struct {
+	running, peak atomic.Int64
+	release       chan struct{}
+}
+
+func (h *heldLoads) load(context.Context) (string, error) {
+	n := h.running.Add(1)
+	for p := h.peak.Load(); n > p && !h.peak.CompareAndSwap(p, n); p = h.peak.Load() {
+	}
+	<-h.release
+	h.running.Add(-1)
+	return "v", nil
 }

@@ -134,6 +134,7 @@ func BenchmarkFetchStaleCopy(b *testing.B) {
 	if _, err := ca.Fetch(ctx, "copy:1", load); err != nil {
 		b.Fatal(err)
 	}
+	written(ca, "copy:1") // the write keeps the process's copy
 	clock.add(2 * time.Minute)
 	ca.local.get("copy:1").revalidating.Store(true) // one revalidation in flight, as in a crowd
 	fetch := func() {

@@ -207,38 +207,10 @@ func TestFetchColdStampedeOneLoaderCall(t *testing.T) {
 }
 
 func TestFetchStaleServedOneRefresh(t *testing.T) {
-	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
 	clk := newFetchClock()
-	// Without process copies every caller reads Redis (TestFetchLocalCopies
-	// covers them): the refresh, once written, is what the next caller of
-	// any process is served. The refresh lease outlasts the stampede however
-	// slow the machine: lapsed, it would let a second process refresh.
-	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: -1, LeaseTTL: 5 * time.Minute}
-	var caches []*Cache[string]
-	held := &heldFirstWrite{release: make(chan struct{})}
-	for p := 0; p < 3; p++ {
-		rdb := srv.Client(t)
-		if p == 0 {
-			rdb.AddHook(held) // as on a busy machine
-		}
-		caches = append(caches, newFetchCache(t, rdb, reg, clk, opts))
-	}
+	caches := staleValueInThreeProcesses(t, reg, clk, "price:7", "old")
 	ctx := context.Background()
-	if _, err := caches[0].Fetch(ctx, "price:7", func(context.Context) (string, error) { return "old", nil }); err != nil {
-		t.Fatal(err)
-	}
-	// Fetch answers before its write lands. Until it has, the key is not
-	// stale but missing to the other processes: their callers would wait
-	// for that write and count as coalesced (rightly: they waited for
-	// another caller's load), and how many did would depend on how soon
-	// the write landed.
-	if caches[0].c.writes.n.Load() != 1 {
-		t.Fatal("Fetch returned after its write landed, want before")
-	}
-	close(held.release)
-	written(caches[0], "price:7")
-	clk.add(2 * time.Minute) // past fresh (≤ 1m with jitter), far from hard
 
 	var calls atomic.Int64
 	release := make(chan struct{})
@@ -281,6 +253,42 @@ func TestFetchStaleServedOneRefresh(t *testing.T) {
 		t.Fatalf("hits = %v, want 1", got)
 	}
 	lintRegistry(t, reg)
+}
+
+// staleValueInThreeProcesses returns three processes' Caches on one Redis
+// where key holds value, loaded by the first process and now stale.
+func staleValueInThreeProcesses(t *testing.T, reg prometheus.Registerer, clk *fetchClock, key, value string) []*Cache[string] {
+	t.Helper()
+	srv := redistest.Start(t)
+	// Without process copies every caller reads Redis (TestFetchLocalCopies
+	// covers them): the refresh, once written, is what the next caller of
+	// any process is served. The refresh lease outlasts the stampede however
+	// slow the machine: lapsed, it would let a second process refresh.
+	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: -1, LeaseTTL: 5 * time.Minute}
+	var caches []*Cache[string]
+	held := &heldFirstWrite{release: make(chan struct{})}
+	for p := 0; p < 3; p++ {
+		rdb := srv.Client(t)
+		if p == 0 {
+			rdb.AddHook(held) // as on a busy machine
+		}
+		caches = append(caches, newFetchCache(t, rdb, reg, clk, opts))
+	}
+	if _, err := caches[0].Fetch(context.Background(), key, func(context.Context) (string, error) { return value, nil }); err != nil {
+		t.Fatal(err)
+	}
+	// Fetch answers before its write lands. Until it has, the key is not
+	// stale but missing to the other processes: their callers would wait
+	// for that write and count as coalesced (rightly: they waited for
+	// another caller's load), and how many did would depend on how soon
+	// the write landed.
+	if caches[0].c.writes.n.Load() != 1 {
+		t.Fatal("Fetch returned after its write landed, want before")
+	}
+	close(held.release)
+	written(caches[0], key)
+	clk.add(2 * time.Minute) // past fresh (≤ 1m with jitter), far from hard
+	return caches
 }
 
 // heldFirstWrite is a go-redis hook that holds the first write of a

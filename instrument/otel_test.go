@@ -32,29 +32,7 @@ func TestMeterProviderSeesWhatPrometheusSees(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := c.Lock(ctx, "lock:job:1", LockOptions{TTL: time.Second, Backoff: Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond, Retries: 50}})
-			if err != nil {
-				t.Errorf("lock %d: %v", i, err)
-				return
-			}
-			// Hold the lock until another caller has found it busy.
-			if err := poll.Check(ctx, poll.Bound, time.Millisecond, func() error {
-				if metrictest.Sum(t, reg, signals.LockAttempts.String(), "result", "busy") == 0 {
-					return errors.New("no busy attempt yet")
-				}
-				return nil
-			}); err != nil {
-				t.Errorf("lock %d: %v", i, err)
-			}
-			_ = l.Release(ctx)
-		}()
-	}
-	wg.Wait()
+	contendLocks(t, c, reg)
 	ca := mustCache[string](t, c, CacheOptions{FreshTTL: 20 * time.Millisecond, HardTTL: time.Minute, FailureHoldoff: -1})
 	defer ca.Close()
 	fail := false
@@ -83,6 +61,36 @@ func TestMeterProviderSeesWhatPrometheusSees(t *testing.T) {
 	if got := metrictest.Sum(t, reg, signals.LockAttempts.String(), "result", "busy"); got == 0 {
 		t.Error("no busy lock attempt: the locks did not contend")
 	}
+}
+
+// contendLocks has four callers take one lock at once, each holding it
+// until another has found it busy.
+func contendLocks(t *testing.T, c *Client, reg prometheus.Gatherer) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Lock(ctx, "lock:job:1", LockOptions{TTL: time.Second, Backoff: Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond, Retries: 50}})
+			if err != nil {
+				t.Errorf("lock %d: %v", i, err)
+				return
+			}
+			// Hold the lock until another caller has found it busy.
+			if err := poll.Check(ctx, poll.Bound, time.Millisecond, func() error {
+				if metrictest.Sum(t, reg, signals.LockAttempts.String(), "result", "busy") == 0 {
+					return errors.New("no busy attempt yet")
+				}
+				return nil
+			}); err != nil {
+				t.Errorf("lock %d: %v", i, err)
+			}
+			_ = l.Release(ctx)
+		}()
+	}
+	wg.Wait()
 }
 
 // bothPipelines returns a registry and a MeterProvider read by a
