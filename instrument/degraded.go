@@ -169,11 +169,19 @@ func withCallerDeadline(ctx context.Context, dl time.Time) context.Context {
 	return context.WithValue(ctx, callerDeadlineKey{}, dl)
 }
 
-// callerBound returns ctx, ending at the flight's caller's deadline if it
-// had one: a caller that has gone must not keep a source slot waiting.
-func callerBound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Value(callerDeadlineKey{}).(time.Time); ok && !dl.IsZero() {
-		return context.WithDeadline(ctx, dl)
+// callerDeadline is the deadline withCallerDeadline recorded in ctx; the
+// zero time for none.
+func callerDeadline(ctx context.Context) time.Time {
+	dl, _ := ctx.Value(callerDeadlineKey{}).(time.Time)
+	return dl
+}
+
+// callerBound returns ctx, ending at the deadline of the caller who started
+// the lookup if it had one: a caller that has gone must not keep a source
+// slot waiting.
+func (l *lookup[T]) callerBound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !l.deadline.IsZero() {
+		return context.WithDeadline(ctx, l.deadline)
 	}
 	return ctx, func() {}
 }
@@ -262,26 +270,28 @@ func (d *degraded) release() {
 // fallback serves a lookup from the source directly because Redis failed
 // (err, counted under cause: see degraded.failing): bounded concurrency,
 // bounded by ctx, nothing written.
-func (ca *Cache[T]) fallback(ctx context.Context, key, group string, load func(context.Context) (T, error), err error, cause string) (T, string, error) {
-	var zero T
+func (l *lookup[T]) fallback(ctx context.Context, err error, cause string) (outcome[T], error) {
+	ca := l.ca
+	o := outcome[T]{result: resultError}
 	if revalidating(ctx) { // a background revalidation does not load past a failed Redis
-		return zero, resultError, err
+		return o, err
 	}
 	ca.deg.fallbacks.WithLabelValues(cause).Inc()
 	ctx, cancelLoad := ca.leaseBound(ctx)
 	defer cancelLoad()
 	span := trace.SpanFromContext(ctx)
 	span.AddEvent("fallback", trace.WithAttributes(attribute.String("cause", cause), attribute.String("error", err.Error())))
-	actx, cancel := callerBound(ctx)
+	actx, cancel := l.callerBound(ctx)
 	defer cancel()
 	if aerr := ca.deg.acquire(actx); aerr != nil {
-		ca.c.m.sourceCalls.WithLabelValues(group, "rejected").Inc()
-		return zero, resultError, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w) and no source slot free: %w", key, err, aerr)
+		ca.c.m.sourceCalls.WithLabelValues(l.group, "rejected").Inc()
+		return o, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w) and no source slot free: %w", l.key, err, aerr)
 	}
 	defer ca.deg.release()
-	v, lerr := ca.callSource(ctx, group, load)
+	v, lerr := ca.callSource(ctx, l.group, l.load)
 	if lerr != nil {
-		return zero, resultError, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w), load: %w", key, err, lerr)
+		return o, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w), load: %w", l.key, err, lerr)
 	}
-	return v, resultFallback, nil
+	o.val, o.result = v, resultFallback
+	return o, nil
 }

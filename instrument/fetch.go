@@ -67,8 +67,8 @@ func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Con
 		}
 	}
 	for {
-		f, leader, w := ca.flights.join(ctx, key)
-		if leader {
+		f, w := ca.flights.join(ctx, key)
+		if w.leader {
 			ca.fly(ctx, span, f, key, load)
 		} else if testHookJoined != nil {
 			testHookJoined(key)
@@ -76,7 +76,7 @@ func (ca *Cache[T]) Fetch(ctx context.Context, key string, load func(context.Con
 		if !f.wait(w) {
 			return ca.gone(ctx, span, key)
 		}
-		if v, err, ok := ca.answer(ctx, span, key, f, leader); ok {
+		if v, err, ok := ca.answer(ctx, span, key, f, w.leader); ok {
 			return v, err
 		}
 		span.AddEvent("shared read is past the hard TTL now, reading again")
@@ -91,10 +91,11 @@ func (ca *Cache[T]) gone(ctx context.Context, span trace.Span, key string) (T, e
 	return zero, fmt.Errorf("cachewatch: fetch %q: %w", key, ctx.Err())
 }
 
-// fly runs a flight for the caller that started it, under its span. The
-// flight serves every caller that joins it, so the leader's cancellation
-// must not end it; the leader's deadline only caps the time given to
-// Redis, to leave the fallback time to run.
+// fly runs flight f's lookup for the caller that started it, under its
+// span. The flight serves every caller that joins it, so the leader's
+// cancellation must not end it; the leader's deadline only caps the time
+// given to Redis, to leave the fallback time to run. The lookup's read is
+// cheaper on a context that cannot be cancelled.
 func (ca *Cache[T]) fly(ctx context.Context, span trace.Span, f *flight[T], key string, load func(context.Context) (T, error)) {
 	dl, _ := ctx.Deadline()
 	// The flight's events go to the leader's span, even when no span was
@@ -102,58 +103,49 @@ func (ca *Cache[T]) fly(ctx context.Context, span trace.Span, f *flight[T], key 
 	fctx := trace.ContextWithSpan(withCallerDeadline(context.WithoutCancel(ctx), dl), span)
 	if !ca.bg.start(func() { ca.flyIn(fctx, f, key, load) }) {
 		// Closed: no goroutine outlives Close, so the leader runs the
-		// flight itself, bounded by its own context as well.
+		// flight itself, bounded by its own context.
 		ca.flyIn(trace.ContextWithSpan(ctx, span), f, key, load)
 	}
 }
 
-// flyIn runs flight f under fctx and lands it. The flight's waits and
-// loads are bounded by LeaseTTL (leaseBound), its Redis calls by
-// RedisTimeout; a flight that finds the value does neither, and its read's
-// bound is cheaper on a context that cannot be cancelled.
-func (ca *Cache[T]) flyIn(fctx context.Context, f *flight[T], key string, load func(context.Context) (T, error)) {
-	// The key group is classified once per flight, not per caller: in a
-	// stampede most callers only join a flight.
-	group := ca.c.group(key)
-	var write func(context.Context)
-	o, err := ca.lookup(fctx, key, group, load, &write)
-	o.group, o.gm = group, ca.metricsFor(group)
-	ca.flights.land(key, f, o, err)
-	if write != nil {
-		write(fctx) // its callers have the value: now store it and wake the other processes
-	}
+// verdict is how one caller's lookup counts: its result and, for a stale
+// value, the value's age.
+type verdict struct {
+	result   string
+	staleAge time.Duration
 }
 
 // judge decides again, at this caller's clock, how a cached value served
 // by a shared read counts: a hit that has gone stale since the read counts
 // as stale, with its age now. ok is false when the value is past its hard
 // TTL now: the caller must not be served it.
-func (ca *Cache[T]) judge(o *outcome[T]) (result string, staleAge time.Duration, ok bool) {
-	result, staleAge = o.result, o.staleAge
+func (ca *Cache[T]) judge(o *outcome[T]) (v verdict, ok bool) {
+	v = verdict{result: o.result, staleAge: o.staleAge}
 	if o.hardUntil == 0 {
-		return result, staleAge, true
+		return v, true
 	}
 	now := ca.c.now().UnixMilli()
 	if now >= o.hardUntil {
-		return result, staleAge, false
+		return v, false
 	}
-	if result == resultHit && now >= o.freshUntil {
-		result = resultStale
+	if v.result == resultHit && now >= o.freshUntil {
+		v.result = resultStale
 	}
-	if result == resultStale {
-		staleAge = time.Duration(now-o.freshUntil) * time.Millisecond
+	if v.result == resultStale {
+		v.staleAge = time.Duration(now-o.freshUntil) * time.Millisecond
 	}
-	return result, staleAge, true
+	return v, true
 }
 
 // answer counts one caller's lookup and returns what its landed flight f
 // found (f's outcome is shared: read, never written). ok is false when the
 // shared read's value is past its hard TTL by this caller's clock.
 func (ca *Cache[T]) answer(ctx context.Context, span trace.Span, key string, f *flight[T], leader bool) (v T, err error, ok bool) {
-	result, age, ok := ca.judge(&f.o)
+	vd, ok := ca.judge(&f.o)
 	if !ok {
 		return v, nil, false
 	}
+	result := vd.result
 	if !leader {
 		span.AddEvent("coalesced")
 		if result == resultMiss {
@@ -168,7 +160,7 @@ func (ca *Cache[T]) answer(ctx context.Context, span trace.Span, key string, f *
 		f.o.gm.hardTTLExpired.Inc()
 	}
 	if result == resultStale {
-		f.o.gm.staleAge.Observe(age.Seconds())
+		f.o.gm.staleAge.Observe(vd.staleAge.Seconds())
 	}
 	if f.err != nil {
 		span.RecordError(f.err)

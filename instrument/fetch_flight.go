@@ -23,7 +23,9 @@ type flights[T any] struct {
 	m  sync.Map   // key → *flight[T]; read without mu
 }
 
-// flight is one lookup in progress; o and err are set before done closes.
+// flight is one lookup in progress, run for every caller who joins it by
+// the caller who started it (the leader); o and err are what it found, set
+// before done closes.
 type flight[T any] struct {
 	done chan struct{}
 	o    outcome[T]
@@ -43,22 +45,23 @@ type waiter struct {
 	ctx     context.Context
 	wake    chan struct{} // nil when ctx cannot end
 	watcher bool          // this caller watches ctx for the others sharing it
+	leader  bool          // this caller started the flight: it runs and lands it
 }
 
 // join returns key's flight in progress, or a new one when there is none
-// (leader reports that the caller created it and must run it and land
-// it), and the caller's place among its waiters.
-func (fs *flights[T]) join(ctx context.Context, key string) (f *flight[T], leader bool, w waiter) {
+// (the caller is then its leader), and the caller's place among its
+// waiters.
+func (fs *flights[T]) join(ctx context.Context, key string) (f *flight[T], w waiter) {
 	w.ctx = ctx
 	done := ctx.Done()
 	if v, ok := fs.m.Load(key); ok { // the stampede's path: no lock
 		f = v.(*flight[T])
 		if done == nil {
-			return f, false, w
+			return f, w
 		}
 		if done == f.leaderDone {
 			w.wake = f.leaderWake
-			return f, false, w
+			return f, w
 		}
 	}
 	fs.mu.Lock()
@@ -71,13 +74,13 @@ func (fs *flights[T]) join(ctx context.Context, key string) (f *flight[T], leade
 			f.leaderDone, f.leaderWake = done, make(chan struct{})
 		}
 		fs.m.Store(key, f)
-		w.wake, w.watcher = f.leaderWake, done != nil
-		return f, true, w
+		w.wake, w.watcher, w.leader = f.leaderWake, done != nil, true
+		return f, w
 	}
 	if done != nil {
 		w.wake, w.watcher = f.wakeFor(done)
 	}
-	return f, false, w
+	return f, w
 }
 
 // wakeFor returns the wake channel of the waiters whose context ends with

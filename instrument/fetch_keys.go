@@ -18,12 +18,16 @@ type keys struct {
 // starts its flights at once): the value's name is the start of the
 // lease's.
 func keysFor(key string) keys {
-	prefix, open, id, end := hashTag(key)
-	n := len(prefix) + len(open) + len(id) + len(end)
-	all := prefix + open + id + end + leaseSuffix + prefix + open + id + end + waitersSuffix
+	t := hashTag(key)
+	n := len(t.prefix) + len(t.open) + len(t.id) + len(t.end)
+	all := t.prefix + t.open + t.id + t.end + leaseSuffix + t.prefix + t.open + t.id + t.end + waitersSuffix
 	lease := all[:n+len(leaseSuffix)]
 	return keys{value: lease[:n], lease: lease, waiters: all[len(lease):]}
 }
+
+// tagged is a key split around the hash tag its Redis names carry:
+// prefix, open, id, end make the stored name.
+type tagged struct{ prefix, open, id, end string }
 
 // hashTag splits key around the hash tag its Redis names carry: a key
 // with a tag of its own keeps it (prefix is the whole key); otherwise the
@@ -32,14 +36,14 @@ func keysFor(key string) keys {
 // and the prefix stays visible to key-group classification in hooks and
 // the exporter ("product:{42}" is "product:*", where "{product:42}" would
 // be "*").
-func hashTag(key string) (prefix, open, id, end string) {
+func hashTag(key string) tagged {
 	if hashTagged(key) {
-		return key, "", "", ""
+		return tagged{prefix: key}
 	}
 	if i := strings.IndexByte(key, ':'); i >= 0 && i < len(key)-1 {
-		return key[:i+1], "{", key[i+1:], "}"
+		return tagged{key[:i+1], "{", key[i+1:], "}"}
 	}
-	return "", "{", key, "}"
+	return tagged{"", "{", key, "}"}
 }
 
 // leaseSuffix follows a cached value's name in its refresh lease's name,

@@ -14,51 +14,58 @@ import (
 	"github.com/cachewatch/cachewatch/internal/luascript"
 )
 
-// loadAndStore calls the loader while holding the lease and leaves in
-// *after the write of its result, which wakes every waiter: the flight
-// answers its callers first (pendingWrites). The loader's answer is
+// loadAndStore calls the loader while holding the lease and leaves the
+// write of its result, which wakes every waiter, for the flight to run once
+// it has answered its callers (writeBehind). The loader's answer is
 // returned even if the write fails: the caller has it, only the others
 // lose.
-func (ca *Cache[T]) loadAndStore(ctx context.Context, key, group string, k keys, token string,
-	load func(context.Context) (T, error), pastHard bool, after *func(context.Context)) (T, string, error) {
+func (l *lookup[T]) loadAndStore(ctx context.Context, pastHard bool) (outcome[T], error) {
+	ca := l.ca
 	ctx, cancel := ca.leaseBound(ctx)
 	defer cancel()
 	span := trace.SpanFromContext(ctx)
 	span.AddEvent("lease acquired")
 	start := ca.c.now()
-	v, err := ca.callSource(ctx, group, load)
+	o := outcome[T]{result: resultMiss}
+	var err error
+	o.val, err = ca.callSource(ctx, l.group, l.load)
 	if err != nil && !ca.cacheable(err) {
-		ca.failed(ctx, key, group, k, token)
+		l.failed(ctx)
 		if pastHard {
 			err = fmt.Errorf("%w: %w", ErrHardTTLExpired, err)
 		}
-		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: load: %w", key, err)
+		return o, fmt.Errorf("cachewatch: fetch %q: load: %w", l.key, err)
 	}
-	*after = ca.writeBehind(key, group, k, token, ca.loadedSince(start, v, err))
+	l.writeBehind(ca.loadedSince(start, o.val, err))
 	if err != nil {
-		return v, resultMiss, fmt.Errorf("cachewatch: fetch %q: %w", key, err)
+		return o, fmt.Errorf("cachewatch: fetch %q: %w", l.key, err)
 	}
-	return v, resultMiss, nil
+	return o, nil
 }
 
-// writeBehind returns the write of a loaded value (see store), pending
-// (pendingWrites) from now until it lands. The flight runs it on its own
-// goroutine, under the flight's context, once its callers are answered,
-// rather than handing it to another goroutine: in a crowd that one would be
-// scheduled behind the callers just woken, and the other processes wait
-// for this write. It has a span of its own, a child of the flight's.
-func (ca *Cache[T]) writeBehind(key, group string, k keys, token string, l loaded[T]) func(context.Context) {
-	ca.c.writes.add(k.value)
-	return func(ctx context.Context) {
-		defer ca.c.writes.finish(k.value)
-		span := noSpan
-		if ca.c.spans.recording() { // the options allocate, recorded or not
-			ctx, span = ca.c.spans.start(ctx, "cachewatch.Write",
-				trace.WithAttributes(attribute.String("cachewatch.key_group", group)))
-		}
-		defer span.End()
-		ca.store(ctx, key, group, k, token, l)
+// writeBehind leaves a loaded value for write, pending (pendingWrites) from
+// now until it lands.
+func (l *lookup[T]) writeBehind(ld loaded[T]) {
+	l.ca.c.writes.add(l.k.value)
+	l.pending, l.hasPending = ld, true
+}
+
+// write stores the pending loaded value (see store). The flight runs it on
+// its own goroutine, under the flight's context, once its callers are
+// answered, rather than handing it to another goroutine: in a crowd that
+// one would be scheduled behind the callers just woken, and the other
+// processes wait for this write. It has a span of its own, a child of the
+// flight's.
+func (l *lookup[T]) write(ctx context.Context) {
+	ca := l.ca
+	defer ca.c.writes.finish(l.k.value)
+	span := noSpan
+	if ca.c.spans.recording() { // the options allocate, recorded or not
+		ctx, span = ca.c.spans.start(ctx, "cachewatch.Write",
+			trace.WithAttributes(attribute.String("cachewatch.key_group", l.group)))
 	}
+	defer span.End()
+	l.store(ctx, l.pending)
 }
 
 // leaseBound bounds a flight's load or wait by LeaseTTL: the loader's
@@ -74,28 +81,33 @@ func (ca *Cache[T]) cacheable(err error) bool {
 }
 
 // refreshInBackground reloads a stale (or early-expiring) value under the
-// lease the read granted. Its context outlives the caller's.
-func (ca *Cache[T]) refreshInBackground(ctx context.Context, key, group string, k keys, token string, load func(context.Context) (T, error)) {
+// lease the read granted (l.token). Its context outlives the caller's.
+func (l *lookup[T]) refreshInBackground(ctx context.Context) {
+	ca := l.ca
 	link := trace.LinkFromContext(ctx)
+	// The refresh has a lookup of its own, made from fields copied into
+	// its goroutine: the flight's lookup lives on the flight's stack.
+	key, group, k, token, load := l.key, l.group, l.k, l.token, l.load
 	started := ca.bg.start(func() {
+		l := lookup[T]{ca: ca, key: key, group: group, k: k, token: token, load: load}
 		rctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), ca.o.LeaseTTL)
 		defer cancel()
 		rctx, span := ca.c.spans.start(rctx, "cachewatch.Refresh", trace.WithLinks(link),
-			trace.WithAttributes(attribute.String("cachewatch.key_group", group)))
+			trace.WithAttributes(attribute.String("cachewatch.key_group", l.group)))
 		defer span.End()
 		span.AddEvent("lease acquired")
 		start := ca.c.now()
-		v, err := ca.callSource(rctx, group, load)
+		v, err := ca.callSource(rctx, l.group, l.load)
 		if err != nil && !ca.cacheable(err) {
-			ca.c.m.refreshFailures.WithLabelValues(group).Inc()
+			ca.c.m.refreshFailures.WithLabelValues(l.group).Inc()
 			span.RecordError(err)
-			ca.failed(rctx, key, group, k, token)
+			l.failed(rctx)
 			return
 		}
-		ca.store(rctx, key, group, k, token, ca.loadedSince(start, v, err))
+		l.store(rctx, ca.loadedSince(start, v, err))
 	})
 	if !started { // closed: give the lease back for another process to refresh
-		ca.giveBack(k, token)
+		ca.giveBack(l.k, l.token)
 	}
 }
 
@@ -140,33 +152,34 @@ func (ca *Cache[T]) loadedSince(start time.Time, v T, err error) loaded[T] {
 }
 
 // store writes a loaded value (or a cacheable not-found) with jittered
-// TTLs and wakes the waiters.
-func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token string, l loaded[T]) {
+// TTLs under the lookup's lease and wakes the waiters.
+func (l *lookup[T]) store(ctx context.Context, ld loaded[T]) {
+	ca, key, group, k, token := l.ca, l.key, l.group, l.k, l.token
 	span := trace.SpanFromContext(ctx)
 	raw, neg := []byte(nil), "0"
 	fresh, hard := ca.jitter(ca.o.FreshTTL), ca.jitter(ca.o.HardTTL)
-	if l.err != nil {
+	if ld.err != nil {
 		neg = "1"
 		fresh = ca.jitter(ca.o.NegativeTTL)
 		hard = fresh
 	} else {
 		var err error
-		if raw, err = ca.o.Codec.Marshal(l.v); err != nil {
+		if raw, err = ca.o.Codec.Marshal(ld.v); err != nil {
 			span.RecordError(err)
 			ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: encode value", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
-			ca.failed(ctx, key, group, k, token)
+			l.failed(ctx)
 			return
 		}
 	}
 	hard = max(hard, fresh)
-	now := l.at
+	now := ld.at
 	// Keep the key a little past its hard TTL, so a lookup can tell "too
 	// old" (counted, refused) from "never cached".
 	expire := hard + max(hard/10, time.Second)
 	var res any
 	sentBefore, err := ca.patiently(ctx, "", func() (err error) {
 		res, err = ca.run(ctx, newScriptCall("fetch write", luascript.FetchWrite, []string{k.value, k.lease, k.waiters},
-			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), l.took.Milliseconds(), neg, expire.Milliseconds()))
+			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), ld.took.Milliseconds(), neg, expire.Milliseconds()))
 		return err
 	})
 	if err != nil {
@@ -179,32 +192,39 @@ func (ca *Cache[T]) store(ctx context.Context, key, group string, k keys, token 
 		ca.releaseOrphan(k, token)
 		return
 	}
-	if res != int64(1) && sentBefore {
+	if res != int64(1) {
+		l.refused(ctx, sentBefore)
+		return
+	}
+	span.AddEvent("written")
+	ca.fails.reset(ca.c.m.refreshConsecutive, group, key)
+	ca.local.put(key, k.value, group, ld.v, ld.err != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
+}
+
+// refused accounts for a write the script refused.
+func (l *lookup[T]) refused(ctx context.Context, sentBefore bool) {
+	span := trace.SpanFromContext(ctx)
+	if sentBefore {
 		// An earlier attempt timed out after it was sent: if Redis ran it,
 		// the value is stored and the lease released, and this one is
 		// refused for it. Not counted as a stale write: nobody can tell.
 		span.AddEvent("write refused after an earlier attempt timed out")
 		return
 	}
-	if res != int64(1) {
-		// The key was invalidated, or the lease ran out and may have passed
-		// to another loader, while this load ran: what it read may be older
-		// than what came after, so it is not stored (the callers of this
-		// load still get it).
-		ca.c.m.staleWritesRefused.WithLabelValues(group).Inc()
-		span.AddEvent("stale write refused")
-		ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch", slog.String("key_group", group),
-			slog.String("key", key), slog.String("outcome", "stale_write_refused"))
-		return
-	}
-	span.AddEvent("written")
-	ca.fails.reset(ca.c.m.refreshConsecutive, group, key)
-	ca.local.put(key, k.value, group, l.v, l.err != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
+	// The key was invalidated, or the lease ran out and may have passed to
+	// another loader, while this load ran: what it read may be older than
+	// what came after, so it is not stored (the callers of this load still
+	// get it).
+	l.ca.c.m.staleWritesRefused.WithLabelValues(l.group).Inc()
+	span.AddEvent("stale write refused")
+	l.ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch", slog.String("key_group", l.group),
+		slog.String("key", l.key), slog.String("outcome", "stale_write_refused"))
 }
 
 // failed gives the lease a hold-off after a failed load and tracks the
 // key's run of consecutive failures.
-func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token string) {
+func (l *lookup[T]) failed(ctx context.Context) {
+	ca, k, token := l.ca, l.k, l.token // copied: the call's closure may outlive it
 	holdoff := max(ca.o.FailureHoldoff, 0)
 	res, err := ca.deg.call(ctx, "fetch fail", func(rctx context.Context) ([]any, error) {
 		return luascript.FetchFail.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
@@ -219,7 +239,7 @@ func (ca *Cache[T]) failed(ctx context.Context, key, group string, k keys, token
 		// The run ends when the stored value does: the key is then never
 		// served again, so a key nobody fetches any more leaves the gauge.
 		now := ca.c.now().UnixMilli()
-		ca.fails.set(ca.c.m.refreshConsecutive, group, key, n, now+max(ttl, 0))
+		ca.fails.set(ca.c.m.refreshConsecutive, l.group, l.key, n, now+max(ttl, 0))
 	}
 }
 

@@ -104,19 +104,20 @@ func (l *localCopies[T]) get(key string) *localCopy[T] {
 	return nil
 }
 
-// stale returns key's copy if it is stale at now (past fresh, before hard),
-// and whether the caller is the one to start its revalidation.
-func (l *localCopies[T]) stale(key string, now int64) (c *localCopy[T], revalidate, ok bool) {
+// stale returns key's copy if it is stale at now (past fresh, before
+// hard), else nil, and whether the caller is the one to start its
+// revalidation.
+func (l *localCopies[T]) stale(key string, now int64) (c *localCopy[T], revalidate bool) {
 	if l == nil {
-		return nil, false, false
+		return nil, false
 	}
 	p := l.get(key)
 	if p == nil || now < p.freshUntil || now >= p.hardUntil {
-		return nil, false, false
+		return nil, false
 	}
 	// Load first: in a crowd every caller asks, one of them starts the
 	// revalidation, and a compare-and-swap writes the line every core reads.
-	return p, !p.revalidating.Load() && p.revalidating.CompareAndSwap(false, true), true
+	return p, !p.revalidating.Load() && p.revalidating.CompareAndSwap(false, true)
 }
 
 // usable returns key's copy if it is within its hard TTL at now.
@@ -139,13 +140,12 @@ func (l *localCopies[T]) revalidated(key string) {
 	}
 }
 
-// keepCopy records a value read from Redis (stored under name) as the
-// process's copy.
-func (ca *Cache[T]) keepCopy(key, name, group string, v T, decodeErr error, s stored) {
+// keepCopy records a value read from Redis as the process's copy.
+func (l *lookup[T]) keepCopy(v T, decodeErr error, s stored) {
 	if decodeErr != nil && !s.negative {
 		return
 	}
-	ca.local.put(key, name, group, v, s.negative, s.freshUntil, s.hardUntil)
+	l.ca.local.put(l.key, l.k.value, l.group, v, s.negative, s.freshUntil, s.hardUntil)
 }
 
 // staleFromMemory serves key from the process's copy when that copy is
@@ -156,8 +156,8 @@ func (ca *Cache[T]) staleFromMemory(ctx context.Context, span trace.Span, key st
 		return zero, nil, false
 	}
 	now := ca.c.now().UnixMilli()
-	c, revalidate, ok := ca.local.stale(key, now)
-	if !ok {
+	c, revalidate := ca.local.stale(key, now)
+	if c == nil {
 		return zero, nil, false
 	}
 	v, err := ca.serveStale(ctx, span, key, load, c, revalidate, now)
@@ -198,8 +198,8 @@ func (ca *Cache[T]) revalidate(ctx context.Context, span trace.Span, key, group 
 		rctx = context.WithValue(rctx, revalidateKey{}, true)
 		rctx, cancel := context.WithTimeout(rctx, ca.o.LeaseTTL)
 		defer cancel()
-		f, leader, w := ca.flights.join(rctx, key)
-		if leader {
+		f, w := ca.flights.join(rctx, key)
+		if w.leader {
 			ca.flyIn(rctx, f, key, load)
 		}
 		if !f.wait(w) { // another caller's flight outlived LeaseTTL

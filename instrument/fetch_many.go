@@ -60,7 +60,8 @@ func (ca *Cache[T]) FetchMany(ctx context.Context, keys []string, load func(ctx 
 				ca.metricsFor(group).staleAge.Observe(ca.staleFor(s.freshUntil).Seconds())
 			}
 			if s.granted {
-				ca.refreshInBackground(ctx, key, group, keysFor(key), tokens[i], one)
+				l := &lookup[T]{ca: ca, key: key, group: group, k: keysFor(key), token: tokens[i], load: one}
+				l.refreshInBackground(ctx)
 			}
 			v, result, err := ca.decode(key, s, result)
 			ca.metricsFor(group).lookups.of(result).Inc()
@@ -168,23 +169,22 @@ func (ca *Cache[T]) loadMany(ctx context.Context, keyList, tokens []string, idx 
 	vals, err := ca.callBatchLoader(lctx, batch, groups, load)
 	end := ca.c.now()
 	for j, i := range idx {
-		key, group := batch[j], groups[j]
-		k := keysFor(key)
-		ca.metricsFor(group).lookups.of(resultMiss).Inc()
+		l := lookup[T]{ca: ca, key: batch[j], group: groups[j], k: keysFor(batch[j]), token: tokens[i]}
+		ca.metricsFor(l.group).lookups.of(resultMiss).Inc()
 		if states[i].state == stateExpired {
-			ca.c.m.hardTTLExpired.WithLabelValues(group).Inc()
+			ca.c.m.hardTTLExpired.WithLabelValues(l.group).Inc()
 		}
-		switch v, ok := vals[key]; {
+		switch v, ok := vals[l.key]; {
 		case err != nil:
-			ca.failed(ctx, key, group, k, tokens[i])
+			l.failed(ctx)
 		case ok:
-			out[key] = v
-			ca.store(ctx, key, group, k, tokens[i], loaded[T]{v: v, took: end.Sub(start), at: end})
+			out[l.key] = v
+			l.store(ctx, loaded[T]{v: v, took: end.Sub(start), at: end})
 		case ca.o.NegativeTTL > 0:
 			var zero T
-			ca.store(ctx, key, group, k, tokens[i], loaded[T]{v: zero, err: ErrNotFound, took: end.Sub(start), at: end})
+			l.store(ctx, loaded[T]{v: zero, err: ErrNotFound, took: end.Sub(start), at: end})
 		default:
-			ca.giveBack(k, tokens[i])
+			ca.giveBack(l.k, l.token)
 		}
 	}
 	if err != nil {

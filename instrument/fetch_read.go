@@ -32,86 +32,6 @@ const (
 	stateExpired = 3
 )
 
-// lookup is one flight: read, then serve, refresh, load or wait. A load's
-// write is left in *after, for the flight to run once it has landed.
-func (ca *Cache[T]) lookup(ctx context.Context, key, group string, load func(context.Context) (T, error), after *func(context.Context)) (outcome[T], error) {
-	k := keysFor(key)
-	span := trace.SpanFromContext(ctx)
-	ca.fails.expire(ca.c.m.refreshConsecutive, ca.c.now().UnixMilli())
-	if ca.deg.open() {
-		return ca.unavailable(ctx, key, group, load, errBreakerOpen)
-	}
-	ca.c.writes.wait(ctx, k.value) // this process's own write of key comes first
-	sub, woken, wake := ca.watch(k.value)
-	defer sub.close()
-	k.wake = wake
-	s, token, err := ca.read(ctx, key, k)
-	if err != nil {
-		return ca.unavailable(ctx, key, group, load, err)
-	}
-	switch s.state {
-	case stateFresh, stateStale:
-		result := resultHit
-		if s.state == stateStale {
-			result = resultStale
-			span.AddEvent("cache stale")
-		} else {
-			span.AddEvent("cache hit")
-		}
-		// The lease is granted to the flight, so one refresh serves all of
-		// its callers (stale, or XFetch's early refresh of a fresh value).
-		if s.granted {
-			ca.refreshInBackground(ctx, key, group, k, token, load)
-		}
-		o := outcome[T]{freshUntil: s.freshUntil, hardUntil: s.hardUntil}
-		var err error
-		o.val, o.result, err = ca.decode(key, s, result)
-		if o.result == resultStale {
-			o.staleAge = time.Duration(ca.c.now().UnixMilli()-s.freshUntil) * time.Millisecond
-		}
-		ca.keepCopy(key, k.value, group, o.val, err, s)
-		return o, err
-	case stateExpired:
-		span.AddEvent("cache expired past hard TTL")
-	default:
-		span.AddEvent("cache miss")
-	}
-	ca.local.drop(key)
-	o := outcome[T]{pastHard: s.state == stateExpired}
-	if s.granted {
-		o.val, o.result, err = ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired, after)
-		return o, err
-	}
-	o.val, o.result, err = ca.waitForValue(ctx, key, group, k, load, sub, woken, after)
-	return o, err
-}
-
-// unavailable answers a flight whose read failed: from the process's copy
-// if there is one within its hard TTL (LocalCopies), else from the source
-// if Redis is failing; a read that only waited too long ends in an error.
-func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load func(context.Context) (T, error), err error) (outcome[T], error) {
-	now := ca.c.now().UnixMilli()
-	if c, ok := ca.local.usable(key, now); ok {
-		trace.SpanFromContext(ctx).AddEvent("cache copy served, Redis unavailable")
-		o := outcome[T]{val: c.val, result: resultHit, freshUntil: c.freshUntil, hardUntil: c.hardUntil}
-		if now >= c.freshUntil {
-			o.result, o.staleAge = resultStale, time.Duration(now-c.freshUntil)*time.Millisecond
-		}
-		if c.negative {
-			return o, fmt.Errorf("cachewatch: fetch %q: %w (cached)", key, ErrNotFound)
-		}
-		return o, nil
-	}
-	var o outcome[T]
-	cause, failing := ca.deg.failing(err)
-	if !failing {
-		o.result = resultError
-		return o, fmt.Errorf("cachewatch: fetch %q: waiting for Redis: %w", key, err)
-	}
-	o.val, o.result, err = ca.fallback(ctx, key, group, load, err, cause)
-	return o, err
-}
-
 // read runs the read script: one round trip for the value, its state and,
 // when due, the refresh lease, offered under the returned token.
 //
@@ -123,22 +43,23 @@ func (ca *Cache[T]) unavailable(ctx context.Context, key, group string, load fun
 // flight of the batch would. Only Redis failing ends the wait early (the
 // breaker opens after BreakerFailures timed-out round trips in a row).
 //
-// Every attempt offers the lease under the same token, and the script
-// grants a lease again to the token that holds it: whichever attempt Redis
-// ran first, the answered one tells the flight it holds the lease. A read
-// abandoned at last, if an attempt may have reached Redis, has its lease
-// released as an orphan.
-func (ca *Cache[T]) read(ctx context.Context, key string, k keys) (stored, string, error) {
-	token := leaseToken()
+// Every attempt offers the lease under the same token (l.token, new for
+// each read), and the script grants a lease again to the token that holds
+// it: whichever attempt Redis ran first, the answered one tells the flight
+// it holds the lease. A read abandoned at last, if an attempt may have
+// reached Redis, has its lease released as an orphan.
+func (l *lookup[T]) read(ctx context.Context) (stored, error) {
+	ca := l.ca
+	l.token = leaseToken()
 	var s stored
-	mayHaveRun, err := ca.patiently(ctx, key, func() (err error) {
-		s, err = ca.readOnce(ctx, k, token)
+	mayHaveRun, err := ca.patiently(ctx, l.key, func() (err error) {
+		s, err = ca.readOnce(ctx, l.k, l.token)
 		return err
 	})
 	if err != nil && mayHaveRun {
-		ca.releaseOrphan(k, token)
+		ca.releaseOrphan(l.k, l.token)
 	}
-	return s, token, err
+	return s, err
 }
 
 // patiently runs attempt until it succeeds, again while Redis is slow

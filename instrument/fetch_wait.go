@@ -10,39 +10,38 @@ import (
 
 // waitForValue waits for another process's load to land, woken by its
 // write (the read that found the load registered this process's wake
-// channel, k.wake) or, if that is lost, by polling, bounded by ctx. sub
-// and woken were taken before that read. If the loader's lease lapses
-// without a value, the next read grants the lease here and this caller
-// loads.
-func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
-	sub subscription, woken *wakeup, after *func(context.Context)) (T, string, error) {
-	var zero T
+// channel, l.k.wake) or, if that is lost, by polling, bounded by ctx. The
+// wake-up waited for was taken before that read. If the loader's lease
+// lapses without a value, the next read grants the lease here and this
+// lookup loads.
+func (l *lookup[T]) waitForValue(ctx context.Context) (outcome[T], error) {
+	ca := l.ca
 	ctx, cancel := ca.leaseBound(ctx)
 	defer cancel()
 	ticker := ca.c.clock.NewTicker(ca.o.PollInterval)
 	defer ticker.Stop()
-	if k.wake == "" && ca.wakeChannelReady(ctx) {
+	if l.k.wake == "" && ca.wakeChannelReady(ctx) {
 		// The read could not register (the wake channel's subscription
 		// was not confirmed yet): read again, registered.
-		k.wake = ca.c.hub.wake
-		if v, result, err, done := ca.readAgain(ctx, key, group, k, load, sub, &woken, after); done {
-			return v, result, err
+		l.k.wake = ca.c.hub.wake
+		if o, done, err := l.readAgain(ctx); done {
+			return o, err
 		}
 	} else if testHookWaiting != nil {
-		testHookWaiting(key)
+		testHookWaiting(l.key)
 	}
 	for {
 		select {
-		case <-woken.done:
-			if s, ok := ca.carried(woken.payload); ok {
-				return ca.served(ctx, key, group, k, "", load, s)
+		case <-l.woken.done:
+			if s, ok := ca.carried(l.woken.payload); ok {
+				return l.served(ctx, s)
 			}
 		case <-ticker.Chan():
 		case <-ctx.Done():
-			return zero, resultError, fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", key, ctx.Err())
+			return outcome[T]{result: resultError}, l.waitFailed(ctx.Err())
 		}
-		if v, result, err, done := ca.readAgain(ctx, key, group, k, load, sub, &woken, after); done {
-			return v, result, err
+		if o, done, err := l.readAgain(ctx); done {
+			return o, err
 		}
 	}
 }
@@ -51,43 +50,57 @@ func (ca *Cache[T]) waitForValue(ctx context.Context, key, group string, k keys,
 // write landing between the read and the wait is not missed) and answers
 // it if the value is there or the lease is now its own; done is false
 // when it must wait on.
-func (ca *Cache[T]) readAgain(ctx context.Context, key, group string, k keys, load func(context.Context) (T, error),
-	sub subscription, woken **wakeup, after *func(context.Context)) (v T, result string, err error, done bool) {
-	*woken = sub.wait()
-	s, token, err := ca.read(ctx, key, k)
+func (l *lookup[T]) readAgain(ctx context.Context) (o outcome[T], done bool, err error) {
+	l.woken = l.sub.wait()
+	s, err := l.read(ctx)
 	switch {
 	case err != nil:
-		if cause, failing := ca.deg.failing(err); failing {
-			v, result, err = ca.fallback(ctx, key, group, load, err, cause)
-			return v, result, err, true
-		}
-		if ctx.Err() != nil || errors.Is(err, errCallerGone) {
-			return v, resultError, fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", key, err), true
-		}
-		return v, "", nil, false // slow, not down: wait on
+		return l.readFailed(ctx, err)
 	case s.state == stateFresh || s.state == stateStale:
-		v, result, err = ca.served(ctx, key, group, k, token, load, s)
-		return v, result, err, true
+		o, err = l.served(ctx, s)
+		return o, true, err
 	case s.granted:
-		v, result, err = ca.loadAndStore(ctx, key, group, k, token, load, s.state == stateExpired, after)
-		return v, result, err, true
+		o, err = l.loadAndStore(ctx, s.state == stateExpired)
+		return o, true, err
 	}
 	if testHookWaiting != nil {
-		testHookWaiting(key)
+		testHookWaiting(l.key)
 	}
-	return v, "", nil, false
+	return o, false, nil
+}
+
+// readFailed answers a waiter whose read failed: from the source if Redis
+// is failing, with an error if its caller is gone; a read that was only
+// slow leaves it waiting (done false).
+func (l *lookup[T]) readFailed(ctx context.Context, err error) (o outcome[T], done bool, _ error) {
+	if cause, failing := l.ca.deg.failing(err); failing {
+		o, err = l.fallback(ctx, err, cause)
+		return o, true, err
+	}
+	if ctx.Err() != nil || errors.Is(err, errCallerGone) {
+		return outcome[T]{result: resultError}, true, l.waitFailed(err)
+	}
+	return o, false, nil // slow, not down: wait on
+}
+
+// waitFailed is the error of a wait that ended for err.
+func (l *lookup[T]) waitFailed(err error) error {
+	return fmt.Errorf("cachewatch: fetch %q: waiting for another caller's load: %w", l.key, err)
 }
 
 // served answers a waiter with the value another process stored, read
 // (refreshing it when the read granted the lease) or carried by the
 // wake-up.
-func (ca *Cache[T]) served(ctx context.Context, key, group string, k keys, token string, load func(context.Context) (T, error), s stored) (T, string, error) {
+func (l *lookup[T]) served(ctx context.Context, s stored) (outcome[T], error) {
 	if s.granted {
-		ca.refreshInBackground(ctx, key, group, k, token, load)
+		l.refreshInBackground(ctx)
 	}
-	v, _, err := ca.decode(key, s, resultCoalesced)
-	ca.keepCopy(key, k.value, group, v, err, s)
-	return v, resultCoalesced, err
+	var o outcome[T]
+	var err error
+	o.val, _, err = l.ca.decode(l.key, s, resultCoalesced)
+	o.result = resultCoalesced
+	l.keepCopy(o.val, err, s)
+	return o, err
 }
 
 // carried decodes a value carried by a wake-up ("=f:h:n:v", published by
@@ -111,15 +124,18 @@ func (ca *Cache[T]) carried(payload string) (s stored, ok bool) {
 	return s, true
 }
 
-// watch registers a flight's interest in the wake-ups of the stored key
-// (see hub.watch); after Close the Cache no longer uses the Client's
-// connection, and its waiters poll.
-func (ca *Cache[T]) watch(stored string) (subscription, *wakeup, string) {
+// watch registers the lookup's interest in the wake-ups of the stored key
+// (see hub.watch) and the wake channel its reads register; after Close the
+// Cache no longer uses the Client's connection, and its waiters poll.
+func (l *lookup[T]) watch() {
+	ca := l.ca
 	if ca.bg.isClosed() {
 		t := newTopic()
-		return subscription{h: ca.c.hub, stored: stored, t: t}, t.wake, ""
+		l.sub, l.woken = subscription{h: ca.c.hub, stored: l.k.value, t: t}, t.wake
+		return
 	}
-	return ca.c.hub.watch(stored)
+	l.sub, l.woken = ca.c.hub.watch(l.k.value)
+	l.k.wake = l.sub.channel
 }
 
 // wakeChannelReady waits, bounded by RedisTimeout, for the wake channel's

@@ -203,22 +203,23 @@ func (h *hub) unlisten(id *int) {
 }
 
 // subscription is one flight's interest in a stored key's wake-ups (a
-// value: every flight takes one).
+// value: every flight takes one), and channel the wake channel for its
+// reads to register, "" while Redis has not confirmed the subscription (or
+// no Cache is open) — a waiter then waits for ready and reads again, or
+// polls.
 type subscription struct {
-	h      *hub
-	stored string
-	t      *topic
+	h       *hub
+	stored  string
+	t       *topic
+	channel string
 }
 
 // watch registers interest in stored's wake-ups, locally: no command goes
 // to Redis. Call it before the read that may register this process as a
-// waiter: next is the delivery that read's waiter waits for, and channel
-// the wake channel for the read to register, "" while Redis has not
-// confirmed its subscription (or no Cache is open) — the waiter then
-// waits for ready and reads again, or polls.
-func (h *hub) watch(stored string) (s subscription, next *wakeup, channel string) {
+// waiter: next is the delivery that read's waiter waits for.
+func (h *hub) watch(stored string) (s subscription, next *wakeup) {
 	if h.subscribed.Load() {
-		channel = h.wake
+		s.channel = h.wake
 	}
 	sh := h.shard(stored)
 	sh.mu.Lock()
@@ -232,7 +233,8 @@ func (h *hub) watch(stored string) (s subscription, next *wakeup, channel string
 		sh.m[stored] = t
 	}
 	t.refs++
-	return subscription{h: h, stored: stored, t: t}, t.next(), channel
+	s.h, s.stored, s.t = h, stored, t
+	return s, t.next()
 }
 
 // ready waits, at most until ctx ends or bound passes, for Redis to
