@@ -88,6 +88,7 @@ targets file); a test fails on a flag that has neither.
   (list "keys.memory-sample" $v.keys.memorySample)
   (list "keygroup.rule" $v.keygroup.rules)
   (list "keygroup.max-groups" $v.keygroup.maxGroups)
+  (list "keygroup.min-keys" $v.keygroup.minKeys)
   (list "server.miss-burst" $v.server.missBurst)
 -}}
 {{- if $v.targets -}}
