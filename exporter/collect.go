@@ -150,6 +150,11 @@ func collectAges(m emitter, s *NodeSnapshot) {
 		notified = 1
 	}
 	m.gauge(signals.LockNotifications, notified)
+	refused := 0.0
+	if s.LockNotificationsRefused {
+		refused = 1
+	}
+	m.gauge(signals.LockNotificationsRefused, refused)
 	m.counter(signals.LockIndexRepairs, float64(s.LockRepairs))
 }
 
@@ -211,9 +216,11 @@ func collectServer(m emitter, s *NodeSnapshot) {
 	}
 }
 
+// collectPass sends the key figures of a complete whole-keyspace pass (none
+// of a pass in progress) and the lock figures shown.
 func collectPass(m emitter, p *Pass) {
 	for group, g := range p.Groups {
-		if g.Keys > 0 {
+		if g.Keys > 0 && p.Complete {
 			m.gauge(signals.KeysSampled, float64(g.Keys), group)
 			m.gauge(signals.KeysWithoutTTL, float64(g.NoTTL), group)
 			for _, x := range g.Expiring {

@@ -6,31 +6,32 @@
 // configured address reports up 0 from the start until a sample succeeds.
 //
 // The sampler never sends KEYS, a blocking command, a script or a write
-// (except CONFIG SET notify-keyspace-events in NotifyEnable mode). Each
-// sample of a node runs two passes side by side:
+// (except CONFIG SET notify-keyspace-events, see NotifyMode). Each sample of
+// a node runs two passes side by side:
 //
 //   - the lock stage keeps an index of the lock keys (their expiry and a
 //     hash of their owner token). A SCAN … MATCH pass over the keyspace
 //     fills it, reading each lock's TTL (PEXPIRETIME) and the first
 //     MaxTokenBytes of its value (GETRANGE, never GET), paced so that SCAN
-//     takes at most LockScanBudget of the server's time. When the server
-//     publishes keyspace events (notify-keyspace-events, LockNotifications),
-//     the node is subscribed to those of the lock patterns, and every sample
-//     reads again the locks that changed: once a pass after the subscription
-//     has completed, the lock figures are exact as of each sample however
-//     large the keyspace, and later passes only reconcile the index. Without
-//     notifications they are exact as of the start of the last complete
-//     pass;
+//     takes at most LockScanBudget of the server's time. The node is
+//     subscribed to the keyspace events of the lock patterns (by default
+//     the exporter turns on the classes it needs, LockNotifications), and
+//     every sample reads again the locks that changed: once a pass after
+//     the subscription has completed, the lock figures shown are those of a
+//     moment the index was exact at, found by every sample however large
+//     the keyspace, and later passes only reconcile the index. Without
+//     notifications they are a pass's reading, shown when it ends;
 //   - the whole-keyspace pass walks it with SCAN … COUNT and pipelined TTL
 //     reads (and OBJECT FREQ under an LFU policy when hot keys are asked
 //     for, MEMORY USAGE of one key in MemorySample), paced at KeysPerSecond
 //     and bounded by MaxKeys and MaxDuration per sample; the cursor resumes
-//     on the next sample. Its figures (the TTL and expiry shape) describe
-//     the last complete pass, or the pass in progress until one completes,
-//     with the coverage exported.
+//     on the next sample. Its figures (the TTL and expiry shape) are those
+//     of the last complete pass, exported once one has completed; until
+//     then only the coverage is.
 //
-// Every series family's figures carry the Unix time of the oldest
-// observation they are built from (data_timestamp_seconds): their age.
+// No figure of a pass in progress is ever exported. Every series family's
+// figures carry the Unix time they describe (data_timestamp_seconds):
+// their age.
 //
 // A node or stage that fails is retried after a backoff, however often
 // Sample is called; a command refused by ACL is logged once per stage.
@@ -135,11 +136,12 @@ type Options struct {
 	// apart). Its overflow is added to cachewatch_keygroup_overflow_total.
 	LockGroups *keygroup.Classifier
 	// LockNotifications says whether the lock index follows keyspace
-	// notifications (default NotifyAuto: when the server publishes them).
+	// notifications (default NotifyAuto: turning on the classes it needs
+	// when the server allows it, and back off on Close).
 	LockNotifications NotifyMode
 	// LockScanBudget is the share of the server's time (0 to 1) the lock
-	// pass's SCAN may take, by the server's own accounting of SCAN time per
-	// key; default DefaultLockScanBudget.
+	// pass's SCAN may take over each interval, by the server's own
+	// accounting of SCAN time per key; default DefaultLockScanBudget.
 	LockScanBudget float64
 	// LockReconcile is how long a reconciling pass over the keyspace may
 	// take once notifications keep the lock index exact; default
@@ -364,7 +366,7 @@ func (e *Exporter) Sample(ctx context.Context) []*NodeSnapshot {
 		wg.Go(func() { out[i] = e.sampleNode(ctx, n) })
 	}
 	wg.Wait()
-	if !e.closed {
+	if !e.closed && !errors.Is(ctx.Err(), context.Canceled) {
 		snaps := make(map[string]*NodeSnapshot, len(out))
 		for _, s := range out {
 			snaps[s.Node] = s
@@ -407,10 +409,18 @@ func (e *Exporter) Close() error {
 	}
 	e.sampleM.Lock()
 	defer e.sampleM.Unlock()
-	var errs []error
+	errs := make([]error, 0, len(e.nodes)+1)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, n := range e.nodes {
-		errs = append(errs, n.close())
+		wg.Go(func() {
+			err := e.closeNode(n)
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
 	}
+	wg.Wait()
 	e.nodes = map[string]*node{}
 	e.closed = true
 	if e.unobserve != nil {
@@ -465,7 +475,7 @@ func (e *Exporter) refreshNodes(ctx context.Context) []*node {
 	}
 	for a, n := range e.nodes { // masters gone from the topology
 		if !want[a] {
-			_ = n.close()
+			_ = e.closeNode(n)
 			delete(e.nodes, a)
 		}
 	}

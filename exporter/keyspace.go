@@ -93,8 +93,8 @@ type HotKey struct {
 }
 
 // Pass is the keyspace view of a node: the key figures of a whole-keyspace
-// SCAN pass (which may span several samples) and the lock figures of the
-// last complete lock pass.
+// SCAN pass (which may span several samples) and the lock figures shown
+// (see LocksAsOf).
 type Pass struct {
 	Started, Completed time.Time
 	// Complete is false for a pass still in progress (served only until the
@@ -102,10 +102,11 @@ type Pass struct {
 	Complete bool
 	Keys     uint64
 	Groups   map[string]*GroupStats
-	// LocksAsOf is when the lock figures shown were exact: the start of
-	// the SCAN pass they come from or, with keyspace notifications
-	// (LocksNotified), the last sample's reading of them. Zero when no lock
-	// figures are shown.
+	// LocksAsOf is the moment the lock figures shown describe: with
+	// keyspace notifications (LocksNotified), a moment the index was exact
+	// at, found by the last sample that found one; without, the end of the
+	// SCAN pass they come from (a lock written during the pass behind its
+	// cursor is missing from it). Zero when no lock figures are shown.
 	LocksAsOf     time.Time
 	LocksNotified bool
 	// LockPassStarted and LockPassEnded are when the last complete lock

@@ -20,8 +20,15 @@ import (
 //   - with notifications, the first pass after a subscription (the sync)
 //     runs at the budget, and later passes only reconcile the index, over
 //     Options.LockReconcile.
+//
+// The budget is a share of the server's time over each interval. A pass
+// runs only within each sample's MaxDuration, so while it runs it may take
+// the budget times Interval/MaxDuration, at most maxBudgetBoost times it.
 const (
 	lockPassShare = 0.5
+	// maxBudgetBoost bounds the share a running pass takes, over the
+	// budget, to spend the budget of a whole interval within MaxDuration.
+	maxBudgetBoost = 1.25
 	// minLockScanRate (keys/s) covers a small keyspace at once.
 	minLockScanRate = 20_000
 	// unknownLockScanRate (keys/s) is the pace when the key count is
@@ -39,7 +46,7 @@ func (e *Exporter) lockScanRate(n *node) float64 {
 	if e.opts.KeysPerSecond < 0 {
 		return -1
 	}
-	budget := e.opts.LockScanBudget / n.scanCost.perKey().Seconds()
+	budget := e.scanShare() / n.scanCost.perKey().Seconds()
 	want := float64(unknownLockScanRate)
 	switch {
 	case !n.dbKnown:
@@ -52,6 +59,13 @@ func (e *Exporter) lockScanRate(n *node) float64 {
 		want = max(float64(n.dbKeys)/spread, minLockScanRate)
 	}
 	return max(min(want, budget), floorLockScanRate)
+}
+
+// scanShare is the share of the server's time the lock pass's SCAN may take
+// while it runs: the budget over each interval, spent within MaxDuration.
+func (e *Exporter) scanShare() float64 {
+	boost := min(e.opts.Interval.Seconds()/e.opts.MaxDuration.Seconds(), maxBudgetBoost)
+	return min(e.opts.LockScanBudget*max(boost, 1), 1)
 }
 
 // errTokens marks a lock pass error of the owner-token reads (GETRANGE):
@@ -91,8 +105,14 @@ type lockIndex struct {
 	// seen drops keys matched by two patterns (several patterns only).
 	seen map[string]struct{}
 
-	// asOf is when the index was last exact (zero: never).
-	asOf       time.Time
+	// view holds the figures last shown, computed at viewAt, the moment
+	// the index was exact (or, without notifications, a pass ended); nil
+	// when there are none. viewNotified and viewTokens are whether
+	// notifications kept the index exact then and owner tokens were read.
+	view                     map[string]*GroupStats
+	viewAt                   time.Time
+	viewNotified, viewTokens bool
+
 	tokensRead bool
 	overflow   bool
 	// overflowLogged is set once the overflow has been logged.
@@ -121,24 +141,27 @@ func (x *lockIndex) reset() {
 // first pattern and cursor 0.
 func (x *lockIndex) restartPass() { x.active = false }
 
-// lockStage runs one sample's share of the lock stage: with notifications,
-// it applies the changes they reported (the figures are then exact as of
-// the start of the stage), then it continues the SCAN … MATCH pass within
-// the deadline. published is called whenever the figures change.
+// lockStage runs one sample's share of the lock stage. With notifications,
+// it first applies the changes they reported and, the index synced, shows
+// the figures of the moment settle found them exact at; then it continues
+// the SCAN … MATCH pass within the deadline. A completed pass shows its
+// figures: exact at a moment settle finds when it was the sync (or a
+// reconciling pass), otherwise the pass's reading at its end. published is
+// called whenever the figures shown change; no pass in progress is ever
+// shown.
 func (e *Exporter) lockStage(ctx context.Context, n *node, deadline time.Time, readTokens bool, own lookups, published func()) []*StageError {
 	x := &n.locks
 	if !readTokens {
 		x.tokensRead = false
 	}
 	errs := e.followNotifications(ctx, n)
-	if n.feed != nil && n.feed.ready(n.feed.generation()) {
-		if se := e.flushFeed(ctx, n, own); se != nil {
+	if n.feed.ready(n.feed.generation()) {
+		if se := e.settleAndShow(ctx, n, own, published); se != nil {
 			if se.fatal() || se.Stage == StageLocks && !errors.Is(se, errTokens) {
 				return append(errs, se)
 			}
 			errs = append(errs, se)
 		}
-		published()
 	}
 	completed, perrs := e.lockPass(ctx, n, deadline, readTokens, own)
 	errs = append(errs, perrs...)
@@ -150,16 +173,67 @@ func (e *Exporter) lockStage(ctx context.Context, n *node, deadline time.Time, r
 	if !completed {
 		return errs
 	}
-	if x.started.After(x.asOf) { // a whole pass: exact as of its start
-		x.asOf = x.started
-	}
 	if n.feed != nil && (x.synced || x.syncPass == x.seq && n.feed.ready(x.feedGen)) {
 		x.synced = true
-		if se := e.flushFeed(ctx, n, own); se != nil {
+		if se := e.settleAndShow(ctx, n, own, published); se != nil {
+			errs = append(errs, se)
+		}
+		return errs
+	}
+	// SCAN alone: the pass's reading, the locks it read checked again.
+	for _, se := range e.verifyLocks(ctx, n, own) {
+		if se.fatal() || !errors.Is(se, errTokens) {
+			return append(errs, se)
+		}
+		errs = append(errs, se)
+	}
+	e.showLocks(n, e.clock.Now())
+	published()
+	return errs
+}
+
+// settleAndShow settles the index and, when it found a moment the index
+// was exact at, shows the figures of that moment.
+func (e *Exporter) settleAndShow(ctx context.Context, n *node, own lookups, published func()) *StageError {
+	at, exact, se := e.settle(ctx, n, own)
+	if exact {
+		e.showLocks(n, at)
+		published()
+	}
+	return se
+}
+
+// showLocks makes the index's figures at the moment at the ones served,
+// until the next moment the index is exact (or, without notifications, the
+// next pass ends). More lock keys than MaxLocks show none.
+func (e *Exporter) showLocks(n *node, at time.Time) {
+	x := &n.locks
+	x.view, x.viewAt = nil, at
+	x.viewNotified, x.viewTokens = n.feed != nil && x.synced, x.tokensRead
+	if !x.overflow {
+		x.view = e.lockFigures(n, at)
+	}
+}
+
+// verifyLocks reads again every lock the index holds once a pass without
+// notifications has completed: a lock deleted, or whose TTL or token
+// changed, after the pass read it is then shown as it is at the pass's
+// end. A lock written during the pass where its cursor had passed is
+// still missing, until the next pass.
+func (e *Exporter) verifyLocks(ctx context.Context, n *node, own lookups) []*StageError {
+	keys := make([]string, 0, len(n.locks.entries))
+	for k := range n.locks.entries {
+		keys = append(keys, k)
+	}
+	var errs []*StageError
+	for start := 0; start < len(keys); start += e.opts.Batch {
+		for _, se := range e.readLocks(ctx, n, keys[start:min(start+e.opts.Batch, len(keys))], own, false) {
+			if se.fatal() || !errors.Is(se, errTokens) {
+				return append(errs, se)
+			}
 			errs = append(errs, se)
 		}
 	}
-	published()
 	return errs
 }
 
@@ -183,7 +257,7 @@ func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, re
 		}
 	}
 	rate := e.lockScanRate(n)
-	began, visited := e.pacer.Now(), 0
+	paced, visited := e.pacer.Now(), 0
 	var errs []*StageError
 	var batch []string
 	for x.pattern < len(n.patterns) {
@@ -212,7 +286,7 @@ func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, re
 			batch = batch[:0]
 		}
 		visited += e.opts.LockScanCount
-		if err := e.pace(ctx, began, visited, rate); err != nil {
+		if err := e.pace(ctx, &paced, visited, rate); err != nil {
 			x.restartPass()
 			return false, append(errs, stageErr(StageLocks, err))
 		}
@@ -348,7 +422,9 @@ func (e *Exporter) indexLock(n *node, key string, ttl time.Duration, get *redis.
 }
 
 // lockFigures aggregates the index per lock group at now: locks whose TTL
-// has run out are gone, whether or not the server has expired them yet.
+// has run out are gone, whether or not the server has expired them yet (as
+// Redis sees it: a key whose expiry is the current millisecond is still
+// there).
 func (e *Exporter) lockFigures(n *node, now time.Time) map[string]*GroupStats {
 	e.regroupLocks(n)
 	x := &n.locks
@@ -357,7 +433,7 @@ func (e *Exporter) lockFigures(n *node, now time.Time) map[string]*GroupStats {
 	for _, en := range x.entries {
 		ttl := time.Duration(-1)
 		if en.expireAt >= 0 {
-			if en.expireAt <= nowMs {
+			if en.expireAt < nowMs {
 				continue
 			}
 			ttl = time.Duration(en.expireAt-nowMs) * time.Millisecond
@@ -374,17 +450,6 @@ func (e *Exporter) lockFigures(n *node, now time.Time) map[string]*GroupStats {
 		}
 	}
 	return out
-}
-
-// lockView returns the lock figures to serve and when they were exact; nil
-// when there are none (no exact state yet, or more lock keys than
-// MaxLocks).
-func (e *Exporter) lockView(n *node) (map[string]*GroupStats, time.Time) {
-	x := &n.locks
-	if x.asOf.IsZero() || x.overflow {
-		return nil, x.asOf
-	}
-	return e.lockFigures(n, e.clock.Now()), x.asOf
 }
 
 // keyView copies the key figures to serve: the sampler goes on changing its

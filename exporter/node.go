@@ -40,10 +40,11 @@ type NodeSnapshot struct {
 	// lookups of samplers (this one's, other exporters' and doctor runs')
 	// since the server started.
 	Hits, Misses uint64
-	// Pass is the keyspace view being served: the last complete
+	// Pass is the keyspace view of the sample: the last complete
 	// whole-keyspace pass or, before one completes, the pass in progress
-	// (Pass.Complete false), with the lock figures of the last complete
-	// lock pass. Nil when there is nothing to show.
+	// (Pass.Complete false: its key figures are not exported, only its
+	// coverage), with the lock figures shown (Pass.LocksAsOf). Nil when
+	// there is nothing to show.
 	Pass *Pass
 	// Coverage is the fraction (0 to 1) of the node's keyspace that Pass's
 	// key figures cover: 1 for a complete pass.
@@ -71,6 +72,11 @@ type NodeSnapshot struct {
 	// found the notification-fed index wrong about.
 	LockNotifications bool
 	LockRepairs       uint64
+	// LockNotificationsRefused is true when the server publishes no
+	// keyspace events for the lock index and refused the exporter's CONFIG
+	// GET or SET of notify-keyspace-events (ACL, a renamed or missing
+	// CONFIG): the lock figures come from SCAN passes.
+	LockNotificationsRefused bool
 	// QueueReadsSkipped counts, per queue and read, the samples that left
 	// out a read whose last reply exceeded Options.MaxQueueReply.
 	QueueReadsSkipped map[QueueRead]uint64
@@ -108,6 +114,13 @@ type node struct {
 	// commandstats): they change keys without notifications.
 	flushes uint64
 	role    string
+	// notifySet is set while notify-keyspace-events holds classes this
+	// exporter added (NotifyAuto): notifyWas is the value before, put back
+	// on close unless the value is no longer notifyOurs. notifyYielded is
+	// set once someone took them away (kept until the server restarts);
+	// notifyRefused while the server refuses CONFIG GET or SET.
+	notifySet, notifyYielded, notifyRefused bool
+	notifyWas, notifyOurs                   string
 	// queueReads are the backoffs of costly queue reads.
 	queueReads map[QueueRead]*readCap
 	// readsSkipped counts the samples that left a queue read out;
@@ -118,8 +131,9 @@ type node struct {
 	// lock stage succeeded: their series are left out otherwise.
 	keysOK, locksOK bool
 	// serverAsOf and queuesAsOf are when INFO and the queues were last read;
-	// locksSince is when the lock index was last started afresh.
-	serverAsOf, queuesAsOf, locksSince time.Time
+	// locksSince is when the lock index was last started afresh, locksAsOf
+	// the time of the lock figures the last successful lock stage showed.
+	serverAsOf, queuesAsOf, locksSince, locksAsOf time.Time
 
 	// memoryTurn counts keys towards the next MEMORY USAGE read;
 	// memoryRefused is set once the ACL refused it.
@@ -163,6 +177,16 @@ func (n *node) resetKeyspace() {
 	n.resetLocks()
 }
 
+// closeNode puts back the operator's notify-keyspace-events where this
+// exporter changed it, then ends the node's subscription and closes its
+// connections.
+func (e *Exporter) closeNode(n *node) error {
+	ctx, cancel := context.WithTimeout(context.Background(), feedWait)
+	defer cancel()
+	e.restoreNotifications(ctx, n)
+	return n.close()
+}
+
 // close ends the node's subscription and closes its connections.
 func (n *node) close() error {
 	if n.feed != nil {
@@ -180,7 +204,7 @@ func (n *node) resetLocks() {
 		n.feed = nil
 	}
 	n.locks.reset()
-	n.locksSince = time.Time{}
+	n.locksSince, n.locksAsOf = time.Time{}, time.Time{}
 }
 
 // Backoff keys beside the stages: the lock pass's token reads can be
@@ -218,7 +242,7 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 	if n.last != nil && !n.last.Up && !e.due(n, string(StageConnect)) {
 		return n.last // the node failed recently: do not dial it again yet
 	}
-	sm := &sampling{e: e, n: n, s: &NodeSnapshot{Node: n.addr}, began: e.pacer.Now()}
+	sm := &sampling{ctx: ctx, e: e, n: n, s: &NodeSnapshot{Node: n.addr}, began: e.pacer.Now()}
 	if n.locksSince.IsZero() {
 		n.locksSince = e.clock.Now()
 	}
@@ -248,6 +272,7 @@ func (e *Exporter) sampleNode(ctx context.Context, n *node) *NodeSnapshot {
 // sampling is one sample of a node in progress: the snapshot it fills in,
 // and when it began.
 type sampling struct {
+	ctx   context.Context
 	e     *Exporter
 	n     *node
 	s     *NodeSnapshot
@@ -276,9 +301,17 @@ func (sm *sampling) skip(key string) bool {
 }
 
 // finish completes the snapshot, down when fatal is set, and keeps it as
-// the node's last.
+// the node's last. A sample cut short because its context was cancelled
+// (the exporter is stopping) failed at nothing: it is neither recorded nor
+// logged, and the node's last snapshot stays.
 func (sm *sampling) finish(fatal *StageError) *NodeSnapshot {
 	e, n, s := sm.e, sm.n, sm.s
+	if fatal != nil && errors.Is(sm.ctx.Err(), context.Canceled) {
+		if n.last != nil {
+			return n.last
+		}
+		return &NodeSnapshot{Node: n.addr, Err: ErrNotSampled}
+	}
 	s.Time, s.Duration = e.clock.Now(), e.pacer.Since(sm.began)
 	if fatal != nil {
 		sm.record(fatal, string(StageConnect))
@@ -320,7 +353,7 @@ func (e *Exporter) publishEarly(n *node, s *NodeSnapshot) (locksChanged func()) 
 	return func() {
 		withNew := early
 		withNew.Pass = e.withLockView(n, keys, true)
-		e.lockAges(n, &withNew)
+		e.lockAges(n, &withNew, true)
 		e.publish(&withNew)
 	}
 }
@@ -342,7 +375,7 @@ func (e *Exporter) latencyStage(ctx context.Context, n *node, st *ServerStats, s
 
 // ages records when each series family's figures were taken.
 func (e *Exporter) ages(n *node, s *NodeSnapshot) {
-	e.lockAges(n, s)
+	e.lockAges(n, s, n.locksOK)
 	s.ServerAsOf, s.QueuesAsOf, s.KeysAsOf = n.serverAsOf, n.queuesAsOf, time.Time{}
 	if len(e.opts.Queues) == 0 {
 		s.QueuesAsOf = time.Time{}
@@ -355,13 +388,22 @@ func (e *Exporter) ages(n *node, s *NodeSnapshot) {
 }
 
 // lockAges records the lock index's state; only the lock stage's goroutine
-// changes it.
-func (e *Exporter) lockAges(n *node, s *NodeSnapshot) {
-	s.LocksAsOf, s.LockRepairs = n.locks.asOf, n.locks.repairs
-	if s.LocksAsOf.IsZero() || n.locks.overflow { // no exact lock figures since the index started
+// changes it. shown says whether s serves the lock figures shown now;
+// otherwise (a failing lock stage) their time stays that of the last
+// successful stage's.
+func (e *Exporter) lockAges(n *node, s *NodeSnapshot, shown bool) {
+	s.LocksAsOf, s.LockRepairs = n.locksAsOf, n.locks.repairs
+	if shown {
+		s.LocksAsOf = n.locks.viewAt
+		if n.locks.view == nil {
+			s.LocksAsOf = time.Time{}
+		}
+	}
+	if s.LocksAsOf.IsZero() { // no lock figures since the index started
 		s.LocksAsOf = n.locksSince
 	}
 	s.LockNotifications = n.feed != nil && n.locks.synced
+	s.LockNotificationsRefused = n.notifyRefused
 }
 
 // serverStages reads INFO, LATENCY HISTOGRAM and the queues into s. It
@@ -402,18 +444,16 @@ func (e *Exporter) serverStages(ctx context.Context, n *node, s *NodeSnapshot, s
 	return nil
 }
 
-// withLockView adds the node's lock figures to the key figures p, unless
-// the lock stage failed (ok false): then its series are left out, and only
-// their age is exported.
+// withLockView adds the lock figures shown (showLocks) to the key figures
+// p, unless the lock stage failed (ok false): then its series are left
+// out, and only their age is exported.
 func (e *Exporter) withLockView(n *node, p *Pass, ok bool) *Pass {
-	if !ok {
+	x := &n.locks
+	if !ok || x.view == nil {
 		return withLocks(p, nil, time.Time{}, false, false)
 	}
-	groups, asOf := e.lockView(n)
-	v := withLocks(p, groups, asOf, n.locks.tokensRead, n.feed != nil && n.locks.synced)
-	if v != nil && groups != nil {
-		v.LockPassStarted, v.LockPassEnded = n.locks.lastStarted, n.locks.lastEnded
-	}
+	v := withLocks(p, x.view, x.viewAt, x.viewTokens, x.viewNotified)
+	v.LockPassStarted, v.LockPassEnded = x.lastStarted, x.lastEnded
 	return v
 }
 
@@ -465,6 +505,10 @@ func (e *Exporter) passes(ctx context.Context, n *node, began time.Time, s *Node
 	n.keysOK = runKeys && len(keyErrs) == 0
 	if runLocks && !locksFailed {
 		delete(n.backoff, string(StageLocks))
+		n.locksAsOf = time.Time{}
+		if n.locks.view != nil {
+			n.locksAsOf = n.locks.viewAt
+		}
 	}
 	if readTokens && !tokensFailed {
 		delete(n.backoff, backoffTokens)
@@ -556,6 +600,8 @@ func (e *Exporter) readInfo(ctx context.Context, n *node) (*ServerStats, *StageE
 		if n.runID != "" {
 			n.resetKeyspace()
 			n.havePrev = false
+			// A restarted server read its configuration afresh.
+			n.notifySet, n.notifyYielded = false, false
 		}
 		n.runID, n.own = st.RunID, lookups{}
 	} else if st.flushCalls != n.flushes || st.Role != n.role {
@@ -627,7 +673,7 @@ func (e *Exporter) scanKeyspace(ctx context.Context, n *node, began, deadline ti
 		n.passSeq++
 		n.hot = hotKeys{k: e.opts.HotKeys}
 	}
-	scanned := 0
+	scanned, paced := 0, began
 	for {
 		if scanned >= e.opts.MaxKeys || e.pacer.Now().After(deadline) {
 			n.truncated++
@@ -645,7 +691,7 @@ func (e *Exporter) scanKeyspace(ctx context.Context, n *node, began, deadline ti
 				n.cursor, n.pass = 0, nil
 				return []*StageError{se}
 			}
-			if err := e.pace(ctx, began, scanned+start+len(batch), e.opts.KeysPerSecond); err != nil {
+			if err := e.pace(ctx, &paced, scanned+start+len(batch), e.opts.KeysPerSecond); err != nil {
 				n.cursor, n.pass = 0, nil
 				return []*StageError{stageErr(StageKeys, err)}
 			}
@@ -660,17 +706,28 @@ func (e *Exporter) scanKeyspace(ctx context.Context, n *node, began, deadline ti
 	}
 }
 
+// maxPaceLag is how far behind its schedule a paced pass may fall before
+// the schedule moves: after a stall (the process starved of CPU or stopped,
+// a slow reply) the pass goes on at its rate instead of catching up at full
+// speed, which would take the server for itself.
+const maxPaceLag = 50 * time.Millisecond
+
 // pace sleeps on the pacing clock so that the n units of work done since
-// began stay within perSecond (≤ 0: unpaced). It sleeps only once the work
+// *began stay within perSecond (≤ 0: unpaced). It sleeps only once the work
 // is at least e.minSleep ahead of schedule: the schedule is absolute, so the
 // rate is the same, with fewer timer wake-ups (a sleep per SCAN call cost
-// the exporter CPU on the cores Redis and its clients share).
-func (e *Exporter) pace(ctx context.Context, began time.Time, n int, perSecond float64) error {
+// the exporter CPU on the cores Redis and its clients share). Work more
+// than maxPaceLag behind schedule moves *began later instead.
+func (e *Exporter) pace(ctx context.Context, began *time.Time, n int, perSecond float64) error {
 	if perSecond <= 0 {
 		return nil
 	}
 	due := began.Add(time.Duration(float64(n) / perSecond * float64(time.Second)))
 	wait := due.Sub(e.pacer.Now())
+	if wait < -maxPaceLag {
+		*began = began.Add(-wait - maxPaceLag)
+		return nil
+	}
 	if wait <= 0 || wait < e.minSleep {
 		return nil
 	}

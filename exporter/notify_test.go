@@ -1,9 +1,12 @@
 package exporter_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +138,7 @@ func TestLockIndexResyncsAfterLostSubscription(t *testing.T) {
 	must(t, rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
 	must(t, rdb.Set(ctx, "lock:lost:1", "t", 0).Err()) // its event is lost
 	s := e.Sample(ctx)[0]
-	if s.Pass != nil && s.Pass.LocksNotified {
+	if s.LockNotifications {
 		t.Fatal("still synced after the subscription was killed")
 	}
 	// Resubscribed after its 1 s backoff; the next sample syncs again.
@@ -208,33 +211,171 @@ func TestFlushResetsLockIndex(t *testing.T) {
 	}
 }
 
-// The exporter writes notify-keyspace-events only in NotifyEnable mode, and
-// then adds only what is missing; NotifyAuto never writes it and falls
-// back to SCAN passes.
+// notifyConfig reads the server's notify-keyspace-events.
+func notifyConfig(t *testing.T, rdb *redis.Client) string {
+	t.Helper()
+	return rdb.ConfigGet(context.Background(), "notify-keyspace-events").Val()["notify-keyspace-events"]
+}
+
+// hasClasses reports whether the notify-keyspace-events value v holds every
+// class of want.
+func hasClasses(v, want string) bool {
+	for _, c := range want {
+		if !strings.ContainsRune(v, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// By default (NotifyAuto) the exporter adds the classes the lock index needs
+// to the operator's, follows the notifications, and puts the operator's
+// value back on Close; NotifyExisting never writes the setting and falls
+// back to SCAN passes; NotifyEnable adds the classes and leaves them on.
 func TestNotificationModes(t *testing.T) {
 	srv := redistest.Start(t, "--notify-keyspace-events", "E$")
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	writeLocks(t, rdb, 100, 10, 0)
-	auto, _ := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}})
-	if s := auto.Sample(ctx)[0]; s.Pass == nil || s.Pass.LocksNotified || s.Pass.LocksAsOf.IsZero() {
-		t.Fatalf("auto on a server without keyspace events: %+v", s.Pass)
+	opts := exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}}
+
+	opts.LockNotifications = exporter.NotifyExisting
+	existing, _ := newExporter(t, opts)
+	if s := existing.Sample(ctx)[0]; s.Pass == nil || s.Pass.LocksNotified || s.Pass.LocksAsOf.IsZero() || s.LockNotificationsRefused {
+		t.Fatalf("existing mode on a server without keyspace events: %+v", s.Pass)
 	}
-	if got := rdb.ConfigGet(ctx, "notify-keyspace-events").Val()["notify-keyspace-events"]; got != "$E" {
-		t.Fatalf("auto mode changed notify-keyspace-events to %q", got)
+	if got := notifyConfig(t, rdb); got != "$E" {
+		t.Fatalf("existing mode changed notify-keyspace-events to %q", got)
 	}
-	on, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, LockNotifications: exporter.NotifyEnable})
+
+	opts.LockNotifications = exporter.NotifyAuto
+	auto, reg := newExporter(t, opts)
+	if s := auto.Sample(ctx)[0]; s.Pass == nil || !s.Pass.LocksNotified {
+		t.Fatalf("auto mode: not synced: %v", s.Errors)
+	}
+	if got := notifyConfig(t, rdb); !hasClasses(got, exporter.NotifyFlags+"E") {
+		t.Fatalf("auto mode: notify-keyspace-events = %q, want E$ kept and %s added", got, exporter.NotifyFlags)
+	}
+	_, m := scrape(t, reg)
+	expect(t, m, srv.Addr, map[string]float64{`cachewatch_exporter_lock_notifications`: 1, `cachewatch_exporter_lock_notifications_refused`: 0})
+	must(t, auto.Close())
+	if got := notifyConfig(t, rdb); got != "$E" {
+		t.Fatalf("auto mode: notify-keyspace-events = %q after Close, want the operator's $E back", got)
+	}
+
+	opts.LockNotifications = exporter.NotifyEnable
+	on, _ := newExporter(t, opts)
 	if s := on.Sample(ctx)[0]; s.Pass == nil || !s.Pass.LocksNotified {
 		t.Fatalf("enable mode: not synced: %v", s.Errors)
 	}
-	got := rdb.ConfigGet(ctx, "notify-keyspace-events").Val()["notify-keyspace-events"]
-	for _, c := range exporter.NotifyFlags + "E" {
-		if !strings.ContainsRune(got, c) {
-			t.Fatalf("enable mode: notify-keyspace-events = %q, want %s kept and %s added", got, "E$", exporter.NotifyFlags)
-		}
+	must(t, on.Close())
+	if got := notifyConfig(t, rdb); !hasClasses(got, exporter.NotifyFlags+"E") {
+		t.Fatalf("enable mode: notify-keyspace-events = %q after Close, want %s left on", got, exporter.NotifyFlags)
+	}
+}
+
+// A value the operator changed after the exporter set it is theirs: Close
+// leaves it, and the exporter does not add the classes again while the
+// server runs.
+func TestNotificationsChangedSinceAreLeft(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	writeLocks(t, rdb, 100, 10, 0)
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}})
+	e.Sample(ctx)
+	must(t, rdb.ConfigSet(ctx, "notify-keyspace-events", "Ex").Err())
+	s := e.Sample(ctx)[0]
+	if s.LockNotifications || notifyConfig(t, rdb) != "xE" {
+		t.Fatalf("after the operator's change: notifications %v, notify-keyspace-events %q", s.LockNotifications, notifyConfig(t, rdb))
 	}
 	_, m := scrape(t, reg)
-	expect(t, m, srv.Addr, map[string]float64{`cachewatch_exporter_lock_notifications`: 1})
+	expect(t, m, srv.Addr, map[string]float64{`cachewatch_exporter_lock_notifications`: 0, `cachewatch_exporter_locks_held{key_group="lock:order:*"}`: 10})
+	must(t, e.Close())
+	if got := notifyConfig(t, rdb); got != "xE" {
+		t.Fatalf("Close changed the operator's notify-keyspace-events to %q", got)
+	}
+}
+
+// A server that refuses the exporter's CONFIG SET (ACL) or does not know
+// CONFIG (renamed) gets SCAN passes: one clear log line per refused
+// command, the refusal exported, no sample error counted (the operator's
+// choice, not a failure), CONFIG sent again only after the ACL backoff, and
+// exact lock figures all the same.
+func TestRefusedNotificationsFallBackToScan(t *testing.T) {
+	for _, c := range []struct {
+		name, command string
+		args          []string
+		user          bool
+	}{
+		{"acl", "config|set", nil, true},
+		{"renamed", "config|get", []string{"--rename-command", "CONFIG", ""}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := redistest.Start(t, c.args...)
+			admin := srv.Client(t)
+			ctx := context.Background()
+			writeLocks(t, admin, 1000, 40, 4)
+			target := exporter.Target{Addrs: []string{srv.Addr}}
+			if c.user {
+				must(t, admin.Do(ctx, "ACL", "SETUSER", "sampler", "reset", "on", ">pw", "~*", "allchannels", "+@all", "-config|set").Err())
+				target.Username, target.Password = "sampler", "pw"
+			}
+			var logs bytes.Buffer
+			clk := clockwork.NewFakeClockAt(time.Now())
+			e, reg := newExporter(t, exporter.Options{Target: target, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			for i := 0; i < 10; i++ {
+				s := e.Sample(ctx)[0]
+				if g := s.Pass.Groups["lock:order:*"]; s.Pass == nil || s.Pass.LocksNotified || g == nil || g.Locks != 40 || !s.LockNotificationsRefused {
+					t.Fatalf("sample %d: lock figures %+v, refused %v, errors %v", i, s.Pass, s.LockNotificationsRefused, s.Errors)
+				}
+				clk.Advance(5 * time.Second)
+			}
+			_, got := scrape(t, reg)
+			expect(t, got, srv.Addr, map[string]float64{
+				`cachewatch_exporter_lock_notifications`:                          0,
+				`cachewatch_exporter_lock_notifications_refused`:                  1,
+				`cachewatch_exporter_locks_without_ttl{key_group="lock:order:*"}`: 4,
+			})
+			for k, v := range got {
+				if strings.HasPrefix(k, "cachewatch_exporter_sample_errors_total") && v > 0 {
+					t.Errorf("a refused CONFIG counted as a sample error: %s = %v", k, v)
+				}
+			}
+			if n := strings.Count(logs.String(), "cannot turn on keyspace notifications"); n != 1 || !strings.Contains(logs.String(), "command="+c.command) {
+				t.Errorf("want one log line naming %s, got %d:\n%s", c.command, n, logs.String())
+			}
+			if got := notifyConfig(t, admin); c.user && got != "" {
+				t.Errorf("notify-keyspace-events = %q", got)
+			}
+			calls := commandCalls(t, admin, "config|"+map[bool]string{true: "set", false: "get"}[c.user])
+			if c.user && (calls < 1 || calls > 3) { // at 0, 15 and 45 s (the ACL backoff: the interval, doubling)
+				t.Errorf("CONFIG SET sent %d times over 50 s of samples", calls)
+			}
+		})
+	}
+}
+
+// commandCalls reads the calls of one command the server received, run or
+// rejected (INFO commandstats, cmdstat_<name>: calls and rejected_calls).
+func commandCalls(t *testing.T, rdb *redis.Client, name string) int {
+	t.Helper()
+	raw := rdb.Info(context.Background(), "commandstats").Val()
+	total := 0
+	for _, line := range strings.Split(raw, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_"+name+":")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			if k == "calls" || k == "rejected_calls" {
+				n, _ := strconv.Atoi(v)
+				total += n
+			}
+		}
+	}
+	return total
 }
 
 // In a Cluster every master is subscribed: changes on each are followed
@@ -344,4 +485,46 @@ func patternSubscribers(t *testing.T, rdb *redis.Client) int {
 		}
 	}
 	return n
+}
+
+// Stopping the exporter (its context cancelled, as on SIGTERM) in the
+// middle of a sample is no failure: nothing is logged above info, no
+// error is counted, and the notify-keyspace-events the exporter turned on
+// is put back.
+func TestStopMidSampleLogsNoFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	writeLocks(t, rdb, 20_000, 40, 4)
+	var logs bytes.Buffer
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}},
+		KeysPerSecond: 1000, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(ctx) }()
+	// The whole-keyspace pass at 1,000 keys/s holds the first sample for
+	// its 13 s: stop once it is under way.
+	for deadline := time.Now().Add(30 * time.Second); e.Snapshots()[0].KeysScanned == 0 && commandCalls(t, rdb, "scan") < 10; {
+		if time.Now().After(deadline) {
+			t.Fatal("no sample under way")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-ran; err != context.Canceled {
+		t.Fatalf("Run returned %v", err)
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			t.Errorf("logged on stopping: %s", line)
+		}
+	}
+	_, got := scrape(t, reg)
+	for k, v := range got {
+		if strings.HasPrefix(k, "cachewatch_exporter_sample_errors_total") && v > 0 {
+			t.Errorf("stopping counted an error: %s = %v", k, v)
+		}
+	}
+	if v := notifyConfig(t, rdb); v != "" || !strings.Contains(logs.String(), "restored notify-keyspace-events") {
+		t.Errorf("notify-keyspace-events = %q after stopping; logs:\n%s", v, logs.String())
+	}
 }

@@ -62,6 +62,7 @@ const (
 	LocksExpiring            ID = "cachewatch_exporter_locks_expiring"
 	LockNotifications        ID = "cachewatch_exporter_lock_notifications"
 	LockIndexRepairs         ID = "cachewatch_exporter_lock_index_repairs_total"
+	LockNotificationsRefused ID = "cachewatch_exporter_lock_notifications_refused"
 	ExporterDataTimestamp    ID = "cachewatch_exporter_data_timestamp_seconds"
 	ExporterSampleInterval   ID = "cachewatch_exporter_sample_interval_seconds"
 	KeysMemory               ID = "cachewatch_exporter_keys_memory_bytes"
@@ -523,10 +524,17 @@ var exporterMetrics = map[ID]*Metric{
 	},
 	LockNotifications: {
 		Name: string(LockNotifications), Kind: Gauge,
-		Help:    "1 when the node's lock figures are kept exact by keyspace notifications (refreshed every sample), 0 when they come from SCAN passes alone.",
+		Help:    "1 when the node's lock figures are kept exact by keyspace notifications (exact at a moment of every sample), 0 when they come from SCAN passes alone.",
 		Labels:  []Label{node},
 		Sources: []Source{Exporter},
 		OTel:    OTelInstrument{"cachewatch.exporter.lock.notifications", OTelObservableGauge, ""},
+	},
+	LockNotificationsRefused: {
+		Name: string(LockNotificationsRefused), Kind: Gauge,
+		Help:    "1 when the node publishes no keyspace events for the lock index and refused the exporter's CONFIG GET or SET of notify-keyspace-events (ACL, a renamed or missing CONFIG): its lock figures come from SCAN passes. 0 otherwise.",
+		Labels:  []Label{node},
+		Sources: []Source{Exporter},
+		OTel:    OTelInstrument{"cachewatch.exporter.lock.notifications_refused", OTelObservableGauge, ""},
 	},
 	LockIndexRepairs: {
 		Name: string(LockIndexRepairs), Kind: Counter,
@@ -744,6 +752,7 @@ var order = []ID{
 	ExporterTruncated, ExporterErrors, ExporterKeyspaceCoverage,
 	ExporterDataTimestamp, ExporterSampleInterval,
 	LocksHeld, LocksWithoutTTL, LocksLongHeld, LocksExpiring, LockNotifications, LockIndexRepairs,
+	LockNotificationsRefused,
 	KeysSampled, KeysWithoutTTL, KeysExpiring, KeysMemory, ExpirySync,
 	ServerKeyspaceHits, ServerKeyspaceMisses, ServerExpiredKeys, ServerEvictedKeys, ServerMissBursts,
 	ServerCommandCalls, ServerCommandSeconds, ServerCommandFailed, ServerCommandLatency, ServerCommandDuration,

@@ -51,13 +51,22 @@ func defineExporter(cmd *kingpin.CmdClause) action {
 		Default(exporter.DefaultLongHeld.String()).DurationVar(&f.longHeld)
 	cmd.Flag("server.miss-burst", "Count a miss burst when server misses grow by this much in one sample (0: off).").
 		Default("0").Uint64Var(&f.missBurst)
-	cmd.Flag("locks.notifications", "Follow lock keys through keyspace notifications: auto (when the server publishes them), off, or enable (CONFIG SET the missing classes).").
-		Default(exporter.NotifyAuto.String()).EnumVar(&f.notifications, "auto", "off", "enable")
+	cmd.Flag("locks.notifications", "Follow lock keys through keyspace notifications: auto (CONFIG SET the missing classes when allowed, put back on exit), existing (only when the server publishes them), enable (CONFIG SET them and leave them on), or off.").
+		Default(exporter.NotifyAuto.String()).EnumVar(&f.notifications, notifyModes()...)
 	cmd.Flag("locks.reconcile", "With notifications, time over which a SCAN pass reconciles the lock index.").
 		Default(exporter.DefaultLockReconcile.String()).DurationVar(&f.reconcile)
 	cmd.Flag("targets.file", "YAML file of Redis targets, each with its own credentials, sampled apart and labelled target (instead of --redis.*).").
 		PlaceHolder("FILE").StringVar(&f.targetsFile)
 	return f.run
+}
+
+// notifyModes are the values of --locks.notifications.
+func notifyModes() []string {
+	out := make([]string, len(exporter.NotifyModes))
+	for i, m := range exporter.NotifyModes {
+		out[i] = m.String()
+	}
+	return out
 }
 
 // validate checks what kingpin cannot: ranges and cross-flag rules. It

@@ -91,7 +91,7 @@ func TestFlagErrorsExitTwo(t *testing.T) {
 		{"zero max-duration", []string{"doctor", "--sample.max-duration", "0s"}, "--sample.max-duration must be positive"},
 		{"scan budget", []string{"exporter", "--locks.scan-budget", "0"}, "--locks.scan-budget must be in (0, 1]"},
 		{"scan budget above 1", []string{"doctor", "--locks.scan-budget", "1.5"}, "--locks.scan-budget must be in (0, 1]"},
-		{"notifications mode", []string{"exporter", "--locks.notifications", "on"}, "--locks.notifications: enum value must be one of auto,off,enable"},
+		{"notifications mode", []string{"exporter", "--locks.notifications", "on"}, "--locks.notifications: enum value must be one of auto,existing,enable,off"},
 		{"reconcile", []string{"exporter", "--locks.reconcile", "0s"}, "--locks.reconcile must be positive"},
 		{"lock groups", []string{"exporter", "--locks.max-groups", "0"}, "--locks.max-groups must be positive"},
 		{"memory sample", []string{"exporter", "--keys.memory-sample=-1"}, "--keys.memory-sample must not be negative"},

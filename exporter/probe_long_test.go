@@ -1,0 +1,505 @@
+package exporter_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/redistest"
+)
+
+// The long run of the never-true probe, opt-in: a throwaway redis-server
+// with CACHEWATCH_EXPORTER_PROBE_KEYS keys (DEBUG POPULATE, plus 20,000
+// locks lock:order:N, 2,000 without TTL) and notify-keyspace-events "";
+// `cachewatch exporter` with its defaults, scraped every second over HTTP
+// for CACHEWATCH_EXPORTER_PROBE_DURATION (default 10m) while a writer
+// changes locks lock:probe:N (about 20 writes a second) and, once the
+// figures are exact, adds 1,000 locks without TTL and later deletes 500 of
+// them. Another process GETs a random key every millisecond. It reports
+// the time to the first exact figures, every scrape's age after that, how
+// soon the 1,000 and the 500 showed, the scrapes showing a figure never
+// true at its timestamp, the server's CPU during the sync and after, and
+// the other client's GET p99 while the exporter runs over its p99 while
+// the exporter is stopped (SIGSTOP), in alternating 5 s windows, in the
+// steady state and during a second sync; the machine's load beside them.
+//
+//	CACHEWATCH_EXPORTER_PROBE_KEYS=10000000 go test -run TestLockProbeAtScale -v -timeout 1h ./exporter
+const (
+	probeKeysEnv     = "CACHEWATCH_EXPORTER_PROBE_KEYS"
+	probeDurationEnv = "CACHEWATCH_EXPORTER_PROBE_DURATION"
+	probeGetLoopEnv  = "CACHEWATCH_EXPORTER_PROBE_GETLOOP"
+	probeLocks       = 20_000
+	probeNoTTL       = 2_000
+	probeWindowLen   = 5 * time.Second
+)
+
+func TestLockProbeAtScale(t *testing.T) {
+	keys, _ := strconv.Atoi(os.Getenv(probeKeysEnv))
+	if keys == 0 {
+		t.Skipf("opt-in: %s=10000000 [%s=10m]; TestLockFiguresTrueAtTheirTimestamp is its CI-sized version", probeKeysEnv, probeDurationEnv)
+	}
+	duration := 10 * time.Minute
+	if d, err := time.ParseDuration(os.Getenv(probeDurationEnv)); err == nil {
+		duration = d
+	}
+	bin := filepath.Join(t.TempDir(), "cachewatch")
+	metrictest.RunTool(t, "go", "build", "-o", bin, "github.com/cachewatch/cachewatch/cmd/cachewatch")
+	srv := redistest.Start(t)
+	admin := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, ReadTimeout: 5 * time.Minute})
+	log := &truthLog{}
+	ctx := context.Background()
+	must(t, admin.Do(ctx, "DEBUG", "POPULATE", keys-probeLocks, "key", 10).Err())
+	seedLocks(t, admin, log, "lock:order:", probeLocks, probeNoTTL, 0)
+	getLoop := startProbeGetLoop(t, srv.Addr, keys-probeLocks)
+	p := &longProbe{t: t, bin: bin, addr: srv.Addr, admin: admin, log: log, interval: exporter.DefaultInterval}
+	t.Logf("%d keys loaded; load %s", keys, loadAvg())
+	time.Sleep(15 * time.Second)
+	p.steadyPhase(duration)
+	p.alternate("steady state", max(4, int(duration/(25*time.Second))), nil)
+	p.stop()
+	p.start()
+	p.alternate("second sync", 100, p.exact)
+	p.stop()
+	p.report(getLoop.stop(t))
+}
+
+// longProbe is the state of the long run.
+type longProbe struct {
+	t        *testing.T
+	bin      string
+	addr     string
+	admin    *redis.Client
+	log      *truthLog
+	interval time.Duration
+
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	port   string
+	began  time.Time
+	// windows are the alternating windows: [start, end) and whether the
+	// exporter ran.
+	windows []probeWindow
+	lines   []string
+}
+
+type probeWindow struct {
+	start, end time.Time
+	running    bool
+	phase      string
+	cpu        time.Duration // the server's CPU time over the window
+}
+
+func (p *longProbe) logf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	p.lines = append(p.lines, line)
+	p.t.Log(line)
+}
+
+// start runs `cachewatch exporter` with its defaults.
+func (p *longProbe) start() {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(p.t, err)
+	p.port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	must(p.t, l.Close())
+	p.stderr = &bytes.Buffer{}
+	p.cmd = exec.Command(p.bin, "exporter", "--redis.addr", p.addr, "--web.listen-address", "127.0.0.1:"+p.port)
+	p.cmd.Stderr = &lockedWriter{w: p.stderr}
+	p.began = time.Now()
+	must(p.t, p.cmd.Start())
+}
+
+// stop sends SIGTERM and checks that nothing above info was logged on
+// stopping and that notify-keyspace-events is back to "".
+func (p *longProbe) stop() {
+	must(p.t, p.cmd.Process.Signal(syscall.SIGCONT))
+	logged := p.stderr.Len()
+	must(p.t, p.cmd.Process.Signal(syscall.SIGTERM))
+	err := p.cmd.Wait()
+	tail := p.stderr.String()[logged:]
+	for _, line := range strings.Split(tail, "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			p.t.Errorf("logged on SIGTERM: %s", line)
+		}
+	}
+	v := p.admin.ConfigGet(context.Background(), "notify-keyspace-events").Val()["notify-keyspace-events"]
+	p.logf("SIGTERM: exit %v, %d lines logged on stopping, notify-keyspace-events %q after", err, strings.Count(tail, "\n"), v)
+	if v != "" {
+		p.t.Errorf("notify-keyspace-events %q after the exporter stopped, want \"\" back", v)
+	}
+}
+
+// scrape reads the exporter's lock figures over HTTP.
+func (p *longProbe) scrape() (lockFigures, time.Time, bool) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://127.0.0.1:" + p.port + "/metrics")
+	if err != nil {
+		return nil, time.Time{}, false
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		p.t.Errorf("scrape: %v", err)
+		return nil, time.Time{}, false
+	}
+	list := make([]*dto.MetricFamily, 0, len(fams))
+	for _, f := range fams {
+		list = append(list, f)
+	}
+	return scrapedLocks(list, p.addr)
+}
+
+// exact reports whether the exporter shows lock figures, checking them.
+func (p *longProbe) exact() bool {
+	seen, at, ok := p.scrape()
+	if ok {
+		if good, why := checkAt(p.log.snapshot(), seen, at, exporter.DefaultLongHeld); !good {
+			p.t.Errorf("figures never true at %v: %s", at, why)
+		}
+	}
+	return ok
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// redisCPU is the server's CPU time (INFO cpu).
+func redisCPU(t testing.TB, rdb *redis.Client) time.Duration {
+	var total float64
+	for _, line := range strings.Split(rdb.Info(context.Background(), "cpu").Val(), "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+// loadAvg is the machine's load (uptime's three figures).
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func pct(d, over time.Duration) float64 { return 100 * d.Seconds() / over.Seconds() }
+
+// probeGetLoop is the other client, a process of its own.
+type probeGetLoop struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out string
+}
+
+func startProbeGetLoop(t *testing.T, addr string, keys int) *probeGetLoop {
+	out := filepath.Join(t.TempDir(), "latencies")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockProbeGetLoop$", "-test.count=1")
+	cmd.Env = append(os.Environ(), probeGetLoopEnv+"="+addr+","+out+","+strconv.Itoa(keys))
+	in, err := cmd.StdinPipe()
+	must(t, err)
+	cmd.Stderr = os.Stderr
+	must(t, cmd.Start())
+	return &probeGetLoop{cmd: cmd, in: in, out: out}
+}
+
+// getRecord is one GET: when it started and how long it took.
+type getRecord struct {
+	at  time.Time
+	lat time.Duration
+}
+
+// stop ends the loop and returns its GETs.
+func (g *probeGetLoop) stop(t *testing.T) []getRecord {
+	must(t, g.in.Close())
+	must(t, g.cmd.Wait())
+	b, err := os.ReadFile(g.out)
+	must(t, err)
+	out := make([]getRecord, 0, len(b)/16)
+	for ; len(b) >= 16; b = b[16:] {
+		out = append(out, getRecord{time.Unix(0, int64(binary.LittleEndian.Uint64(b))), time.Duration(binary.LittleEndian.Uint64(b[8:]))})
+	}
+	return out
+}
+
+// TestLockProbeGetLoop is the other client of TestLockProbeAtScale; it
+// runs only in the process that test starts. Every millisecond it GETs a
+// random key and records (start Unix ns, latency ns) until its stdin
+// closes.
+func TestLockProbeGetLoop(t *testing.T) {
+	env := os.Getenv(probeGetLoopEnv)
+	if env == "" {
+		t.Skip("only run by TestLockProbeAtScale")
+	}
+	parts := strings.Split(env, ",")
+	keys, _ := strconv.Atoi(parts[2])
+	c := redis.NewClient(&redis.Options{Addr: parts[0], PoolSize: 1})
+	defer c.Close()
+	f, err := os.Create(parts[1])
+	must(t, err)
+	w := bufio.NewWriter(f)
+	var stop atomic.Bool
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); stop.Store(true) }()
+	rng := rand.New(rand.NewPCG(3, 4))
+	ctx := context.Background()
+	var rec [16]byte
+	for next := time.Now(); !stop.Load(); {
+		next = next.Add(time.Millisecond)
+		key := "key:" + strconv.Itoa(rng.IntN(keys))
+		start := time.Now()
+		_ = c.Get(ctx, key).Err()
+		binary.LittleEndian.PutUint64(rec[:8], uint64(start.UnixNano()))
+		binary.LittleEndian.PutUint64(rec[8:], uint64(time.Since(start)))
+		_, _ = w.Write(rec[:])
+		time.Sleep(time.Until(next))
+	}
+	must(t, w.Flush())
+	must(t, f.Close())
+}
+
+// p99 is the 99th percentile of the GETs that started in the windows.
+func p99(gets []getRecord, windows []probeWindow) (time.Duration, int) {
+	var lat []time.Duration
+	for _, g := range gets {
+		for _, w := range windows {
+			if !g.at.Before(w.start) && g.at.Before(w.end) {
+				lat = append(lat, g.lat)
+				break
+			}
+		}
+	}
+	if len(lat) == 0 {
+		return 0, 0
+	}
+	slices.Sort(lat)
+	return lat[min(len(lat)-1, len(lat)*99/100)], len(lat)
+}
+
+// steadyRun is what the steady phase measured.
+type steadyRun struct {
+	firstExact, end            time.Time
+	cpuStart, cpuExact, cpuEnd time.Duration
+	checked, violations        int
+	ages                       []time.Duration
+	added, deleted             time.Time // when the 1,000 were acknowledged, and the 500 deletions
+	addShown, delShown         time.Duration
+}
+
+// steadyPhase runs the exporter for d, scraping every second and checking
+// every scrape, while the writer runs; once the figures are exact it adds
+// 1,000 locks without TTL, and deletes 500 of them a minute later.
+func (p *longProbe) steadyPhase(d time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bursts := make(chan []lockOp)
+	acked := make(chan time.Time, 1)
+	go p.write(ctx, bursts, acked)
+	r := &steadyRun{cpuStart: redisCPU(p.t, p.admin)}
+	p.logf("steady phase: exporter started; load %s", loadAvg())
+	p.start()
+	for tick := time.NewTicker(time.Second); time.Since(p.began) < d; <-tick.C {
+		p.scrapeOnce(r)
+		switch {
+		case r.firstExact.IsZero():
+		case r.added.IsZero() && time.Since(r.firstExact) > 30*time.Second:
+			bursts <- burstOps(0, 1000, 's')
+			r.added = <-acked
+		case r.deleted.IsZero() && r.addShown > 0 && time.Since(r.added) > time.Minute:
+			bursts <- burstOps(0, 500, 'd')
+			r.deleted = <-acked
+		}
+	}
+	r.end, r.cpuEnd = time.Now(), redisCPU(p.t, p.admin)
+	p.steadyReport(r)
+}
+
+// write runs the writer (about 20 requests a second) and the bursts it is
+// handed, one request at a time: the truth log needs them in order.
+func (p *longProbe) write(ctx context.Context, bursts <-chan []lockOp, acked chan<- time.Time) {
+	w := newLockWriter(redistest.NewClient(p.t, &redis.Options{Addr: p.addr}), p.log, "lock:probe:", 1000, 9)
+	for ctx.Err() == nil {
+		var err error
+		select {
+		case ops := <-bursts:
+			err = w.send(ctx, ops)
+			acked <- ops[len(ops)-1].acked
+		default:
+			err = w.step(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			p.t.Errorf("writer: %v", err)
+			return
+		}
+		time.Sleep(time.Duration(1+w.rng.IntN(100)) * time.Millisecond)
+	}
+}
+
+// burstOps are writes of lock:burst:from…to-1: SETs without TTL or DELs.
+func burstOps(from, to int, kind byte) []lockOp {
+	ops := make([]lockOp, 0, to-from)
+	for i := from; i < to; i++ {
+		ops = append(ops, lockOp{key: "lock:burst:" + strconv.Itoa(i), kind: kind, expireAt: -1})
+	}
+	return ops
+}
+
+// scrapeOnce scrapes, checks the figures against the truth at their time,
+// and notes their age and when the bursts showed.
+func (p *longProbe) scrapeOnce(r *steadyRun) {
+	seen, at, ok := p.scrape()
+	now := time.Now()
+	if !ok {
+		if !r.firstExact.IsZero() {
+			p.logf("scrape at +%v shows no lock figures", now.Sub(p.began).Round(time.Second))
+		}
+		return
+	}
+	r.checked++
+	if good, why := checkAt(p.log.snapshot(), seen, at, exporter.DefaultLongHeld); !good {
+		if r.violations++; r.violations <= 5 {
+			p.logf("VIOLATION at +%v: figures of %v never true then: %s", now.Sub(p.began).Round(time.Millisecond), at, why)
+		}
+	}
+	if r.firstExact.IsZero() {
+		r.firstExact, r.cpuExact = now, redisCPU(p.t, p.admin)
+		p.logf("first exact figures scraped %.1f s after the exporter started, stamped +%.1f s; load %s",
+			now.Sub(p.began).Seconds(), at.Sub(p.began).Seconds(), loadAvg())
+	}
+	r.ages = append(r.ages, now.Sub(at))
+	burst := seen[`locks_held{key_group="lock:burst:*"}`]
+	if !r.added.IsZero() && r.addShown == 0 && burst == 1000 && !at.Before(r.added) {
+		r.addShown = now.Sub(r.added)
+	}
+	if !r.deleted.IsZero() && r.delShown == 0 && burst == 500 && !at.Before(r.deleted) {
+		r.delShown = now.Sub(r.deleted)
+	}
+}
+
+func (p *longProbe) steadyReport(r *steadyRun) {
+	if r.firstExact.IsZero() {
+		p.t.Errorf("no exact lock figures in %v", r.end.Sub(p.began))
+		return
+	}
+	ages := slices.Clone(r.ages)
+	slices.Sort(ages)
+	over := 0
+	for _, a := range ages {
+		if a > 2*p.interval {
+			over++
+		}
+	}
+	p.logf("first exact: %.1f s after start (arithmetic floor c*N/B at the measured c: see INFO commandstats)", r.firstExact.Sub(p.began).Seconds())
+	p.logf("scrapes after the first exact: %d, age median %v, p99 %v, max %v; %d older than 2 intervals",
+		len(ages), ages[len(ages)/2].Round(time.Millisecond), ages[len(ages)*99/100].Round(time.Millisecond), ages[len(ages)-1].Round(time.Millisecond), over)
+	p.logf("+1,000 locks without TTL shown %.1f s after acknowledged; -500 shown %.1f s after", r.addShown.Seconds(), r.delShown.Seconds())
+	p.logf("never-true probe: %d scrapes checked, %d violations, %d writes logged", r.checked, r.violations, len(p.log.snapshot()))
+	p.logf("redis CPU: %.1f %% of a core during the sync (%v), %.1f %% after (%v); exporter CPU %.1f %%; load %s",
+		pct(r.cpuExact-r.cpuStart, r.firstExact.Sub(p.began)), r.firstExact.Sub(p.began).Round(time.Second),
+		pct(r.cpuEnd-r.cpuExact, r.end.Sub(r.firstExact)), r.end.Sub(r.firstExact).Round(time.Second),
+		pct(procCPU(p.cmd.Process.Pid), r.end.Sub(p.began)), loadAvg())
+	if r.violations > 0 || over > 0 || r.addShown == 0 || r.addShown > 2*p.interval || r.delShown == 0 || r.delShown > 2*p.interval {
+		p.t.Errorf("acceptance not met: see above")
+	}
+}
+
+// alternate stops (SIGSTOP) and continues the exporter in windows of
+// probeWindowLen, pairs times or until done reports true (checked after each
+// running window), noting the server's CPU over each window.
+func (p *longProbe) alternate(phase string, pairs int, done func() bool) {
+	p.logf("%s: alternating windows; load %s", phase, loadAvg())
+	for i := 0; i < pairs; i++ {
+		for _, running := range []bool{false, true} {
+			sig := syscall.SIGSTOP
+			if running {
+				sig = syscall.SIGCONT
+			}
+			must(p.t, p.cmd.Process.Signal(sig))
+			w := probeWindow{start: time.Now(), running: running, phase: phase}
+			cpu := redisCPU(p.t, p.admin)
+			time.Sleep(probeWindowLen)
+			w.end, w.cpu = time.Now(), redisCPU(p.t, p.admin)-cpu
+			p.windows = append(p.windows, w)
+		}
+		if done != nil && done() {
+			p.logf("%s: exact after %d pairs of windows", phase, i+1)
+			return
+		}
+	}
+}
+
+// report compares the other client's GET p99 and the server's CPU between
+// the windows where the exporter ran and those where it was stopped.
+func (p *longProbe) report(gets []getRecord) {
+	for _, phase := range []string{"steady state", "second sync"} {
+		var run, stopped []probeWindow
+		var runCPU, stopCPU, runT, stopT time.Duration
+		for _, w := range p.windows {
+			switch {
+			case w.phase != phase:
+			case w.running:
+				run, runCPU, runT = append(run, w), runCPU+w.cpu, runT+w.end.Sub(w.start)
+			default:
+				stopped, stopCPU, stopT = append(stopped, w), stopCPU+w.cpu, stopT+w.end.Sub(w.start)
+			}
+		}
+		pr, nr := p99(gets, run)
+		ps, ns := p99(gets, stopped)
+		p.logf("%s: GET p99 %v while the exporter ran (%d GETs, %d windows), %v while it was stopped (%d GETs): ratio %.2f; redis CPU %.1f %% / %.1f %%",
+			phase, pr, nr, len(run), ps, ns, float64(pr)/float64(max(ps, 1)), pct(runCPU, runT), pct(stopCPU, stopT))
+	}
+	p.logf("load at the end %s", loadAvg())
+	if out := os.Getenv("CACHEWATCH_EXPORTER_PROBE_REPORT"); out != "" {
+		must(p.t, os.WriteFile(out, []byte(strings.Join(p.lines, "\n")+"\n"), 0o644))
+	}
+}
+
+// procCPU is another process's user and system CPU time (/proc/PID/stat).
+func procCPU(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
+}
