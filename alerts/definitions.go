@@ -727,7 +727,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		summary:     "Lock keys without expiry exist: a crashed owner holds them forever.",
 		description: `{{ $value }} lock keys of group {{ $labels.key_group }} on {{ $labels.node }} have no TTL.`,
 		runbook: runbook{
-			meaning: "The exporter found lock keys (matching `--locks.pattern`) with no expiry. If their owner crashed, nobody will ever take these locks again: a deadlock until someone deletes them.",
+			meaning: "The exporter found lock keys (matching `--locks.pattern`) with no expiry. If their owner crashed, nobody will ever take these locks again: a deadlock until someone deletes them. This count is exact at the lock figures' timestamp (`" + signals.ExporterDataTimestamp.String() + "{family=\"locks\"}`); `" + signals.KeysWithoutTTL.String() + "` of the same group counts the same keys from a walk of the whole keyspace over minutes and may differ: trust this one.",
 			causes: []string{
 				"Code taking locks with `SETNX` + `EXPIRE` in two steps and crashing in between, or with `SET NX` and no `PX`.",
 				"A `PERSIST` or a `SET` without `KEEPTTL` on a lock key.",

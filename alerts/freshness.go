@@ -28,13 +28,13 @@ func freshnessDefinitions(cfg Config) []definition {
 		runbook: runbook{
 			meaning: "`time() - " + signals.ExporterDataTimestamp.String() + "{family=\"locks\"}` is the time since the lock figures were last exact. Above a few intervals, the lock series (and the alerts on them, such as locks without TTL) describe the past: a stuck lock may be missing, a released one still shown.",
 			causes: []string{
-				"Keyspace notifications are off (`" + signals.LockNotifications.String() + "` 0) and one SCAN pass over the keyspace takes longer than an interval at `--locks.scan-budget` (the limit in docs/exporter.md).",
+				"Keyspace notifications are off (`" + signals.LockNotifications.String() + "` 0) and one SCAN pass over the keyspace takes longer than an interval at `--locks.scan-budget` (the limit in docs/exporter.md): the server refused the exporter's `CONFIG SET` (`" + signals.LockNotificationsRefused.String() + "` 1), or `--locks.notifications` is `existing` or `off`.",
 				"The exporter has just started, or its subscription broke, and the sync pass has not finished (its duration is the keyspace size times the server's SCAN time per key, over the budget).",
 				"The lock stage fails (see *Sampler errors by stage and class*, stage `locks` or `notifications`): its series are left out while the age grows.",
 				"More lock keys than `--locks.max-tracked`.",
 			},
 			confirm: "On **" + boardKeyspace + "**, panels *Age of lock, keyspace, server and queue figures* and *Lock figures kept exact by keyspace notifications* in the *Freshness: how old are these figures?* row, and *Sampler errors by stage and class*.",
-			fix:     "Turn keyspace notifications on for the lock index (`notify-keyspace-events` with `" + "Kg$xe" + "`, or `--locks.notifications enable`); otherwise raise `--locks.scan-budget` within what the server can spare or narrow `--locks.pattern`; grant the refused commands; raise `--locks.max-tracked`.",
+			fix:     "Turn keyspace notifications on for the lock index (`notify-keyspace-events` with `" + "Kg$xe" + "` in the server's configuration, or grant the exporter `+config|set`); otherwise raise `--locks.scan-budget` within what the server can spare or narrow `--locks.pattern`; grant the refused commands; raise `--locks.max-tracked`.",
 		},
 		cases: []testCase{{
 			name:    "lock figures not refreshed since the exporter lost them",

@@ -161,7 +161,7 @@ func panelSections() []struct {
 		confirm: "On **" + boardKeyspace + "**, panels *Memory used and limit*, *Expired and evicted keys* and *Clients*.",
 		fix:     "Give every cache key a TTL; size memory for the working set; use a `volatile-*` policy so keys without TTL (locks should have one) are not evicted first; fix contention before raising pool sizes.",
 	}}, {"Keys without TTL", runbook{
-		meaning: "Sampled keys of a group that never expire. In a cache group they grow until eviction.",
+		meaning: "Sampled keys of a group that never expire. In a cache group they grow until eviction. The figures come from the last complete walk of the whole keyspace, which takes minutes (*Keyspace pass coverage*); for lock groups the exact count is *Locks without TTL* (CachewatchLocksWithoutTTL).",
 		causes:  []string{"Writes with `SET` without `EX`/`PX`, or `SET` dropping an existing TTL.", "Groups that are not caches (queues, counters) matched by the cache patterns."},
 		confirm: "On **" + boardKeyspace + "**, panel *Keys sampled and keys without TTL*.",
 		fix:     "Write cache values through `instrument.Cache` (fresh and hard TTLs with jitter); add TTLs to the writers that omit them; classify non-cache keys into their own groups.",

@@ -20,7 +20,7 @@ func freshnessRow(x *exprs) row {
 		panels: []panel{{
 			title: "Lock figures' age in sample intervals",
 			help: help{"Time since the lock figures were last exact, over the exporter's sample interval." + perExporter,
-				"below 1 with keyspace notifications; below the time a SCAN pass takes without.", rbLockStateStale},
+				"at most 1 with keyspace notifications (every sample finds a moment the index was exact at); below the time a SCAN pass takes without.", rbLockStateStale},
 			unit: units.Short, scale: alertValue,
 			targets: []target{{ratio("(time() - "+x.agg("min", s.ExporterDataTimestamp, perInstance, x.is(s.ExporterDataTimestamp, "family", "locks"))+")",
 				x.agg("max", s.ExporterSampleInterval, perInstance)), "{{instance}} {{node}}"}},
@@ -32,10 +32,13 @@ func freshnessRow(x *exprs) row {
 			targets: []target{{"time() - " + x.agg("min", s.ExporterDataTimestamp, byFamily), "{{family}} {{instance}} {{node}}"}},
 		}, {
 			title: "Lock figures kept exact by keyspace notifications",
-			help: help{"1 when keyspace notifications keep the node's lock figures exact every sample; 0 when they come from SCAN passes alone (exact only as often as a pass fits the budget)." + perExporter,
-				"1 on large keyspaces; 0 is fine while a SCAN pass fits one interval.", rbLockStateStale},
+			help: help{"1 when keyspace notifications keep the node's lock figures exact at a moment of every sample; 0 when they come from SCAN passes alone (a pass's reading, as often as a pass fits the budget). Refused: the server publishes no keyspace events and refused the exporter's CONFIG GET or SET (ACL, a renamed CONFIG)." + perExporter,
+				"1 on large keyspaces; 0 is fine while a SCAN pass fits one interval; refused 0.", rbLockStateStale},
 			unit: units.Short, max: 1,
-			targets: []target{{x.agg("min", s.LockNotifications, perInstance), "{{instance}} {{node}}"}},
+			targets: []target{
+				{x.agg("min", s.LockNotifications, perInstance), "{{instance}} {{node}}"},
+				{x.agg("max", s.LockNotificationsRefused, perInstance), "refused {{instance}} {{node}}"},
+			},
 		}, {
 			title: "Lock index repairs",
 			help: help{"Lock keys per second that a reconciling SCAN pass found the notification-fed lock index wrong about: lost notifications." + perExporter,

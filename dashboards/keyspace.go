@@ -40,13 +40,13 @@ func keyspace() (*board, error) {
 			title: "Symptom: locks pile up or never expire",
 			panels: []panel{{
 				title: "Locks held",
-				help: help{"Lock keys present in the last complete pass, per node and key group." + haMax,
+				help: help{"Lock keys present at the lock figures' timestamp (Freshness row), per node and key group: exact then, never a pass in progress." + haMax,
 					"about the number of workers doing locked work; a steady climb means locks are not released.", rbLocksLongHeld},
 				unit:    units.Short,
 				targets: []target{{x.nodeMax(s.LocksHeld, kg), "{{node}} {{key_group}}"}},
 			}, {
 				title: "Locks without TTL",
-				help: help{"Lock keys with no expiry: held forever if their owner crashed." + haMax,
+				help: help{"Lock keys with no expiry: held forever if their owner crashed. The exact count at the lock figures' timestamp; *Keys sampled and keys without TTL* counts the same keys from a walk of the whole keyspace over minutes, so where the two differ this one is right." + haMax,
 					"0: every lock needs a TTL.", rbLocksWithoutTTL},
 				unit: units.Short, scale: alertValue,
 				targets: []target{{x.nodeMax(s.LocksWithoutTTL, kg), "{{node}} {{key_group}}"}},
@@ -81,13 +81,19 @@ func keyspace() (*board, error) {
 					"{{key_group}} within {{within}}"}},
 			}, {
 				title: "Keys sampled and keys without TTL",
-				help: help{"Keys of each group seen in the last complete pass, and those that never expire, over all nodes." + haMax,
+				help: help{"Keys of each group seen in the last complete whole-keyspace pass, and those that never expire, over all nodes: a walk over minutes (10,000 keys/s per node by default), shown only once a pass has completed (coverage beside), not a moment. For lock groups, *Locks without TTL* is the exact answer." + haMax,
 					"no keys without TTL in cache groups: they grow until eviction.", rbKeysWithoutTTL},
 				unit: units.Short,
 				targets: []target{
 					{x.nodeTotal(s.KeysSampled, kg), "sampled {{key_group}}"},
 					{x.nodeTotal(s.KeysWithoutTTL, kg), "without TTL {{key_group}}"},
 				},
+			}, {
+				title: "Keyspace pass coverage",
+				help: help{"Fraction of each node's keyspace the whole-keyspace pass has covered: the keys panels of this row show the last complete pass, nothing before the first one completes (below 1 from the start until then)." + perExporter,
+					"1 once a pass has completed; the first pass takes the node's keys over the pace (about 17 minutes at 10,000,000 keys).", rbExporterCoverage},
+				unit: units.PercentUnit, max: 1,
+				targets: []target{{x.agg("min", s.ExporterKeyspaceCoverage, perInstance), "{{instance}} {{node}}"}},
 			}},
 		}, {
 			title: "Server: hits, misses, evictions",
