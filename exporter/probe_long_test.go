@@ -75,16 +75,17 @@ func TestLockProbeAtScale(t *testing.T) {
 	must(t, admin.Do(ctx, "DEBUG", "POPULATE", keys-probeLocks, "key", 10).Err())
 	seedLocks(t, admin, log, "lock:order:", probeLocks, probeNoTTL, 0)
 	getLoop := startProbeGetLoop(t, srv.Addr, keys-probeLocks)
-	p := &longProbe{t: t, bin: bin, addr: srv.Addr, admin: admin, log: log, interval: exporter.DefaultInterval}
-	t.Logf("%d keys loaded; load %s", keys, loadAvg())
+	p := &longProbe{t: t, bin: bin, addr: srv.Addr, admin: admin, log: log, interval: exporter.DefaultInterval, keys: keys, gets: getLoop}
+	p.logf("%d keys loaded; load %s", keys, loadAvg())
 	time.Sleep(15 * time.Second)
 	p.steadyPhase(duration)
 	p.alternate("steady state", max(4, int(duration/(25*time.Second))), nil)
 	p.stop()
 	p.start()
-	p.alternate("second sync", 100, p.exact)
+	p.alternate("second sync", 60, p.exact)
 	p.stop()
-	p.report(getLoop.stop(t))
+	getLoop.stop(t)
+	p.logf("load at the end %s", loadAvg())
 }
 
 // longProbe is the state of the long run.
@@ -95,6 +96,8 @@ type longProbe struct {
 	admin    *redis.Client
 	log      *truthLog
 	interval time.Duration
+	keys     int
+	gets     *probeGetLoop
 
 	cmd    *exec.Cmd
 	stderr *bytes.Buffer
@@ -245,10 +248,15 @@ type getRecord struct {
 	lat time.Duration
 }
 
-// stop ends the loop and returns its GETs.
-func (g *probeGetLoop) stop(t *testing.T) []getRecord {
+// stop ends the loop.
+func (g *probeGetLoop) stop(t *testing.T) {
 	must(t, g.in.Close())
 	must(t, g.cmd.Wait())
+}
+
+// records reads the GETs recorded so far (the loop writes them out every
+// second).
+func (g *probeGetLoop) records(t *testing.T) []getRecord {
 	b, err := os.ReadFile(g.out)
 	must(t, err)
 	out := make([]getRecord, 0, len(b)/16)
@@ -279,6 +287,7 @@ func TestLockProbeGetLoop(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	ctx := context.Background()
 	var rec [16]byte
+	flushed := time.Now()
 	for next := time.Now(); !stop.Load(); {
 		next = next.Add(time.Millisecond)
 		key := "key:" + strconv.Itoa(rng.IntN(keys))
@@ -287,6 +296,9 @@ func TestLockProbeGetLoop(t *testing.T) {
 		binary.LittleEndian.PutUint64(rec[:8], uint64(start.UnixNano()))
 		binary.LittleEndian.PutUint64(rec[8:], uint64(time.Since(start)))
 		_, _ = w.Write(rec[:])
+		if time.Since(flushed) > time.Second {
+			_, flushed = w.Flush(), time.Now()
+		}
 		time.Sleep(time.Until(next))
 	}
 	must(t, w.Flush())
@@ -335,6 +347,9 @@ func (p *longProbe) steadyPhase(d time.Duration) {
 	p.start()
 	for tick := time.NewTicker(time.Second); time.Since(p.began) < d; <-tick.C {
 		p.scrapeOnce(r)
+		if n := len(r.ages); time.Since(p.began)%time.Minute < time.Second {
+			p.progress(r, n)
+		}
 		switch {
 		case r.firstExact.IsZero():
 		case r.added.IsZero() && time.Since(r.firstExact) > 30*time.Second:
@@ -411,6 +426,41 @@ func (p *longProbe) scrapeOnce(r *steadyRun) {
 	}
 }
 
+// progress logs, once a minute, the figures' latest age, the server's time
+// per key SCAN visits so far (its own accounting; COUNT 25) and the load.
+func (p *longProbe) progress(r *steadyRun, n int) {
+	age := time.Duration(0)
+	if n > 0 {
+		age = r.ages[n-1]
+	}
+	calls, usec := scanStats(p.admin)
+	c := time.Duration(float64(usec) * 1000 / float64(max(calls, 1)) / exporter.DefaultLockScanCount)
+	p.logf("+%v: %d scrapes with figures, last age %v; SCAN %d calls, %v per key visited (c*N/B at the 20 %% budget: %.0f s); load %s",
+		time.Since(p.began).Round(time.Second), n, age.Round(time.Millisecond), calls, c,
+		c.Seconds()*float64(p.keys)/exporter.DefaultLockScanBudget, loadAvg())
+}
+
+// scanStats reads the server's SCAN calls and time (INFO commandstats).
+func scanStats(rdb *redis.Client) (calls, usec int64) {
+	for _, line := range strings.Split(rdb.Info(context.Background(), "commandstats").Val(), "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_scan:")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls = n
+			case "usec":
+				usec = n
+			}
+		}
+	}
+	return calls, usec
+}
+
 func (p *longProbe) steadyReport(r *steadyRun) {
 	if r.firstExact.IsZero() {
 		p.t.Errorf("no exact lock figures in %v", r.end.Sub(p.began))
@@ -458,32 +508,33 @@ func (p *longProbe) alternate(phase string, pairs int, done func() bool) {
 		}
 		if done != nil && done() {
 			p.logf("%s: exact after %d pairs of windows", phase, i+1)
-			return
+			break
 		}
 	}
+	p.report(phase)
 }
 
 // report compares the other client's GET p99 and the server's CPU between
-// the windows where the exporter ran and those where it was stopped.
-func (p *longProbe) report(gets []getRecord) {
-	for _, phase := range []string{"steady state", "second sync"} {
-		var run, stopped []probeWindow
-		var runCPU, stopCPU, runT, stopT time.Duration
-		for _, w := range p.windows {
-			switch {
-			case w.phase != phase:
-			case w.running:
-				run, runCPU, runT = append(run, w), runCPU+w.cpu, runT+w.end.Sub(w.start)
-			default:
-				stopped, stopCPU, stopT = append(stopped, w), stopCPU+w.cpu, stopT+w.end.Sub(w.start)
-			}
+// the windows of a phase where the exporter ran and those where it was
+// stopped.
+func (p *longProbe) report(phase string) {
+	time.Sleep(2 * time.Second) // the GET loop writes its records out every second
+	gets := p.gets.records(p.t)
+	var run, stopped []probeWindow
+	var runCPU, stopCPU, runT, stopT time.Duration
+	for _, w := range p.windows {
+		switch {
+		case w.phase != phase:
+		case w.running:
+			run, runCPU, runT = append(run, w), runCPU+w.cpu, runT+w.end.Sub(w.start)
+		default:
+			stopped, stopCPU, stopT = append(stopped, w), stopCPU+w.cpu, stopT+w.end.Sub(w.start)
 		}
-		pr, nr := p99(gets, run)
-		ps, ns := p99(gets, stopped)
-		p.logf("%s: GET p99 %v while the exporter ran (%d GETs, %d windows), %v while it was stopped (%d GETs): ratio %.2f; redis CPU %.1f %% / %.1f %%",
-			phase, pr, nr, len(run), ps, ns, float64(pr)/float64(max(ps, 1)), pct(runCPU, runT), pct(stopCPU, stopT))
 	}
-	p.logf("load at the end %s", loadAvg())
+	pr, nr := p99(gets, run)
+	ps, ns := p99(gets, stopped)
+	p.logf("%s: GET p99 %v while the exporter ran (%d GETs, %d windows), %v while it was stopped (%d GETs): ratio %.2f; redis CPU %.1f %% / %.1f %%",
+		phase, pr, nr, len(run), ps, ns, float64(pr)/float64(max(ps, 1)), pct(runCPU, runT), pct(stopCPU, stopT))
 	if out := os.Getenv("CACHEWATCH_EXPORTER_PROBE_REPORT"); out != "" {
 		must(p.t, os.WriteFile(out, []byte(strings.Join(p.lines, "\n")+"\n"), 0o644))
 	}
