@@ -78,22 +78,20 @@ func TestFetchAnswersBeforeItsWriteLands(t *testing.T) {
 	}
 
 	waiting := waitingOn(t, key)
-	woken := make(chan string, 1)
-	go func() {
+	woken := inBackground(func() string {
 		v, err := b.Fetch(context.Background(), key, load("b"))
 		if err != nil {
 			v = err.Error()
 		}
-		woken <- v
-	}()
-	got := make(chan string, 1)
-	go func() {
+		return v
+	})
+	got := inBackground(func() string {
 		v, found, err := a.Get(context.Background(), key)
 		if !found || err != nil {
 			v = "not found"
 		}
-		got <- v
-	}()
+		return v
+	})
 	waitClosed(t, "the other process's caller to wait", waiting)
 	gate.open()
 
@@ -113,6 +111,13 @@ func TestFetchAnswersBeforeItsWriteLands(t *testing.T) {
 	if calls := sourceCalls(a, group, "success"); calls != 1 {
 		t.Fatalf("source calls = %v, want 1", calls)
 	}
+}
+
+// inBackground runs fn on a goroutine of its own and hands over its answer.
+func inBackground(fn func() string) <-chan string {
+	out := make(chan string, 1)
+	go func() { out <- fn() }()
+	return out
 }
 
 // Close returns only once the writes of loaded values have landed.

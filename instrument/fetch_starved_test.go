@@ -55,13 +55,7 @@ func TestStarvedProcessLoadsEachKeyOnce(t *testing.T) {
 	errs := crowdOfKeys(caches, keys, perKey, load)
 	stop()
 
-	for i, err := range errs {
-		if i == 5 {
-			t.Errorf("and %d more errors", len(errs)-i)
-			break
-		}
-		t.Error(err)
-	}
+	reportSome(t, errs, 5)
 	for i := range keys {
 		if n := calls[i].Load(); n != 1 {
 			t.Errorf("key %d: %d loader calls, want 1 across %d processes", i, n, processes)
@@ -83,6 +77,18 @@ func TestStarvedProcessLoadsEachKeyOnce(t *testing.T) {
 		if s := testutil.ToFloat64(caches[0].c.m.breakerState.WithLabelValues(fmt.Sprint("starved", p))); s != float64(gobreaker.StateClosed) {
 			t.Errorf("process %d breaker state %v, want closed", p, s)
 		}
+	}
+}
+
+// reportSome reports the first n of errs, and how many more there were.
+func reportSome(t *testing.T, errs []error, n int) {
+	t.Helper()
+	for i, err := range errs {
+		if i == n {
+			t.Errorf("and %d more errors", len(errs)-i)
+			return
+		}
+		t.Error(err)
 	}
 }
 

@@ -66,14 +66,8 @@ func TestRedlockMutualExclusionOverThreeNodes(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range rounds {
-					m := rl.NewMutex("lock:{report:1}")
-					if err := m.Lock(context.Background()); err != nil {
-						t.Error(err)
+					if !holdOnce(t, rl.NewMutex("lock:{report:1}"), &section) {
 						return
-					}
-					section.Hold(200 * time.Microsecond)
-					if err := m.Unlock(context.Background()); err != nil {
-						t.Error(err)
 					}
 				}
 			}()
@@ -112,6 +106,20 @@ func TestRedlockMutualExclusionOverThreeNodes(t *testing.T) {
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)
 	}
+}
+
+// holdOnce locks m, holds section briefly and unlocks m; false when it
+// could not lock.
+func holdOnce(t *testing.T, m *redlock.Mutex, section *locktest.Section) bool {
+	if err := m.Lock(context.Background()); err != nil {
+		t.Error(err)
+		return false
+	}
+	section.Hold(200 * time.Microsecond)
+	if err := m.Unlock(context.Background()); err != nil {
+		t.Error(err)
+	}
+	return true
 }
 
 func TestRedlockQuorumAndNodeFailures(t *testing.T) {
