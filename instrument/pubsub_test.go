@@ -87,19 +87,27 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 	// The other process's loads fail and give their leases back, waking
 	// the waiters bare: every waiter reads again, loads and is served.
 	for i := range caches {
-		stored := keysFor("item:" + string(rune('a'+i)))
-		if err := admin.Del(ctx, stored.lease).Err(); err != nil {
-			t.Fatal(err)
-		}
-		msg := fmt.Sprintf("%d:%s1", len(stored.value), stored.value)
-		if err := admin.Publish(ctx, wake, msg).Err(); err != nil {
-			t.Fatal(err)
-		}
+		giveBackAndWake(t, admin, wake, "item:"+string(rune('a'+i)))
 	}
 	for range caches {
 		if err := <-done; err != nil {
 			t.Fatalf("waiter: %v", err)
 		}
+	}
+}
+
+// giveBackAndWake does what another process's failed load of key does:
+// its lease is released, and a bare wake-up is published on wake.
+func giveBackAndWake(t *testing.T, admin *redis.Client, wake, key string) {
+	t.Helper()
+	ctx := context.Background()
+	stored := keysFor(key)
+	if err := admin.Del(ctx, stored.lease).Err(); err != nil {
+		t.Fatal(err)
+	}
+	msg := fmt.Sprintf("%d:%s1", len(stored.value), stored.value)
+	if err := admin.Publish(ctx, wake, msg).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 

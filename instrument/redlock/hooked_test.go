@@ -22,23 +22,8 @@ import (
 // leaves the lock outcomes to the adapter, which counts each attempt once
 // and knows a retry from a first attempt: nothing is counted twice.
 func TestRedlockWithHookOnSameClientsCountsOnce(t *testing.T) {
-	servers := nodes(t)
 	reg := prometheus.NewRegistry()
-	h, err := hooks.New(hooks.Options{Registerer: reg, Name: "jobs"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pools []redsyncredis.Pool
-	for _, s := range servers {
-		rdb := s.Client(t)
-		rdb.AddHook(h)
-		pools = append(pools, goredis.NewPool(rdb))
-	}
-	rl, err := redlock.New(redsync.New(pools...), redlock.Options{Registerer: reg, Name: "jobs",
-		Backoff: instrument.Backoff{Base: time.Millisecond, Max: 2 * time.Millisecond, Retries: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rl := hookedRedlock(t, reg, "jobs")
 	ctx := context.Background()
 
 	holder := rl.NewMutex("lock:{hooked}", redsync.WithExpiry(time.Minute))
@@ -131,4 +116,26 @@ func TestRedlockBackoffFollowsTheClock(t *testing.T) {
 	if gaveUp != time.Hour.Seconds() {
 		t.Fatalf("gave_up acquisition took %vs on the clock, want %v", gaveUp, time.Hour.Seconds())
 	}
+}
+
+// hookedRedlock returns a Redlock adapter named name over three nodes whose
+// clients carry a cachewatch hook of the same name, both on reg.
+func hookedRedlock(t *testing.T, reg prometheus.Registerer, name string) *redlock.Redlock {
+	t.Helper()
+	h, err := hooks.New(hooks.Options{Registerer: reg, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pools []redsyncredis.Pool
+	for _, s := range nodes(t) {
+		rdb := s.Client(t)
+		rdb.AddHook(h)
+		pools = append(pools, goredis.NewPool(rdb))
+	}
+	rl, err := redlock.New(redsync.New(pools...), redlock.Options{Registerer: reg, Name: name,
+		Backoff: instrument.Backoff{Base: time.Millisecond, Max: 2 * time.Millisecond, Retries: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rl
 }

@@ -185,19 +185,7 @@ func TestRedlockExpiryAndExtend(t *testing.T) {
 	}
 	// b holds a quorum (a node where a's key had not yet expired when b
 	// tried it may hold nothing), and the stale unlock removed b from none.
-	held := 0
-	for i, rdb := range clients {
-		switch v := rdb.Get(ctx, "lock:{exp}").Val(); v {
-		case b.Value():
-			held++
-		case "":
-		default:
-			t.Fatalf("node %d holds %q after the stale unlock, want the second owner's value or nothing", i, v)
-		}
-	}
-	if held < len(clients)/2+1 {
-		t.Fatalf("second owner holds %d of %d nodes after the stale unlock, want a quorum", held, len(clients))
-	}
+	checkQuorum(t, clients, "lock:{exp}", b.Value())
 	if err := b.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +215,25 @@ func TestRedlockExpiryAndExtend(t *testing.T) {
 	}
 	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); got != 2 {
 		t.Fatalf("lost total = %v, want 2", got)
+	}
+}
+
+// checkQuorum checks that a quorum of the nodes hold value at key, and that
+// the others hold nothing there.
+func checkQuorum(t *testing.T, clients []*redis.Client, key, value string) {
+	t.Helper()
+	held := 0
+	for i, rdb := range clients {
+		switch v := rdb.Get(context.Background(), key).Val(); v {
+		case value:
+			held++
+		case "":
+		default:
+			t.Fatalf("node %d holds %q, want the owner's value or nothing", i, v)
+		}
+	}
+	if held < len(clients)/2+1 {
+		t.Fatalf("the owner holds %d of %d nodes, want a quorum", held, len(clients))
 	}
 }
 
