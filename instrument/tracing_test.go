@@ -74,7 +74,6 @@ func globalProviderScenario(t *testing.T, addr string) {
 	ca := mustCache[string](t, c, CacheOptions{})
 	defer ca.Close()
 	load := func(context.Context) (string, error) { return "v", nil }
-
 	// No SDK yet: nothing is recorded, and the caller's own span (from a
 	// provider the program did not install globally) gets no events.
 	if c.spans.recording() {
@@ -115,7 +114,18 @@ func globalProviderScenario(t *testing.T, addr string) {
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	fetches, locks := 0, 0
+	fetches, locks := countHitAndLockSpans(t, rec)
+	hits := lookups(ca, c.group("page:{1}"), resultHit)
+	if fetches != n || hits != n || locks != 1 {
+		t.Fatalf("%d Fetch spans and %v hits counted for %d callers, %d lock spans; want %d, %d and 1",
+			fetches, hits, n, locks, n, n)
+	}
+}
+
+// countHitAndLockSpans counts the ended Fetch spans, each of which must
+// report a hit, and lock spans.
+func countHitAndLockSpans(t *testing.T, rec *tracetest.SpanRecorder) (fetches, locks int) {
+	t.Helper()
 	for _, s := range rec.Ended() {
 		switch s.Name() {
 		case "cachewatch.Fetch":
@@ -127,11 +137,7 @@ func globalProviderScenario(t *testing.T, addr string) {
 			locks++
 		}
 	}
-	hits := lookups(ca, c.group("page:{1}"), resultHit)
-	if fetches != n || hits != n || locks != 1 {
-		t.Fatalf("%d Fetch spans and %v hits counted for %d callers, %d lock spans; want %d, %d and 1",
-			fetches, hits, n, locks, n, n)
-	}
+	return fetches, locks
 }
 
 func hasAttr(attrs []attribute.KeyValue, want attribute.KeyValue) bool {
