@@ -36,33 +36,14 @@ func TestFetchManyCountsOneSourceCallPerBatch(t *testing.T) {
 	}
 	src := &batchSource{}
 	load := src.load
-	type counts struct{ items, users, itemRecomputes, userRecomputes float64 }
-	read := func(result string) counts {
-		return counts{sourceCalls(ca, items, result), sourceCalls(ca, users, result),
-			recomputes(t, reg, items, result), recomputes(t, reg, users, result)}
-	}
-
-	// Three keys of one group, one of them absent at the source.
-	got, err := ca.FetchMany(ctx, []string{"item:1", "item:2", "item:3"}, load)
-	if err != nil || len(got) != 2 || got["item:1"] != "v-item:1" || got["item:2"] != "v-item:2" {
-		t.Fatalf("FetchMany = %v, %v; want item:1 and item:2, item:3 left out", got, err)
-	}
-	if _, ok := got["item:3"]; ok || src.calls != 1 {
-		t.Fatalf("item:3 answered %v after %d loader calls; want it left out after 1", got["item:3"], src.calls)
-	}
-	if c := read("success"); c != (counts{1, 0, 1, 0}) {
-		t.Fatalf("one batch call of 3 keys: source calls / recomputes {success} items=%v users=%v / %v %v; want 1 0 / 1 0",
-			c.items, c.users, c.itemRecomputes, c.userRecomputes)
-	}
-	if got := lookups(ca, items, resultMiss); got != 3 {
-		t.Fatalf("lookups{miss} = %v, want one per key (3)", got)
-	}
+	read := func(result string) sourceCounts { return readSourceCounts(t, ca, reg, items, users, result) }
+	oneGroupBatch(t, ca, src, read)
 
 	// One call spanning two key groups: one call in each.
 	if _, err := ca.FetchMany(ctx, []string{"item:4", "user:5", "user:6"}, load); err != nil {
 		t.Fatal(err)
 	}
-	if c := read("success"); src.calls != 2 || c != (counts{2, 1, 2, 1}) {
+	if c := read("success"); src.calls != 2 || c != (sourceCounts{2, 1, 2, 1}) {
 		t.Fatalf("after a call spanning 2 groups (%d calls): {success} items=%v users=%v / %v %v; want 2 1 / 2 1",
 			src.calls, c.items, c.users, c.itemRecomputes, c.userRecomputes)
 	}
@@ -72,22 +53,22 @@ func TestFetchManyCountsOneSourceCallPerBatch(t *testing.T) {
 	if _, err := ca.FetchMany(ctx, []string{"item:7", "item:8", "user:9"}, load); !errors.Is(err, src.fail) {
 		t.Fatalf("FetchMany with a failing loader: %v", err)
 	}
-	if c := read("error"); src.calls != 3 || c != (counts{1, 1, 1, 1}) {
+	if c := read("error"); src.calls != 3 || c != (sourceCounts{1, 1, 1, 1}) {
 		t.Fatalf("after a failed call spanning 2 groups: {error} items=%v users=%v / %v %v; want 1 1 / 1 1",
 			c.items, c.users, c.itemRecomputes, c.userRecomputes)
 	}
-	if c := read("success"); c != (counts{2, 1, 2, 1}) {
+	if c := read("success"); c != (sourceCounts{2, 1, 2, 1}) {
 		t.Fatalf("a failed call counted as a success: %+v", c)
 	}
 
 	// Redis gone: the loader is called directly, once, and counted so.
 	src.fail = nil
 	srv.Kill()
-	got, err = ca.FetchMany(ctx, []string{"item:10", "user:11", "user:12"}, load)
+	got, err := ca.FetchMany(ctx, []string{"item:10", "user:11", "user:12"}, load)
 	if err != nil || len(got) != 3 || src.calls != 4 {
 		t.Fatalf("FetchMany without Redis = %v, %v after %d calls; want 3 values from one call", got, err, src.calls)
 	}
-	if c := read("success"); c != (counts{3, 2, 3, 2}) {
+	if c := read("success"); c != (sourceCounts{3, 2, 3, 2}) {
 		t.Fatalf("after a fallback call spanning 2 groups: {success} items=%v users=%v / %v %v; want 3 2 / 3 2",
 			c.items, c.users, c.itemRecomputes, c.userRecomputes)
 	}
@@ -95,6 +76,36 @@ func TestFetchManyCountsOneSourceCallPerBatch(t *testing.T) {
 		t.Fatalf("lookups{fallback} = %v, want one per key (3)", f)
 	}
 	lintRegistry(t, reg)
+}
+
+// sourceCounts are two key groups' source calls and recomputes of one
+// result.
+type sourceCounts struct{ items, users, itemRecomputes, userRecomputes float64 }
+
+func readSourceCounts(t *testing.T, ca *Cache[string], g prometheus.Gatherer, items, users, result string) sourceCounts {
+	return sourceCounts{sourceCalls(ca, items, result), sourceCalls(ca, users, result),
+		recomputes(t, g, items, result), recomputes(t, g, users, result)}
+}
+
+// oneGroupBatch fetches three keys of one group, one of them absent at
+// the source, in one batch call: one source call and recompute, and one
+// lookup per key.
+func oneGroupBatch(t *testing.T, ca *Cache[string], src *batchSource, read func(string) sourceCounts) {
+	t.Helper()
+	got, err := ca.FetchMany(context.Background(), []string{"item:1", "item:2", "item:3"}, src.load)
+	if err != nil || len(got) != 2 || got["item:1"] != "v-item:1" || got["item:2"] != "v-item:2" {
+		t.Fatalf("FetchMany = %v, %v; want item:1 and item:2, item:3 left out", got, err)
+	}
+	if _, ok := got["item:3"]; ok || src.calls != 1 {
+		t.Fatalf("item:3 answered %v after %d loader calls; want it left out after 1", got["item:3"], src.calls)
+	}
+	if c := read("success"); c != (sourceCounts{1, 0, 1, 0}) {
+		t.Fatalf("one batch call of 3 keys: source calls / recomputes {success} items=%v users=%v / %v %v; want 1 0 / 1 0",
+			c.items, c.users, c.itemRecomputes, c.userRecomputes)
+	}
+	if got := lookups(ca, ca.c.group("item:1"), resultMiss); got != 3 {
+		t.Fatalf("lookups{miss} = %v, want one per key (3)", got)
+	}
 }
 
 // batchSource is a batch loader whose source has no item:3; it counts its
