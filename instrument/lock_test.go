@@ -93,17 +93,8 @@ func TestLockMutualExclusionAcrossClients(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range rounds {
-					l, err := c.Lock(context.Background(), "lock:{job:42}", instrument.LockOptions{
-						TTL:     5 * time.Second,
-						Backoff: instrument.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond, Retries: 100000},
-					})
-					if err != nil {
-						t.Error(err)
+					if !holdJobLock(t, c, &section) {
 						return
-					}
-					section.Hold(200 * time.Microsecond)
-					if err := l.Release(context.Background()); err != nil {
-						t.Error(err)
 					}
 				}
 			}()
@@ -117,6 +108,13 @@ func TestLockMutualExclusionAcrossClients(t *testing.T) {
 	if got := section.Entered(); got != locks {
 		t.Fatalf("critical sections entered = %d, want %d", got, locks)
 	}
+	checkContendedLockCounts(t, reg, counters, locks)
+}
+
+// checkContendedLockCounts checks what reg counted of locks contended
+// Lock calls, each acquired, against the SET NX the counters saw sent.
+func checkContendedLockCounts(t *testing.T, reg *prometheus.Registry, counters []*locktest.SetNXCounter, locks int64) {
+	t.Helper()
 	var sent int64
 	for _, h := range counters {
 		sent += h.N()
@@ -125,23 +123,23 @@ func TestLockMutualExclusionAcrossClients(t *testing.T) {
 	if attempts != float64(sent) {
 		t.Fatalf("lock_attempts_total = %v, SET NX sent = %d", attempts, sent)
 	}
-	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"); got != locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "result", "acquired"); got != float64(locks) {
 		t.Fatalf("acquired attempts = %v, want %d", got, locks)
 	}
-	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "attempt", "first"); got != locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "attempt", "first"); got != float64(locks) {
 		t.Fatalf("first attempts = %v, want one per Lock call (%d)", got, locks)
 	}
 	retries := metrictest.Sum(t, reg, "cachewatch_lock_attempts_total", "attempt", "retry")
-	if got := metrictest.Sum(t, reg, "cachewatch_retries_total"); got != retries || retries != float64(sent)-locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_retries_total"); got != retries || retries != float64(sent-locks) {
 		t.Fatalf("retries_total = %v, retry attempts = %v, want %d", got, retries, sent-locks)
 	}
 	if got := metrictest.Sum(t, reg, "cachewatch_backoff_delay_seconds"); got != retries {
 		t.Fatalf("backoff delays observed = %v, want %v", got, retries)
 	}
-	if got := metrictest.Sum(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "acquired"); got != locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_acquire_duration_seconds", "outcome", "acquired"); got != float64(locks) {
 		t.Fatalf("acquire durations observed = %v, want %d", got, locks)
 	}
-	if got := metrictest.Sum(t, reg, "cachewatch_lock_hold_duration_seconds"); got != locks {
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_hold_duration_seconds"); got != float64(locks) {
 		t.Fatalf("hold durations observed = %v, want %d", got, locks)
 	}
 	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); got != 0 {
@@ -153,6 +151,21 @@ func TestLockMutualExclusionAcrossClients(t *testing.T) {
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)
 	}
+}
+
+// holdJobLock takes the contended job lock on c, holds section briefly and
+// releases it; false when it could not lock.
+func holdJobLock(t *testing.T, c *instrument.Client, section *locktest.Section) bool {
+	l, err := c.Lock(context.Background(), "lock:{job:42}", instrument.LockOptions{TTL: 5 * time.Second, Backoff: patientFenced.Backoff})
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	section.Hold(200 * time.Microsecond)
+	if err := l.Release(context.Background()); err != nil {
+		t.Error(err)
+	}
+	return true
 }
 
 func TestLockExpiresMidWork(t *testing.T) {
