@@ -21,6 +21,13 @@ var ErrNotFound = errors.New("cachewatch: not found")
 // serves data older than the hard TTL.
 var ErrHardTTLExpired = errors.New("cachewatch: cached value past its hard TTL")
 
+// ErrLoadFailed is wrapped in the error Fetch returns when it has nothing
+// to serve and the load it would wait for failed: another caller's load of
+// the key, in this process or another, or one that failed within the last
+// FailureHoldoff. The caller whose own loader failed gets the loader's
+// error instead.
+var ErrLoadFailed = errors.New("cachewatch: another caller's load failed")
+
 // CacheOptions configures a Cache. The zero value is usable.
 type CacheOptions struct {
 	// FreshTTL is how long a value is served as a hit (default 1m).
@@ -43,15 +50,29 @@ type CacheOptions struct {
 	// (default 10s). A load is stored only while its lease holds: one that
 	// outlives LeaseTTL, or that an Invalidate overtook, is returned to its
 	// callers but not stored (cachewatch_cache_stale_writes_refused_total).
+	//
+	// On a single Redis server (not a Cluster) a lease also names its
+	// holder's wake channel: once that channel has no subscriber — the
+	// holder's process died and Redis closed its connections — the next
+	// read takes the lease over (a waiter's, within PollInterval) instead
+	// of waiting for LeaseTTL. A holder whose pub/sub connection is being
+	// re-established meanwhile loses its lease the same way: its load is
+	// then returned to its callers but not stored.
 	LeaseTTL time.Duration
 	// FailureHoldoff is how long a failed load keeps the lease, so a failing
 	// source is retried once per hold-off instead of by every caller
-	// (default 1s; negative releases the lease at once).
+	// (default 1s; negative releases the lease at once). The callers with
+	// nothing to serve (no value, or one past HardTTL) share the failure,
+	// as the callers of one load in a process do: those waiting for the
+	// load, in any process, are woken with it, and those arriving during
+	// the hold-off get it at once; both get an error wrapping
+	// ErrLoadFailed. Callers of a stale value keep being served it.
 	FailureHoldoff time.Duration
 	// NegativeTTL, when positive, caches ErrNotFound answers that long.
 	NegativeTTL time.Duration
 	// PollInterval is how often a waiter re-reads the value in case the
-	// wake-up notification was lost (default 250ms).
+	// wake-up notification was lost or the load's holder died (default
+	// 250ms).
 	PollInterval time.Duration
 	// Codec encodes values (default JSONCodec).
 	Codec Codec

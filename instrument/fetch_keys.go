@@ -64,9 +64,15 @@ func hashTagged(key string) bool {
 	return end > 0
 }
 
-// leaseToken returns a random owner token for a refresh lease.
-func leaseToken() string {
-	var buf [26]byte // two uint64s in base 36: at most 13 digits each
+// leaseToken returns a random owner token for a refresh lease, naming
+// holder, the channel whose subscription shows that the holder's process
+// is alive, when there is one ("<random>@<holder>").
+func leaseToken(holder string) string {
+	var buf [96]byte // two uint64s in base 36 (at most 13 digits each), '@', a wake channel
 	b := strconv.AppendUint(buf[:0], rand.Uint64(), 36)
-	return string(strconv.AppendUint(b, rand.Uint64(), 36))
+	b = strconv.AppendUint(b, rand.Uint64(), 36)
+	if holder != "" {
+		b = append(append(b, '@'), holder...)
+	}
+	return string(b)
 }

@@ -227,7 +227,7 @@ func (l *lookup[T]) failed(ctx context.Context) {
 	ca, k, token := l.ca, l.k, l.token // copied: the call's closure may outlive it
 	holdoff := max(ca.o.FailureHoldoff, 0)
 	res, err := ca.deg.call(ctx, "fetch fail", func(rctx context.Context) ([]any, error) {
-		return luascript.FetchFail.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease},
+		return luascript.FetchFail.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease, k.waiters},
 			token, holdoff.Milliseconds()).Slice()
 	})
 	if err != nil || len(res) < 2 {

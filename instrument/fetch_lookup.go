@@ -95,9 +95,12 @@ func (l *lookup[T]) run(ctx context.Context) (outcome[T], error) {
 	}
 	ca.local.drop(l.key)
 	var o outcome[T]
-	if s.granted {
+	switch {
+	case s.granted:
 		o, err = l.loadAndStore(ctx, s.state == stateExpired)
-	} else {
+	case s.failing:
+		o, err = outcome[T]{result: resultError}, l.loadFailed()
+	default:
 		o, err = l.waitForValue(ctx)
 	}
 	o.pastHard = s.state == stateExpired

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -19,6 +20,8 @@ import (
 type stored struct {
 	state      int64 // 0 missing, 1 fresh, 2 stale, 3 past hard TTL
 	granted    bool  // the caller holds the refresh lease
+	takenOver  bool  // granted, from a holder whose process is gone
+	failing    bool  // a failed load holds the lease for its hold-off
 	raw        string
 	freshUntil int64 // unix ms
 	hardUntil  int64 // unix ms
@@ -50,7 +53,7 @@ const (
 // reached Redis, has its lease released as an orphan.
 func (l *lookup[T]) read(ctx context.Context) (stored, error) {
 	ca := l.ca
-	l.token = leaseToken()
+	l.token = leaseToken(ca.c.hub.holder())
 	var s stored
 	mayHaveRun, err := ca.patiently(ctx, l.key, func() (err error) {
 		s, err = ca.readOnce(ctx, l.k, l.token)
@@ -58,6 +61,11 @@ func (l *lookup[T]) read(ctx context.Context) (stored, error) {
 	})
 	if err != nil && mayHaveRun {
 		ca.releaseOrphan(l.k, l.token)
+	}
+	if s.takenOver {
+		trace.SpanFromContext(ctx).AddEvent("lease taken over: its holder's process is gone")
+		ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch", slog.String("key_group", l.group),
+			slog.String("key", l.key), slog.String("outcome", "lease_taken_over"))
 	}
 	return s, err
 }
@@ -176,8 +184,12 @@ func parseStored(res []any) (stored, error) {
 	}
 	s.state, _ = res[0].(int64)
 	granted, _ := res[1].(int64)
-	s.granted = granted == 1
+	s.granted, s.takenOver = granted >= 1, granted == 2
 	if s.state != stateFresh && s.state != stateStale {
+		if len(res) > 2 {
+			failing, _ := res[2].(int64)
+			s.failing = failing == 1
+		}
 		return s, nil
 	}
 	if len(res) < 5 {

@@ -33,6 +33,9 @@ func (l *lookup[T]) waitForValue(ctx context.Context) (outcome[T], error) {
 	for {
 		select {
 		case <-l.woken.done:
+			if l.woken.payload == luascript.WakeFailed {
+				return outcome[T]{result: resultError}, l.loadFailed()
+			}
 			if s, ok := ca.carried(l.woken.payload); ok {
 				return l.served(ctx, s)
 			}
@@ -62,6 +65,8 @@ func (l *lookup[T]) readAgain(ctx context.Context) (o outcome[T], done bool, err
 	case s.granted:
 		o, err = l.loadAndStore(ctx, s.state == stateExpired)
 		return o, true, err
+	case s.failing:
+		return outcome[T]{result: resultError}, true, l.loadFailed()
 	}
 	if testHookWaiting != nil {
 		testHookWaiting(l.key)
@@ -81,6 +86,12 @@ func (l *lookup[T]) readFailed(ctx context.Context, err error) (o outcome[T], do
 		return outcome[T]{result: resultError}, true, l.waitFailed(err)
 	}
 	return o, false, nil // slow, not down: wait on
+}
+
+// loadFailed is the error of a lookup that has nothing to serve and whose
+// load, another caller's, failed.
+func (l *lookup[T]) loadFailed() error {
+	return fmt.Errorf("cachewatch: fetch %q: %w", l.key, ErrLoadFailed)
 }
 
 // waitFailed is the error of a wait that ended for err.

@@ -52,8 +52,12 @@ type hub struct {
 	listeners map[*int]func(notice string)
 
 	subscribed atomic.Bool // wakeReady is closed: reads may register the wake channel
-	seed       maphash.Seed
-	topics     [topicShards]topicShard // by stored key
+	// lively: Redis runs the lease scripts where the wake channel is
+	// subscribed (one server, not a Cluster), so a lease token may name the
+	// channel as its holder's sign of life (holder).
+	lively bool
+	seed   maphash.Seed
+	topics [topicShards]topicShard // by stored key
 }
 
 // topicShards spreads the waiters' registry over locks of their own: every
@@ -108,9 +112,21 @@ func newWakeup() *wakeup { return &wakeup{done: make(chan struct{})} }
 func newHub(rdb redis.UniversalClient, mark func(context.Context) context.Context, ns string, clock clockwork.Clock) *hub {
 	var id [8]byte
 	_, _ = crand.Read(id[:])
+	_, lively := rdb.(*redis.Client)
 	return &hub{rdb: rdb, mark: mark, ns: ns, clock: clock, invalidate: ns + ":invalidate",
 		wake: ns + ":wake:" + hex.EncodeToString(id[:]), wakeReady: make(chan struct{}),
-		listeners: map[*int]func(string){}, seed: maphash.MakeSeed()}
+		listeners: map[*int]func(string){}, seed: maphash.MakeSeed(), lively: lively}
+}
+
+// holder returns the channel a lease token names as its holder's sign of
+// life (luascript.FetchRead): the wake channel, once subscribed, on a
+// single Redis server; "" otherwise. In a Cluster a script sees only the
+// subscribers of its own node, so the lease there lasts its LeaseTTL.
+func (h *hub) holder() string {
+	if h.lively && h.subscribed.Load() {
+		return h.wake
+	}
+	return ""
 }
 
 // open registers a Cache; close must follow. The first one opens the

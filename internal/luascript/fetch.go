@@ -26,13 +26,21 @@ package luascript
 // ARGV: now_ms, xfetch factor (β·−ln(rand); 0 disables early refresh),
 // lease_ttl_ms, token, and optionally the caller's wake-up channel. Reply:
 // {state, granted, v, f, n, e, h} where state is 0 missing, 1 fresh, 2
-// stale, 3 past its hard TTL; v, f, n, e and h only for states 1 and 2. A
-// fresh value is refreshed early (XFetch, Vattani et al.) when now + d·factor
-// reaches f; then the lease is offered too. A caller that finds nothing
-// servable and the lease taken must wait: its channel joins the end of
-// KEYS[3] (once), which lives as long as a lease. A lease already held by
-// token is granted again (not extended): a read sent again after a timeout,
-// under the same token, learns that an earlier attempt took it.
+// stale, 3 past its hard TTL; v, f, n, e and h only for states 1 and 2;
+// for states 0 and 3, {state, granted, failing}. A fresh value is
+// refreshed early (XFetch, Vattani et al.) when now + d·factor reaches f;
+// then the lease is offered too. A caller that finds nothing servable and
+// the lease taken must wait: its channel joins the end of KEYS[3] (once),
+// which lives as long as a lease. A lease already held by token is granted
+// again (not extended): a read sent again after a timeout, under the same
+// token, learns that an earlier attempt took it.
+//
+// A token may name its holder's wake-up channel ("<random>@<channel>"): a
+// lease whose holder's channel has no subscriber any more — its process
+// died, and Redis closed its connections — is taken over at once (granted
+// 2) instead of after lease_ttl_ms. A lease that a failed load keeps for
+// its hold-off ("!<token>", FetchFail) is neither granted nor taken over:
+// failing is 1, and a caller with nothing servable does not wait for it.
 var FetchRead = define("cachewatch_fetch_read", `
 local now = tonumber(ARGV[1])
 local h = redis.call('HMGET', KEYS[1], 'v', 'f', 'h', 'd', 'n', 'e')
@@ -51,16 +59,32 @@ if h[2] then
     end
   end
 end
-local granted = 0
-if redis.call('SET', KEYS[2], ARGV[4], 'NX', 'PX', ARGV[3]) or redis.call('GET', KEYS[2]) == ARGV[4] then
+local granted, failing = 0, 0
+if redis.call('SET', KEYS[2], ARGV[4], 'NX', 'PX', ARGV[3]) then
   granted = 1
+else
+  local holder = redis.call('GET', KEYS[2])
+  if holder == ARGV[4] then
+    granted = 1
+  elseif string.sub(holder, 1, 1) == '!' then
+    failing = 1
+  else
+    local at = string.find(holder, '@', 1, true)
+    if at then
+      local subs = redis.pcall('PUBSUB', 'NUMSUB', string.sub(holder, at + 1))
+      if type(subs) == 'table' and subs[2] == 0 then
+        redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])
+        granted = 2
+      end
+    end
+  end
 end
 if state == 0 or state == 3 then
-  if granted == 0 and KEYS[3] and ARGV[5] and ARGV[5] ~= '' then
+  if granted == 0 and failing == 0 and KEYS[3] and ARGV[5] and ARGV[5] ~= '' then
     redis.call('ZADD', KEYS[3], 'NX', redis.call('ZCARD', KEYS[3]), ARGV[5])
     redis.call('PEXPIRE', KEYS[3], ARGV[3])
   end
-  return {state, granted}
+  return {state, granted, failing}
 end
 return {state, granted, h[1], h[2], h[5], h[6], h[3]}
 `)
@@ -121,12 +145,14 @@ return 0
 
 // FetchFail records a failed load: it counts a consecutive failure on the
 // stored value (if any) and, if the caller still owns the lease, keeps it
-// for a hold-off so that a failing source is retried once per hold-off
-// rather than by every caller (0 releases it at once).
+// for a hold-off, marked failed ("!<token>"), so that a failing source is
+// called once per hold-off rather than by every caller (0 releases it at
+// once), and wakes the waiting processes with the failure ("!"): their
+// callers share the load's outcome, as a flight's do in one process.
 //
 // ARGV: token, holdoff_ms. Reply: {the value's consecutive failures, its
 // remaining time to live in ms} ({0, 0} when nothing is stored).
-var FetchFail = define("cachewatch_fetch_fail", `
+var FetchFail = define("cachewatch_fetch_fail", wakeWaiters+`
 local n, ttl = 0, 0
 if redis.call('EXISTS', KEYS[1]) == 1 then
   n = redis.call('HINCRBY', KEYS[1], 'e', 1)
@@ -134,10 +160,11 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 if redis.call('GET', KEYS[2]) == ARGV[1] then
   if tonumber(ARGV[2]) > 0 then
-    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+    redis.call('SET', KEYS[2], '!' .. ARGV[1], 'PX', ARGV[2])
   else
     redis.call('DEL', KEYS[2])
   end
+  wake('!')
 end
 return {n, ttl}
 `)

@@ -18,6 +18,10 @@ func SplitWake(msg string) (stored, payload string, ok bool) {
 	return rest[:size], rest[size:], true
 }
 
+// WakeFailed is the payload of the wake-up FetchFail publishes: the load the
+// waiters waited for failed.
+const WakeFailed = "!"
+
 // Carried is a value carried by a wake-up's payload (FetchWrite's
 // "=f:h:n:v").
 type Carried struct {
