@@ -358,7 +358,7 @@ var hookMetrics = map[ID]*Metric{
 		Help: "Redis command errors by class; a nil reply is not an error, nor is a NOSCRIPT reply, which go-redis answers by sending the script (it is counted in redis_script_noscript_total).",
 		Labels: []Label{client, command, {Name: "error_class",
 			Values: []string{"timeout", "connection", "unavailable", "moved", "ask", "oom", "busy", "noperm", "other"},
-			Doc: "timeout: no reply in time (or no pool connection); connection: refused, reset or closed; unavailable: the server answered that it cannot serve (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY). These three, and busy (a script blocks the server), are what the Redis availability SLI counts as failed"}},
+			Doc:    "timeout: no reply in time (or no pool connection); connection: refused, reset or closed; unavailable: the server answered that it cannot serve (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, READONLY). These three, and busy (a script blocks the server), are what the Redis availability SLI counts as failed"}},
 		Sources: []Source{Hooks},
 		OTel:    OTelInstrument{"cachewatch.redis.command.errors", OTelCounter, "{error}"},
 	},

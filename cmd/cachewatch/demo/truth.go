@@ -21,7 +21,7 @@ type truth struct {
 	// skippedBusy are first attempts answered busy whose caller never
 	// retried (it found the value instead): try-once, as the hook infers.
 	skippedBusy atomic.Int64
-	locksLost     atomic.Int64 // holders whose lock ended before their release
+	locksLost   atomic.Int64 // holders whose lock ended before their release
 
 	olderWrites  atomic.Int64 // writes that carried an older version than the stored one
 	olderLanded  atomic.Int64 // … and replaced the newer value
