@@ -1032,7 +1032,7 @@ func exporterDefinitions(cfg Config) []definition {
 			causes: []string{
 				"ACL rights missing for one command (`class=noperm`), e.g. `LATENCY` or `XINFO`.",
 				"Timeouts on a large keyspace (`class=timeout`).",
-				"A configured `--queue` key of an unexpected type (`class=malformed`).",
+				"A command answered by an error the sampler does not expect, e.g. from a proxy in front of Redis (`class=other`); a reply that is not Redis's or too large (`class=malformed`) makes the whole node down instead (*CachewatchExporterDown*).",
 			},
 			confirm: "On **" + boardKeyspace + "**, panel *Sampler errors by stage and class*.",
 			fix:     "Grant the missing command to the exporter's ACL user; lower `--sample.max-keys` or raise `--sample.max-duration`; fix the `--queue` list.",

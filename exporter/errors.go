@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -40,7 +41,7 @@ const (
 	ClassTimeout     Class = "timeout"     // no answer in time
 	ClassConnection  Class = "connection"  // refused, reset, closed, TLS failure, LOADING/BUSY/MASTERDOWN
 	ClassClusterDown Class = "clusterdown" // CLUSTERDOWN: the node answers, the Cluster refuses key commands
-	ClassMalformed   Class = "malformed"   // a reply the sampler could not parse
+	ClassMalformed   Class = "malformed"   // a reply that is not Redis's, that could not be parsed, or too large: the node is down
 	ClassOther       Class = "other"
 )
 
@@ -59,10 +60,11 @@ func (e *StageError) Error() string {
 // Unwrap returns the underlying error.
 func (e *StageError) Unwrap() error { return e.Err }
 
-// fatal reports whether the node itself is unusable (it cannot be reached or
-// refuses us), as opposed to one command being refused or misread.
+// fatal reports whether the node itself is unusable (it cannot be reached,
+// refuses us, or answers what is not a Redis reply), as opposed to one
+// command being refused: nothing a node that sends garbage says is trusted.
 func (e *StageError) fatal() bool {
-	return e.Class == ClassAuth || e.Class == ClassTimeout || e.Class == ClassConnection
+	return e.Class == ClassAuth || e.Class == ClassTimeout || e.Class == ClassConnection || e.Class == ClassMalformed
 }
 
 func stageErr(stage Stage, err error) *StageError {
@@ -74,7 +76,7 @@ func stageErr(stage Stage, err error) *StageError {
 func classify(err error) Class {
 	var rerr redis.Error
 	switch {
-	case errors.Is(err, ErrMalformed):
+	case errors.Is(err, ErrMalformed), errors.Is(err, ErrBadReply), isProtocolError(err):
 		return ClassMalformed
 	case errors.Is(err, ErrTLSMismatch):
 		return ClassConnection
@@ -109,6 +111,28 @@ func classifyReply(msg string) Class {
 		return ClassConnection
 	}
 	return ClassOther
+}
+
+// isProtocolError reports an error of go-redis reading a reply it could
+// not parse or whose shape is not what the command returns ("redis: can't
+// parse …", "redis: got 3 elements …"): the server answered garbage.
+func isProtocolError(err error) bool {
+	var rerr redis.Error
+	if err == nil || errors.As(err, &rerr) {
+		return false
+	}
+	var num *strconv.NumError
+	if errors.As(err, &num) {
+		return true
+	}
+	msg := err.Error()
+	for _, p := range []string{"redis: can't parse", "redis: invalid reply", "redis: got ", "redis: unexpected",
+		"redis: invalid map key", "redis: RESP3", "redis: can't read raw reply"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func isTimeout(err error) bool {

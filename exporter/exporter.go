@@ -126,9 +126,10 @@ type Options struct {
 	// \ escapes; as SCAN … MATCH and PSUBSCRIBE read them); default
 	// "lock:*".
 	LockPatterns []string
-	// KeyGroups classifies keys into bounded key groups; nil means the
-	// default derivation (ID-like segments replaced by "*"). Its overflow
-	// is exported as cachewatch_keygroup_overflow_total.
+	// KeyGroups classifies keys into bounded key groups; nil means a
+	// classifier of keygroup's default options, learning the groups from
+	// the keys the sampler walks. Its overflow is exported as
+	// cachewatch_keygroup_overflow_total.
 	KeyGroups *keygroup.Classifier
 	// LockGroups classifies lock keys, with a cap of its own so that many
 	// ordinary key groups never fold the lock groups into "other"; nil
@@ -155,8 +156,18 @@ type Options struct {
 	// memory per key group. 0 (the default) reads none.
 	MemorySample int
 	// MaxQueueReply bounds, in bytes, the reply of a queue read whose size
-	// the data decides; default DefaultMaxQueueReply.
+	// the data decides; default DefaultMaxQueueReply. A larger reply is
+	// refused before it is read, and that read is left out for a backoff.
 	MaxQueueReply int
+	// MaxInfoReply bounds, in bytes, an INFO reply, and MaxReply any other
+	// reply but lock values (at most MaxTokenBytes) and queue reads
+	// (MaxQueueReply): SCAN pages, TTLs, CONFIG GET, CLUSTER NODES, LATENCY
+	// HISTOGRAM, keyspace events. A reply that declares more — or that is
+	// not the Redis protocol — is refused before it is read
+	// (ErrReplyTooLarge, ErrBadReply: class "malformed") and the node is
+	// down until its backoff passes. Defaults DefaultMaxInfoReply and
+	// DefaultMaxReply.
+	MaxInfoReply, MaxReply int
 	// Queues are list, stream or sorted-set keys to report on.
 	Queues []string
 
@@ -279,6 +290,8 @@ func New(opts Options) (*Exporter, error) {
 	setDefault(&opts.LockReconcile, DefaultLockReconcile)
 	setDefault(&opts.MaxLocks, DefaultMaxLocks)
 	setDefault(&opts.MaxQueueReply, DefaultMaxQueueReply)
+	setDefault(&opts.MaxInfoReply, DefaultMaxInfoReply)
+	setDefault(&opts.MaxReply, DefaultMaxReply)
 	if opts.LockScanBudget <= 0 || opts.LockScanBudget > 1 {
 		opts.LockScanBudget = DefaultLockScanBudget
 	}
@@ -363,7 +376,7 @@ func (e *Exporter) Sample(ctx context.Context) []*NodeSnapshot {
 	out := make([]*NodeSnapshot, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
-		wg.Go(func() { out[i] = e.sampleNode(ctx, n) })
+		wg.Go(func() { out[i] = e.sampleNodeSafely(ctx, n) })
 	}
 	wg.Wait()
 	if !e.closed && !errors.Is(ctx.Err(), context.Canceled) {
@@ -468,7 +481,7 @@ func (e *Exporter) refreshNodes(ctx context.Context) []*node {
 		want[a] = true
 		n := e.nodes[a]
 		if n == nil {
-			n = newNode(a, redis.NewClient(e.opts.Target.clientOptions(a)), e.opts.LockPatterns)
+			n = newNode(a, redis.NewClient(e.clientOptions(a)), e.opts.LockPatterns)
 			e.nodes[a] = n
 		}
 		out = append(out, n)
@@ -519,7 +532,7 @@ func (e *Exporter) discover(ctx context.Context) (masters []string, isCluster bo
 	}
 	for _, a := range e.opts.Target.Addrs {
 		if n := e.nodes[a]; n == nil {
-			c := redis.NewClient(e.opts.Target.clientOptions(a))
+			c := redis.NewClient(e.clientOptions(a))
 			defer c.Close()
 			candidates = append(candidates, c)
 		}

@@ -94,7 +94,8 @@ type lockEntry struct {
 type lockIndex struct {
 	entries map[string]lockEntry
 
-	// The SCAN … MATCH pass in progress.
+	// The SCAN … MATCH pass in progress; scan follows its cursors.
+	scan    scanWatch
 	active  bool
 	seq     uint64
 	pattern int
@@ -245,6 +246,7 @@ func (e *Exporter) verifyLocks(ctx context.Context, n *node, own lookups) []*Sta
 func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, readTokens bool, own lookups) (bool, []*StageError) {
 	x := &n.locks
 	if !x.active {
+		x.scan.start()
 		x.active, x.pattern, x.cursor, x.started = true, 0, 0, e.clock.Now()
 		x.seq++
 		x.tokensRead = readTokens
@@ -265,6 +267,9 @@ func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, re
 			return false, append(errs, e.readLocks(ctx, n, batch, own, true)...)
 		}
 		keys, cursor, err := n.rdb.Scan(ctx, x.cursor, n.patterns[x.pattern], int64(e.opts.LockScanCount)).Result()
+		if err == nil {
+			err = x.scan.next(cursor, scanBudget(n, e.opts.LockScanCount))
+		}
 		if err != nil {
 			x.restartPass() // start over after the backoff
 			return false, append(errs, stageErr(StageLocks, err))
@@ -274,6 +279,7 @@ func (e *Exporter) lockPass(ctx context.Context, n *node, deadline time.Time, re
 		x.cursor = cursor
 		if cursor == 0 {
 			x.pattern, x.cursor = x.pattern+1, 0
+			x.scan.start()
 		}
 		if len(batch) >= e.opts.Batch || x.pattern == len(n.patterns) {
 			for _, se := range e.readLocks(ctx, n, batch, own, true) {

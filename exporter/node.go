@@ -97,8 +97,9 @@ type node struct {
 	rdb      *redis.Client
 	patterns []string
 
-	// The whole-keyspace pass.
+	// The whole-keyspace pass; keyScan follows its cursors.
 	cursor  uint64
+	keyScan scanWatch
 	pass    *Pass // being accumulated
 	done    *Pass // last complete
 	passSeq uint64
@@ -472,10 +473,12 @@ func (e *Exporter) passes(ctx context.Context, n *node, began time.Time, s *Node
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer recoverStage(StageLocks, &lockErrs)
 		if runLocks {
 			lockErrs = e.lockStage(ctx, n, deadline, readTokens, lockOwn, locksChanged)
 		}
 	}()
+	defer func() { <-done }() // also when the keyspace pass panics: the node is left to one goroutine
 	if runKeys {
 		keyErrs = e.scanKeyspace(ctx, n, began, deadline, hot, keyOwn)
 	}
@@ -672,6 +675,7 @@ func (e *Exporter) scanKeyspace(ctx context.Context, n *node, began, deadline ti
 		n.pass = newPass(e.clock.Now())
 		n.passSeq++
 		n.hot = hotKeys{k: e.opts.HotKeys}
+		n.keyScan.start()
 	}
 	scanned, paced := 0, began
 	for {
@@ -680,6 +684,9 @@ func (e *Exporter) scanKeyspace(ctx context.Context, n *node, began, deadline ti
 			return nil
 		}
 		keys, cursor, err := n.rdb.Scan(ctx, n.cursor, "", int64(e.opts.ScanCount)).Result()
+		if err == nil {
+			err = n.keyScan.next(cursor, scanBudget(n, e.opts.ScanCount))
+		}
 		if err != nil {
 			n.cursor, n.pass = 0, nil
 			return []*StageError{stageErr(StageScan, err)}

@@ -389,7 +389,7 @@ func (f *lockFeed) receive(ctx context.Context, clock clockwork.Clock, ceiling t
 	defer close(f.done)
 	wait := time.Second
 	for ctx.Err() == nil {
-		msg, err := f.ps.Receive(ctx)
+		msg, err := receiveSafely(ctx, f.ps)
 		if err != nil {
 			if ctx.Err() != nil {
 				return

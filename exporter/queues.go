@@ -80,11 +80,12 @@ func (e *Exporter) allowRead(n *node, queue, read string) bool {
 	return false
 }
 
-// readCost records the size of a read's reply: above MaxQueueReply the read
-// is suspended (logged when it starts), at or below it any backoff ends.
+// readCost records the size of a read's reply: above MaxQueueReply (or
+// -1: refused unread, larger) the read is suspended (logged when it
+// starts), at or below it any backoff ends.
 func (e *Exporter) readCost(n *node, queue, read string, bytes int) {
 	key := QueueRead{queue, read}
-	if bytes <= e.opts.MaxQueueReply {
+	if bytes >= 0 && bytes <= e.opts.MaxQueueReply {
 		delete(n.queueReads, key)
 		return
 	}
@@ -92,8 +93,12 @@ func (e *Exporter) readCost(n *node, queue, read string, bytes int) {
 	if c == nil {
 		c = &readCap{wait: e.opts.Interval}
 		n.queueReads[key] = c
+		size := any(bytes)
+		if bytes < 0 {
+			size = "more (refused unread)"
+		}
 		e.opts.Logger.Warn("a queue read returned more than the reply cap: it is left out, and tried again less and less often",
-			"node", n.addr, "queue", queue, "read", read, "bytes", bytes, "cap", e.opts.MaxQueueReply)
+			"node", n.addr, "queue", queue, "read", read, "bytes", size, "cap", e.opts.MaxQueueReply)
 	} else {
 		c.wait = min(2*c.wait, maxReadCapWait*e.opts.Interval)
 	}
@@ -107,7 +112,7 @@ func (e *Exporter) sampleQueues(ctx context.Context, n *node) ([]QueueStats, []*
 	var errs []*StageError
 	n.notQueues = nil
 	for _, q := range e.opts.Queues {
-		qs, ok, err := e.sampleQueue(ctx, n, q)
+		qs, ok, err := e.sampleQueueBounded(ctx, n, q)
 		if err != nil {
 			se := stageErr(StageQueues, err)
 			errs = append(errs, se)
@@ -148,6 +153,26 @@ func (e *Exporter) notAQueue(n *node, qs QueueStats) {
 		return
 	}
 	e.opts.Logger.Warn("configured queue is not a list, stream or sorted set; not reported", "node", n.addr, "queue", qs.Queue, "type", typ)
+}
+
+// queueReads are the queue reads each guarded reply class answers.
+var queueReads = map[replyClass]string{replyXRange: readFirstEntry, replyZRange: readFirstMember}
+
+// sampleQueueBounded samples a queue. A read of its first entry whose
+// reply declared more than MaxQueueReply was refused unread (the
+// connection's guard): it is left out for a backoff, as one found too
+// large once read, and the queue is sampled again without it.
+func (e *Exporter) sampleQueueBounded(ctx context.Context, n *node, key string) (QueueStats, bool, error) {
+	for range len(queueReads) {
+		qs, ok, err := e.sampleQueue(ctx, n, key)
+		class, refused := refusedClass(err)
+		read, isQueueRead := queueReads[class]
+		if !refused || !isQueueRead {
+			return qs, ok, err
+		}
+		e.readCost(n, key, read, -1)
+	}
+	return e.sampleQueue(ctx, n, key)
 }
 
 func (e *Exporter) sampleQueue(ctx context.Context, n *node, key string) (QueueStats, bool, error) {

@@ -236,18 +236,20 @@ func TestQueueReadsCappedByReplySize(t *testing.T) {
 		e.Sample(ctx)
 		clk.Advance(time.Second)
 	}
-	// big's first entry once, fan's every sample; big's (empty) group list
-	// every sample, fan's once.
+	// big's first entry once (refused unread: its length says 4 MiB), fan's
+	// every sample; big's (empty) group list every sample and once more
+	// in the first (its pipeline, cut by the refusal, is sent again without
+	// the first entry), fan's once.
 	stats := infoFields(t, rdb, "commandstats")
 	if got, want := stats["cmdstat_xrange"], int64(1+samples); got != want {
 		t.Errorf("XRANGE sent %d times in %d samples, want %d", got, samples, want)
 	}
-	if got, want := stats["cmdstat_xinfo|groups"], int64(samples+1); got != want {
+	if got, want := stats["cmdstat_xinfo|groups"], int64(samples+2); got != want {
 		t.Errorf("XINFO GROUPS sent %d times in %d samples, want %d", got, samples, want)
 	}
 	_, got := scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{
-		`cachewatch_exporter_queue_reads_skipped_total{queue="big",read="first_entry"}`: samples - 1,
+		`cachewatch_exporter_queue_reads_skipped_total{queue="big",read="first_entry"}`: samples, // refused in the first, then left out
 		`cachewatch_exporter_queue_reads_skipped_total{queue="fan",read="groups"}`:      samples - 1,
 		`cachewatch_exporter_queue_length{queue="big",type="stream"}`:                   2,
 		`cachewatch_exporter_stream_groups_dropped{queue="fan"}`:                        3000 - exporter.MaxStreamGroups,

@@ -481,7 +481,7 @@ var exporterMetrics = map[ID]*Metric{
 	},
 	ExporterErrors: {
 		Name: string(ExporterErrors), Kind: Counter,
-		Help: "Sampler errors by stage; the other stages are still sampled.",
+		Help: "Sampler errors by stage and class; after noperm, clusterdown or other the other stages are still sampled, auth, timeout, connection and malformed (a reply that is not Redis's, too large, or a SCAN that loops) make the node down.",
 		Labels: []Label{node, {Name: "stage", Values: []string{"connect", "info", "scan", "keys", "locks", "notifications", "queues", "latency"}},
 			{Name: "class", Values: []string{"noperm", "auth", "timeout", "connection", "clusterdown", "malformed", "other"}}},
 		Sources: []Source{Exporter},

@@ -39,7 +39,7 @@ func defineDoctor(cmd *kingpin.CmdClause) action {
 	cmd.Flag("format", "Output format: text or json.").Default("text").EnumVar(&f.format, "text", "json")
 	cmd.Flag("interval", "Time between the two samples (long-held locks).").Default("2s").DurationVar(&o.Interval)
 	cmd.Flag("long-held", "Token unchanged this long makes a lock long-held (default: --interval).").DurationVar(&o.LongHeld)
-	cmd.Flag("max-duration", "Time allowed to cover the keyspace, per sample.").Default("1m").DurationVar(&o.MaxDuration)
+	cmd.Flag("max-duration", "Time the whole run may take: both samples and the interval between them.").Default("1m").DurationVar(&o.MaxDuration)
 	cmd.Flag("hot-keys", "Hottest keys to list under an LFU policy.").Default("10").IntVar(&o.HotKeys)
 	cmd.Flag("sync-score", "Expiry synchronisation score that is a finding.").
 		Default(strconv.FormatFloat(th.SyncScore, 'f', -1, 64)).Float64Var(&th.SyncScore)
@@ -90,6 +90,7 @@ func (f *doctorFlags) validate() error {
 }
 
 func (f *doctorFlags) run(ctx context.Context, c *cli) int {
+	f.redis.setLogger(c.logger)
 	opts, err := f.redis.options()
 	if err == nil {
 		err = f.validate()

@@ -159,6 +159,7 @@ func (f *exporterFlags) validateWeb() error {
 }
 
 func (f *exporterFlags) run(ctx context.Context, c *cli) int {
+	f.redis.setLogger(c.logger)
 	all, err := f.validate()
 	if err != nil {
 		return c.usageError(err)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"regexp"
@@ -53,13 +54,21 @@ type redisFlags struct {
 	maxKeys, scanCount, batch, maxGroups int
 	// minKeys is --keygroup.min-keys; minKeysDefault its default for the
 	// command (0: keygroup.DefaultMinKeys).
-	minKeys, minKeysDefault            int
-	lockGroups, maxLocks, memorySample int
-	maxReply                           int
-	maxDuration                        time.Duration
-	maxDurationSet                     bool
-	keysPerSecond, scanBudget          float64
+	minKeys, minKeysDefault             int
+	lockGroups, maxLocks, memorySample  int
+	maxReply, maxInfoReply, maxAnyReply int
+	maxDuration                         time.Duration
+	maxDurationSet                      bool
+	keysPerSecond, scanBudget           float64
+	// logger receives the warnings about the flags' files; warned holds
+	// the password files warned about (shared by the targets' copies).
+	logger *slog.Logger
+	warned map[string]bool
 }
+
+// setLogger gives the flags the command's logger, for warnings about the
+// files they name.
+func (f *redisFlags) setLogger(l *slog.Logger) { f.logger, f.warned = l, map[string]bool{} }
 
 func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Flag("redis.addr", "Redis host:port (repeat or comma-separate; Cluster seeds); default localhost:6379.").
@@ -104,8 +113,12 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 		Default(strconv.Itoa(keygroup.DefaultMaxGroups)).IntVar(&f.lockGroups)
 	cmd.Flag("keys.memory-sample", "Read MEMORY USAGE of one key in N in the keyspace pass, for memory per key group (0: off).").
 		Default("0").IntVar(&f.memorySample)
-	cmd.Flag("queue.max-reply-bytes", "Bytes above which a queue read's reply (first stream entry, group list, first delayed job) has that read left out for a backoff.").
+	cmd.Flag("queue.max-reply-bytes", "Bytes above which a queue read's reply (first stream entry, group list, first delayed job) is refused unread and that read left out for a backoff.").
 		Default(strconv.Itoa(exporter.DefaultMaxQueueReply)).IntVar(&f.maxReply)
+	cmd.Flag("redis.max-info-bytes", "Bytes above which an INFO reply is refused unread: the node is down (class malformed).").
+		Default(strconv.Itoa(exporter.DefaultMaxInfoReply)).IntVar(&f.maxInfoReply)
+	cmd.Flag("redis.max-reply-bytes", "Bytes above which any other reply (SCAN page, CONFIG, CLUSTER NODES, LATENCY, events; lock values are read up to 256 bytes) is refused unread: the node is down (class malformed).").
+		Default(strconv.Itoa(exporter.DefaultMaxReply)).IntVar(&f.maxAnyReply)
 }
 
 // options builds exporter options from the flags, reading the password from
@@ -135,6 +148,7 @@ func (f *redisFlags) options() (exporter.Options, error) {
 		Target: t, LockPatterns: f.lockPatterns, Queues: f.queues, KeyGroups: groups, LockGroups: lockGroups,
 		MaxKeys: f.maxKeys, MaxDuration: f.maxDuration, ScanCount: f.scanCount, Batch: f.batch, KeysPerSecond: kps,
 		LockScanBudget: f.scanBudget, MaxLocks: f.maxLocks, MemorySample: f.memorySample, MaxQueueReply: f.maxReply,
+		MaxInfoReply: f.maxInfoReply, MaxReply: f.maxAnyReply,
 	}, nil
 }
 
@@ -145,6 +159,7 @@ func (f *redisFlags) checkRanges() error {
 		v    int
 	}{{"sample.max-keys", f.maxKeys}, {"sample.scan-count", f.scanCount}, {"sample.batch", f.batch}, {"keygroup.max-groups", f.maxGroups},
 		{"locks.max-groups", f.lockGroups}, {"locks.max-tracked", f.maxLocks}, {"queue.max-reply-bytes", f.maxReply},
+		{"redis.max-info-bytes", f.maxInfoReply}, {"redis.max-reply-bytes", f.maxAnyReply},
 		{"keygroup.min-keys", f.minKeys}} {
 		if n.v <= 0 {
 			return fmt.Errorf("--%s must be positive, got %d", n.name, n.v)
@@ -255,7 +270,21 @@ func (f *redisFlags) password() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--redis.password-file: %w", err)
 	}
+	f.warnReadableByAll(f.passwordFile)
 	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// warnReadableByAll warns, once per file, when every user of the machine
+// may read the password file (its mode gives others read access). The
+// password itself is never logged.
+func (f *redisFlags) warnReadableByAll(path string) {
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm()&0o004 == 0 || f.logger == nil || f.warned[path] {
+		return
+	}
+	f.warned[path] = true
+	f.logger.Warn("the Redis password file is readable by every user of this machine: make it readable by the exporter's user only (chmod 600, or 640 for a group)",
+		"file", path, "mode", info.Mode().Perm().String())
 }
 
 func (f *redisFlags) tlsConfig(t *exporter.Target) error {

@@ -11,6 +11,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,8 +115,9 @@ type Options struct {
 	// LongHeld is how long a token must stay unchanged to be long-held;
 	// default Interval (any lock still held by the same owner one interval later).
 	LongHeld time.Duration
-	// MaxDuration bounds each of the two passes over the keyspace; default
-	// 1m. A pass cut short is reported as partial coverage.
+	// MaxDuration bounds the whole run, both samples and the interval
+	// between them; default 1m. A pass cut short is reported as partial
+	// coverage, a run cut short in Report.Incomplete.
 	MaxDuration time.Duration
 	// HotKeys is the top-K of keys by OBJECT FREQ under an LFU policy; default 10.
 	HotKeys    int
@@ -189,51 +191,85 @@ func (r *Report) Count(s Severity) int {
 }
 
 // Run samples the target twice, Interval apart, each time until every
-// reachable node's keyspace has been covered once (or MaxDuration passed, or
-// sampling stalled), and analyses the second sample.
+// reachable node's keyspace has been covered once (or its half of
+// MaxDuration passed, or sampling stalled), and analyses the second sample.
+// The whole run takes at most MaxDuration: a read still in flight then is
+// cut, and the report tells what was sampled until then.
 //
 // A run that could not sample everything still returns its report, with
 // the reasons in Report.Incomplete. When no node could be sampled at all
-// Run returns that report and an error wrapping ErrNoNode.
+// Run returns that report (if any) and an error wrapping ErrNoNode.
 func Run(ctx context.Context, opts Options) (*Report, error) {
-	if opts.Interval <= 0 {
-		opts.Interval = 2 * time.Second
+	opts = opts.withDefaults()
+	end := time.Now().Add(opts.MaxDuration)
+	half := max((opts.MaxDuration-opts.Interval)/2, opts.MaxDuration/10)
+	e, err := exporter.New(opts.exporterOptions(half))
+	if err != nil {
+		return nil, err
 	}
-	if opts.LongHeld <= 0 {
-		opts.LongHeld = opts.Interval
+	defer e.Close()
+	rctx, cancel := context.WithDeadlineCause(ctx, end, errOutOfTime)
+	defer cancel()
+	first, err := coverKeyspace(rctx, e, time.Now().Add(half))
+	snaps := first
+	if err == nil {
+		if err = ctxsleep.Sleep(rctx, min(opts.Interval, time.Until(end)/2)); err == nil {
+			snaps, err = coverKeyspace(rctx, e, end)
+		}
 	}
-	if opts.MaxDuration <= 0 {
-		opts.MaxDuration = time.Minute
+	outOfTime := ctx.Err() == nil && errors.Is(context.Cause(rctx), errOutOfTime)
+	if outOfTime {
+		err = nil
+		if snaps == nil {
+			snaps = first
+		}
 	}
-	if opts.HotKeys <= 0 {
-		opts.HotKeys = 10
+	if snaps == nil {
+		if outOfTime {
+			err = fmt.Errorf("%w: nothing was sampled within %s", ErrNoNode, opts.MaxDuration)
+		}
+		return nil, err
 	}
-	eo := opts.Exporter
-	eo.LongHeld, eo.HotKeys = opts.LongHeld, opts.HotKeys
+	r := analyze(snaps, opts.Thresholds, opts.Exporter.Queues)
+	r.IntervalSeconds = opts.Interval.Seconds()
+	if outOfTime {
+		r.Incomplete = append(r.Incomplete, fmt.Sprintf("the run stopped at its time limit (%s): the rest was not sampled", opts.MaxDuration))
+	}
+	return r, err
+}
+
+// errOutOfTime ends a run that reached its MaxDuration.
+var errOutOfTime = errors.New("doctor: the run reached its time limit")
+
+func (o Options) withDefaults() Options {
+	if o.Interval <= 0 {
+		o.Interval = 2 * time.Second
+	}
+	if o.LongHeld <= 0 {
+		o.LongHeld = o.Interval
+	}
+	if o.MaxDuration <= 0 {
+		o.MaxDuration = time.Minute
+	}
+	if o.HotKeys <= 0 {
+		o.HotKeys = 10
+	}
+	return o
+}
+
+// exporterOptions are the sampler's options: each sample's passes take at
+// most perSample (and the exporter's own budget).
+func (o Options) exporterOptions(perSample time.Duration) exporter.Options {
+	eo := o.Exporter
+	eo.LongHeld, eo.HotKeys = o.LongHeld, o.HotKeys
+	eo.MaxDuration = min(cmp.Or(eo.MaxDuration, exporter.DefaultMaxDuration), perSample)
 	if eo.KeyGroups == nil {
 		eo.KeyGroups, _ = keygroup.New(keygroup.Options{MinKeys: 1}) // valid options: no error
 	}
 	// Two samples a few seconds apart: a subscription to keyspace events
 	// would add nothing but a sync pass.
 	eo.LockNotifications = exporter.NotifyOff
-	e, err := exporter.New(eo)
-	if err != nil {
-		return nil, err
-	}
-	defer e.Close()
-	snaps, err := coverKeyspace(ctx, e, opts.MaxDuration)
-	if err == nil {
-		if err = ctxsleep.Sleep(ctx, opts.Interval); err != nil {
-			return nil, err
-		}
-		snaps, err = coverKeyspace(ctx, e, opts.MaxDuration)
-	}
-	if snaps == nil {
-		return nil, err
-	}
-	r := analyze(snaps, opts.Thresholds, opts.Exporter.Queues)
-	r.IntervalSeconds = opts.Interval.Seconds()
-	return r, err
+	return eo
 }
 
 // Bounds of the retry of a sample that made no progress: a stage that fails
@@ -247,21 +283,24 @@ const (
 )
 
 // coverKeyspace samples until every node that is up has completed one more
-// SCAN pass, max has passed, or sampling stalled. It returns the last
-// snapshots, with an error wrapping ErrNoNode when no node was up.
-func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration) ([]*exporter.NodeSnapshot, error) {
-	deadline := time.Now().Add(max)
+// SCAN pass, deadline has passed, or sampling stalled. It returns the last
+// snapshots, with an error wrapping ErrNoNode when no node was up. When ctx
+// ends during a sample, it returns the snapshots of the sample before, if
+// any, and ctx's error.
+func coverKeyspace(ctx context.Context, e *exporter.Exporter, deadline time.Time) ([]*exporter.NodeSnapshot, error) {
 	before := map[string]uint64{} // passes completed before this call; 0 for new nodes
 	for _, s := range e.Snapshots() {
 		before[s.Node] = s.ScanCycles
 	}
 	last := progressOf(e.Snapshots())
 	backoff := firstBackoff
+	var ended []*exporter.NodeSnapshot // the last sample that ended before ctx
 	for stalls := 0; ; {
 		snaps := e.Sample(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return ended, err
 		}
+		ended = snaps
 		if err := noNodeUp(snaps); err != nil {
 			return snaps, err
 		}
@@ -286,7 +325,7 @@ func coverKeyspace(ctx context.Context, e *exporter.Exporter, max time.Duration)
 			return snaps, nil
 		}
 		if err := ctxsleep.Sleep(ctx, min(backoff, time.Until(deadline))); err != nil {
-			return nil, err
+			return ended, err
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}

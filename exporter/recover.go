@@ -1,0 +1,54 @@
+package exporter
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// panicked is the error of a sample, or a read, that panicked: a reply
+// that got past the guard and still broke what read it. The node is down
+// (class "malformed") until its backoff passes; the process, the other
+// nodes and targets, and scrapes go on.
+func panicked(r any) error {
+	return fmt.Errorf("%w: reading it panicked: %v", ErrBadReply, r)
+}
+
+// sampleNodeSafely is sampleNode recovering from a panic: the node is
+// reported down and its connections are started afresh (one may have been
+// left mid-reply, out of the pool).
+func (e *Exporter) sampleNodeSafely(ctx context.Context, n *node) (s *NodeSnapshot) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		e.opts.Logger.Error("a sample panicked: the node is reported down and sampled again after its backoff",
+			"node", n.addr, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		_ = n.close()
+		n.rdb = redis.NewClient(e.clientOptions(n.addr))
+		sm := &sampling{e: e, n: n, s: &NodeSnapshot{Node: n.addr}, began: e.pacer.Now()}
+		s = sm.finish(&StageError{Stage: StageConnect, Class: ClassMalformed, Err: panicked(r)})
+	}()
+	return e.sampleNode(ctx, n)
+}
+
+// recoverStage, deferred in a goroutine of a sample's stage, turns a panic
+// into an error of the stage that makes the node down.
+func recoverStage(stage Stage, errs *[]*StageError) {
+	if r := recover(); r != nil {
+		*errs = append(*errs, &StageError{Stage: stage, Class: ClassMalformed, Err: panicked(r)})
+	}
+}
+
+// receiveSafely is ps.Receive returning a panic as an error.
+func receiveSafely(ctx context.Context, ps *redis.PubSub) (msg any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg, err = nil, panicked(r)
+		}
+	}()
+	return ps.Receive(ctx)
+}
