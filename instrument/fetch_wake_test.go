@@ -64,27 +64,9 @@ func TestWokenWaiterTakesTheValueFromTheWakeUp(t *testing.T) {
 			srv := redistest.Start(t)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			newProcess := func(reads *readCounter) (*Cache[string], *prometheus.Registry) {
-				rdb := srv.Client(t)
-				if reads != nil {
-					rdb.AddHook(reads)
-				}
-				reg := prometheus.NewRegistry()
-				c, err := New(rdb, Options{Registerer: reg})
-				if err != nil {
-					t.Fatal(err)
-				}
-				// No polling and generous Redis time: only the wake-up ends the wait.
-				ca, err := NewCache[string](c, CacheOptions{PollInterval: time.Hour, RedisTimeout: 30 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = ca.Close() })
-				return ca, reg
-			}
-			loader, _ := newProcess(nil)
+			loader := unpolledProcess(t, srv, nil)
 			reads := newReadCounter()
-			waiter, _ := newProcess(reads)
+			waiter := unpolledProcess(t, srv, reads)
 			// A read registers the process's wake channel once Redis has
 			// confirmed its subscription (before that, a waiter reads
 			// again once it is).
@@ -126,6 +108,22 @@ func TestWokenWaiterTakesTheValueFromTheWakeUp(t *testing.T) {
 			assertLoadedOnceForBoth(t, loader, waiter, key)
 		})
 	}
+}
+
+// unpolledProcess returns a process's Cache on srv whose waiters never poll
+// (only a wake-up ends their wait), its reads counted by reads if given.
+func unpolledProcess(t *testing.T, srv *redistest.Server, reads *readCounter) *Cache[string] {
+	t.Helper()
+	rdb := srv.Client(t)
+	if reads != nil {
+		rdb.AddHook(reads)
+	}
+	c, err := New(rdb, Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Generous Redis time too: nothing but the wake-up ends the wait.
+	return mustCache[string](t, c, CacheOptions{PollInterval: time.Hour, RedisTimeout: 30 * time.Second})
 }
 
 // A write publishes only to the processes that wait for it, each on its
