@@ -341,26 +341,13 @@ func TestQueuedCallsDoNotWaitForAStuckRoundTrip(t *testing.T) {
 	gate.hold()
 	defer gate.open()
 	first := make(chan error, 1)
-	go func() {
-		v, err := ca.Fetch(ctx, "item:0", load("item:0"))
-		if err == nil && v != "v-item:0" {
-			err = fmt.Errorf("item:0 = %q", v)
-		}
-		first <- err
-	}()
+	go func() { first <- fetchChecked(ctx, ca, "item:0", load) }()
 	<-gate.entered
 
 	const n = 20
 	errs := make(chan error, n)
 	for i := 1; i < n; i++ {
-		go func() {
-			key := fmt.Sprint("item:", i)
-			v, err := ca.Fetch(ctx, key, load(key))
-			if err == nil && v != "v-"+key {
-				err = fmt.Errorf("%s = %q", key, v)
-			}
-			errs <- err
-		}()
+		go func() { errs <- fetchChecked(ctx, ca, fmt.Sprint("item:", i), load) }()
 	}
 	for i := 1; i < n; i++ {
 		select {
@@ -368,7 +355,7 @@ func TestQueuedCallsDoNotWaitForAStuckRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-		case <-time.After(20 * time.Second):
+		case <-time.After(poll.Bound):
 			t.Fatalf("%d of %d fetches still wait for the held read of another key", n-i, n-1)
 		}
 	}
@@ -390,6 +377,15 @@ func TestQueuedCallsDoNotWaitForAStuckRoundTrip(t *testing.T) {
 		t.Fatalf("loader calls %d, miss lookups %v, source_calls %v, fallbacks %v; want %d, %d, %d and 0",
 			calls.Load(), lookups(ca, g, resultMiss), sourceCalls(ca, g, "success"), lookups(ca, g, resultFallback), n, n, n)
 	}
+}
+
+// fetchChecked fetches key with load(key), whose value must be "v-"+key.
+func fetchChecked(ctx context.Context, ca *Cache[string], key string, load func(string) func(context.Context) (string, error)) error {
+	v, err := ca.Fetch(ctx, key, load(key))
+	if err == nil && v != "v-"+key {
+		err = fmt.Errorf("%s = %q", key, v)
+	}
+	return err
 }
 
 // TestPipelineSendsAgainOnlyWhatRedisRefused: a pipeline that meets a
