@@ -232,18 +232,8 @@ func TestFetchSharedReadJudgedAtCallersClock(t *testing.T) {
 
 	t.Run("stale by the time it lands", func(t *testing.T) {
 		key := "alpha:{1}"
-		if _, err := ca.Fetch(context.Background(), key, load); err != nil {
-			t.Fatal(err)
-		}
 		group := ca.c.group(key)
-		joined := joinCounter(t, key)
-		gate.hold()
-		wait := fetchAll(t, ca, n, key, load)
-		<-gate.entered // the read has taken its time: the value is fresh at it
-		clk.add(90 * time.Second)
-		poll.Until(t, "the other callers to join", func() bool { return joined.Load() == n-1 })
-		gate.open()
-		for _, v := range wait() {
+		for _, v := range sharedReadLandingAfter(t, ca, gate, clk, 90*time.Second, key, n, load) {
 			if v != "v1" {
 				t.Fatalf("served %q, want the cached v1", v)
 			}
@@ -259,20 +249,11 @@ func TestFetchSharedReadJudgedAtCallersClock(t *testing.T) {
 
 	t.Run("past the hard TTL by the time it lands", func(t *testing.T) {
 		key := "beta:{1}"
-		if _, err := ca.Fetch(context.Background(), key, load); err != nil {
-			t.Fatal(err)
-		}
-		first := version.Load()
+		first := version.Load() + 1 // the seed's
 		group := ca.c.group(key)
-		joined := joinCounter(t, key)
-		gate.hold()
-		wait := fetchAll(t, ca, n, key, load)
-		<-gate.entered
-		clk.add(3 * time.Minute)
-		poll.Until(t, "the other callers to join", func() bool { return joined.Load() == n-1 })
-		gate.open()
+		served := sharedReadLandingAfter(t, ca, gate, clk, 3*time.Minute, key, n, load)
 		want := "v" + strconv.FormatInt(first+1, 10)
-		for _, v := range wait() {
+		for _, v := range served {
 			if v != want {
 				t.Fatalf("served %q, want the reloaded %s (never the value past its hard TTL)", v, want)
 			}
@@ -298,6 +279,25 @@ func TestFetchSharedReadJudgedAtCallersClock(t *testing.T) {
 		}
 	})
 	lintRegistry(t, reg)
+}
+
+// sharedReadLandingAfter stores key's value (load), then has n callers
+// share one read of it whose reply lands after clk has moved on by d, and
+// returns what each was served.
+func sharedReadLandingAfter(t *testing.T, ca *Cache[string], gate *readGate, clk *fetchClock, d time.Duration,
+	key string, n int, load func(context.Context) (string, error)) []string {
+	t.Helper()
+	if _, err := ca.Fetch(context.Background(), key, load); err != nil {
+		t.Fatal(err)
+	}
+	joined := joinCounter(t, key)
+	gate.hold()
+	wait := fetchAll(t, ca, n, key, load)
+	<-gate.entered // the read has taken its time: the value is as it was at it
+	clk.add(d)
+	poll.Until(t, "the other callers to join", func() bool { return joined.Load() == int64(n-1) })
+	gate.open()
+	return wait()
 }
 
 // staleAgeSeconds returns the count and sum of group's stale age histogram.
