@@ -350,21 +350,11 @@ func TestFetchWaitersLeaveWithTheirOwnContext(t *testing.T) {
 	gate.hold()
 	leader := callers.start(shared)
 	<-gate.entered // the leader's read is in flight and held
-	var sharedCallers, served []chan fetchAnswer
+	var sharedCallers []chan fetchAnswer
 	for range 9 {
 		sharedCallers = append(sharedCallers, callers.start(shared))
 	}
-	for range 10 {
-		served = append(served, callers.start(other))
-	}
-	for range 5 {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		served = append(served, callers.start(ctx))
-	}
-	for range 5 {
-		served = append(served, callers.start(context.Background()))
-	}
+	served := callers.startStaying(other)
 	ownCaller := callers.start(own)
 	const joiners = 9 + 10 + 5 + 5 + 1
 	poll.Until(t, "every caller to join the held flight", func() bool { return joined.Load() == joiners })
@@ -393,16 +383,43 @@ func TestFetchWaitersLeaveWithTheirOwnContext(t *testing.T) {
 			t.Fatalf("caller %d: got (%q, %v), want v1 from the flight the leader left", i, a.v, a.err)
 		}
 	}
-	if got := lookups(ca, group, resultError); got != 12 {
-		t.Errorf("lookups{result=error} = %v, want 12 (the callers who left)", got)
+	checkOneFlightLeftBy(t, ca, group, 12, len(served), lookups(ca, group, resultHit)-hitsBefore, gate.calls.Load()-readsBefore)
+	lintRegistry(t, reg)
+}
+
+// checkOneFlightLeftBy checks that the callers who left counted left
+// errors, that the served ones grew the hits (by hits) and that all shared
+// one read (reads, script calls since the flight began).
+func checkOneFlightLeftBy(t *testing.T, ca *Cache[string], group string, left, served int, hits float64, reads int64) {
+	t.Helper()
+	if got := lookups(ca, group, resultError); got != float64(left) {
+		t.Errorf("lookups{result=error} = %v, want %d (the callers who left)", got, left)
 	}
-	if got := lookups(ca, group, resultHit) - hitsBefore; got != float64(len(served)) {
-		t.Errorf("lookups{result=hit} grew by %v, want %d (the callers served)", got, len(served))
+	if hits != float64(served) {
+		t.Errorf("lookups{result=hit} grew by %v, want %d (the callers served)", hits, served)
 	}
-	if reads := gate.calls.Load() - readsBefore; reads != 1 {
+	if reads != 1 {
 		t.Errorf("%d read script calls, want 1 (the one shared flight)", reads)
 	}
-	lintRegistry(t, reg)
+}
+
+// startStaying starts the callers who stay until served: 10 sharing
+// context other, 5 each with a context of its own that ends only with the
+// test, 5 whose context cannot end.
+func (c *waitingCallers) startStaying(other context.Context) []chan fetchAnswer {
+	var served []chan fetchAnswer
+	for range 10 {
+		served = append(served, c.start(other))
+	}
+	for range 5 {
+		ctx, cancel := context.WithCancel(context.Background())
+		c.t.Cleanup(cancel)
+		served = append(served, c.start(ctx))
+	}
+	for range 5 {
+		served = append(served, c.start(context.Background()))
+	}
+	return served
 }
 
 // fetchAnswer is what one Fetch returned.
