@@ -12,5 +12,5 @@ import (
 var redisAddr string
 
 func TestMain(m *testing.M) {
-	os.Exit(redistest.RunExamples(m, &redisAddr, "ExampleNew"))
+	os.Exit(redistest.RunExamples(m, &redisAddr, "Example", "ExampleNew"))
 }

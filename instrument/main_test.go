@@ -12,5 +12,5 @@ import (
 var redisAddr string
 
 func TestMain(m *testing.M) {
-	os.Exit(redistest.RunExamples(m, &redisAddr, "ExampleClient_Lock", "ExampleClient_SetVersioned", "ExampleCache_Fetch"))
+	os.Exit(redistest.RunExamples(m, &redisAddr, "Example", "ExampleClient_Lock", "ExampleClient_SetVersioned", "ExampleCache_Fetch"))
 }
