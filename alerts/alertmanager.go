@@ -50,7 +50,8 @@ const amHeader = `# Alertmanager routing for the cachewatch alerts.
 # info goes to cachewatch-quiet, which notifies nobody (the alerts stay visible
 # in Alertmanager's UI). Alerts are grouped per alert name, job and key group;
 # a warning is inhibited while the critical of the same alert fires for the
-# same labels. Replace the placeholder webhook URLs with your integrations.
+# same labels. The webhooks are page_webhook_url and ticket_webhook_url of
+# the settings (cachewatch alerts --config FILE).
 `
 
 // groupBy is how notifications are grouped: one incident per alert, job
@@ -59,13 +60,14 @@ var groupBy = []string{"alertname", "job", "key_group"}
 
 // AlertmanagerConfig returns an Alertmanager configuration that routes the
 // cachewatch alerts by severity, groups them by alertname, job and
-// key_group, and inhibits a warning while the matching critical fires.
-func AlertmanagerConfig() ([]byte, error) {
-	inhibits, err := inhibitRules(DefaultConfig())
+// key_group, and inhibits a warning while the matching critical fires. The
+// page and ticket receivers post to cfg's webhooks.
+func AlertmanagerConfig(cfg Config) ([]byte, error) {
+	inhibits, err := inhibitRules(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cfg := amConfig{
+	am := amConfig{
 		Route: amRoute{
 			Receiver: ReceiverTicket,
 			GroupBy:  groupBy,
@@ -79,12 +81,12 @@ func AlertmanagerConfig() ([]byte, error) {
 		},
 		InhibitRules: inhibits,
 		Receivers: []amRecv{
-			{Name: ReceiverPage, WebhookConfigs: []amWebhook{{URL: "https://pager.example.invalid/cachewatch", SendResolved: true}}},
-			{Name: ReceiverTicket, WebhookConfigs: []amWebhook{{URL: "https://tickets.example.invalid/cachewatch", SendResolved: false}}},
+			{Name: ReceiverPage, WebhookConfigs: []amWebhook{{URL: cfg.PageWebhookURL, SendResolved: true}}},
+			{Name: ReceiverTicket, WebhookConfigs: []amWebhook{{URL: cfg.TicketWebhookURL, SendResolved: false}}},
 			{Name: ReceiverQuiet},
 		},
 	}
-	out, err := marshalYAML(cfg)
+	out, err := marshalYAML(am)
 	if err != nil {
 		return nil, err
 	}

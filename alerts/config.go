@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -40,6 +41,12 @@ type Config struct {
 	// rules: the Prometheus data source they query and the folder title.
 	GrafanaDatasourceUID string `yaml:"grafana_datasource_uid"`
 	GrafanaFolder        string `yaml:"grafana_folder"`
+	// PageWebhookURL and TicketWebhookURL are the webhooks of the page and
+	// ticket receivers, in alertmanager.yaml and Grafana's contact points:
+	// your pager's and ticketing integrations. The defaults are
+	// placeholders in the .invalid domain, which never resolves.
+	PageWebhookURL   string `yaml:"page_webhook_url"`
+	TicketWebhookURL string `yaml:"ticket_webhook_url"`
 
 	// RateWindow is the window of every rate in the rules; the recording
 	// rules' names say it (ratio_rate5m). Keep it at least four scrape
@@ -155,6 +162,8 @@ func DefaultConfig() Config {
 
 		GrafanaDatasourceUID: "prometheus",
 		GrafanaFolder:        "cachewatch",
+		PageWebhookURL:       "https://pager.example.invalid/cachewatch",
+		TicketWebhookURL:     "https://tickets.example.invalid/cachewatch",
 
 		RateWindow:    minutes(5),
 		BlindLookback: minutes(24 * 60),
@@ -379,6 +388,11 @@ func validateField(f field) error {
 		}
 		if x == "" {
 			return errors.New("must not be empty")
+		}
+		if strings.HasSuffix(f.key, "_webhook_url") {
+			if u, err := url.Parse(x); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("%q is not an http(s) URL", x)
+			}
 		}
 	}
 	return nil

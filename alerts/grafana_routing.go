@@ -12,12 +12,15 @@ import (
 // has no receiver that notifies nobody, so info alerts reach a muted route.
 const quietTiming = "cachewatch-always"
 
-// receiverURLs are the placeholder webhooks of the receivers (the .invalid
-// domain never resolves): replace them with your integrations.
-var receiverURLs = map[string]string{
-	ReceiverPage:   "https://pager.example.invalid/cachewatch",
-	ReceiverTicket: "https://tickets.example.invalid/cachewatch",
-	ReceiverQuiet:  "https://quiet.example.invalid/cachewatch",
+// receiverURLs are the webhooks of the receivers: the page and ticket ones
+// from cfg, and a placeholder for the quiet one, which Grafana needs
+// although the route that reaches it is always muted.
+func receiverURLs(cfg Config) map[string]string {
+	return map[string]string{
+		ReceiverPage:   cfg.PageWebhookURL,
+		ReceiverTicket: cfg.TicketWebhookURL,
+		ReceiverQuiet:  "https://quiet.example.invalid/cachewatch",
+	}
 }
 
 // GrafanaRouting returns Grafana's alerting provisioning file of contact
@@ -27,9 +30,10 @@ var receiverURLs = map[string]string{
 // quiet; grouped by alert name, job and key group. Grafana's policy tree is
 // one per organisation: provisioning it replaces the one in place, so merge
 // it by hand into a tree you already have. Grafana's Alertmanager has no
-// inhibition rules: a warning and its critical both notify.
-func GrafanaRouting() ([]byte, error) {
-	contacts, err := grafanaContactPoints()
+// inhibition rules: a warning and its critical both notify. The page and
+// ticket contact points post to cfg's webhooks.
+func GrafanaRouting(cfg Config) ([]byte, error) {
+	contacts, err := grafanaContactPoints(receiverURLs(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -64,14 +68,14 @@ func GrafanaRouting() ([]byte, error) {
 
 // grafanaContactPoints are the three receivers as Grafana contact points,
 // each with one webhook integration.
-func grafanaContactPoints() ([]any, error) {
+func grafanaContactPoints(urls map[string]string) ([]any, error) {
 	var out []any
 	for _, name := range []string{ReceiverPage, ReceiverTicket, ReceiverQuiet} {
 		cp, err := alerting.NewContactPointBuilder().
 			Uid(name).
 			Name(name).
 			Type(alerting.ContactPointTypeWebhook).
-			Settings(map[string]any{"url": receiverURLs[name]}).
+			Settings(map[string]any{"url": urls[name]}).
 			// Only pages say when they are over, as in AlertmanagerConfig.
 			DisableResolveMessage(name != ReceiverPage).
 			Build()

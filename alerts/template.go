@@ -150,6 +150,9 @@ func probeConfig() probe {
 			if strings.HasSuffix(key, "_selector") {
 				s += `="x"`
 			}
+			if strings.HasSuffix(key, "_webhook_url") {
+				s = "https://" + s + ".invalid"
+			}
 			f.v.SetString(s)
 			p.add(s, key, "")
 		}

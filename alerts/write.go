@@ -42,11 +42,11 @@ func render(cfg Config) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	am, err := AlertmanagerConfig()
+	am, err := AlertmanagerConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	routing, err := GrafanaRouting()
+	routing, err := GrafanaRouting(cfg)
 	if err != nil {
 		return nil, err
 	}

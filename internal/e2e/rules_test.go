@@ -126,7 +126,7 @@ var receiverFor = map[string]string{
 // first and a next notification cut to a second.
 func alertmanagerConfig(t *testing.T, webhookURL string) map[string]any {
 	t.Helper()
-	b, err := alerts.AlertmanagerConfig()
+	b, err := alerts.AlertmanagerConfig(alerts.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
