@@ -13,6 +13,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 
 	"github.com/cachewatch/cachewatch/alerts"
+	"github.com/cachewatch/cachewatch/internal/doccheck"
 )
 
 // mixinOutput is what a mixin user renders: the rule groups (alerts and
@@ -174,15 +175,14 @@ func TestMixinWritesNumbersAsGo(t *testing.T) {
 	}
 }
 
-// TestReadmeMixinSnippet evaluates the README's jsonnet example against the
-// mixin vendored where jsonnet-bundler puts it.
-func TestReadmeMixinSnippet(t *testing.T) {
-	readme := string(readFile(t, filepath.Join(root, "README.md")))
-	_, after, ok := strings.Cut(readme, "```jsonnet\n")
-	if !ok {
-		t.Fatal("README.md has no jsonnet example")
+// TestDocsMixinSnippets evaluates every jsonnet block of the README and
+// the docs (the mixin's README, the Kubernetes page) against the mixin
+// vendored where jsonnet-bundler puts it, imported as those pages say.
+func TestDocsMixinSnippets(t *testing.T) {
+	all, err := doccheck.All(root)
+	if err != nil {
+		t.Fatal(err)
 	}
-	snippet, _, _ := strings.Cut(after, "```")
 	vendor := t.TempDir()
 	link := filepath.Join(vendor, "github.com", "cachewatch", "cachewatch", "mixin")
 	abs, err := filepath.Abs(filepath.Join(root, "mixin"))
@@ -195,17 +195,28 @@ func TestReadmeMixinSnippet(t *testing.T) {
 	if err := os.Symlink(abs, link); err != nil {
 		t.Fatal(err)
 	}
-	vm := jsonnet.MakeVM()
-	vm.Importer(&jsonnet.FileImporter{JPaths: []string{vendor}})
-	out, err := vm.EvaluateAnonymousSnippet("README.jsonnet", snippet)
-	if err != nil {
-		t.Fatalf("README's jsonnet example: %v", err)
+	n := 0
+	for _, b := range all {
+		if b.Lang != "jsonnet" {
+			continue
+		}
+		n++
+		vm := jsonnet.MakeVM()
+		vm.Importer(&jsonnet.FileImporter{JPaths: []string{vendor}})
+		out, err := vm.EvaluateAnonymousSnippet(b.File, b.Text)
+		if err != nil {
+			t.Errorf("%s: %v", b, err)
+			continue
+		}
+		var files map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(out), &files); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if !strings.Contains(string(files["cachewatch-rules.json"]), `job=~\"api|worker\"`) || len(files) < 2 {
+			t.Errorf("%s renders %d files without the configured selector", b, len(files))
+		}
 	}
-	var files map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(out), &files); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(files["cachewatch-rules.json"]), `job=~\"api|worker\"`) || len(files) < 2 {
-		t.Errorf("README's example renders %d files without the configured selector", len(files))
+	if n == 0 {
+		t.Fatal("no jsonnet block in the docs: the mixin's import is shown nowhere")
 	}
 }

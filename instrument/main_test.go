@@ -1,6 +1,8 @@
 package instrument_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"testing"
 
@@ -12,5 +14,15 @@ import (
 var redisAddr string
 
 func TestMain(m *testing.M) {
-	os.Exit(redistest.RunExamples(m, &redisAddr, "Example", "ExampleClient_Lock", "ExampleClient_SetVersioned", "ExampleCache_Fetch"))
+	// The OpenTelemetry example pushes OTLP where the environment says, as
+	// a program would: here, to a receiver that accepts everything.
+	otlp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/metrics" {
+			http.NotFound(w, r)
+		}
+	}))
+	os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL)
+	code := redistest.RunExamples(m, &redisAddr, "Example", "Example_openTelemetry", "ExampleClient_Lock", "ExampleClient_SetVersioned", "ExampleCache_Fetch")
+	otlp.Close()
+	os.Exit(code)
 }

@@ -1,9 +1,10 @@
 // The cachewatch monitoring mixin: the alerting and recording rules of
 // `cachewatch alerts` and the Grafana dashboards of `cachewatch dashboards`.
-// Vendor it with jsonnet-bundler and override _config (config.libsonnet lists
-// every key with its default):
+// Vendor it with jsonnet-bundler (jb install github.com/cachewatch/cachewatch/mixin@main)
+// and override _config (config.libsonnet lists every key with its default;
+// README.md says more):
 //
-//   local cachewatch = (import 'cachewatch-mixin/mixin.libsonnet') + {
+//   local cachewatch = (import 'github.com/cachewatch/cachewatch/mixin/mixin.libsonnet') + {
 //     _config+:: { serviceSelector: 'job=~"api|worker"', lockContentionWarning: 0.1 },
 //   };
 //

@@ -97,8 +97,10 @@ func main() {
 // --version) out of Parse without exiting the process.
 type terminated int
 
-// run parses args, builds the logger and runs the chosen command.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+// newApp builds the command line: the global flags, every command with its
+// flags, and the action of each command by its full name. Parsing a help or
+// version flag panics with terminated instead of exiting.
+func newApp(stdout, stderr io.Writer) (*kingpin.Application, map[string]action, *promslog.Config) {
 	app := kingpin.New("cachewatch", "cachewatch makes Redis cache and lock contention visible.")
 	app.UsageWriter(stdout).ErrorWriter(stderr)
 	app.Terminate(func(status int) { panic(terminated(status)) })
@@ -111,7 +113,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		cmd := app.Command(c.name, c.help)
 		actions[cmd.FullCommand()] = c.define(cmd)
 	}
+	return app, actions, logConfig
+}
 
+// run parses args, builds the logger and runs the chosen command.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	app, actions, logConfig := newApp(stdout, stderr)
 	defer func() {
 		if r := recover(); r != nil {
 			t, ok := r.(terminated)

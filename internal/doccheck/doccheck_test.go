@@ -186,3 +186,29 @@ func productCounts(t *testing.T) map[string]int {
 	return map[string]int{"alerts": len(alerts.AlertNames()), "alerting rules": alerting, "recording rules": recording,
 		"rules": alerting + recording, "metrics": len(signals.All()), "dashboards": len(boards), "boards": len(boards)}
 }
+
+// Every relative link of a page points at a file or directory of the
+// repository.
+func TestRelativeLinksResolve(t *testing.T) {
+	root, _ := blocks(t)
+	pages, err := Pages(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, p := range append(pages, "CONTRIBUTING.md") {
+		text, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(text), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, filepath.Dir(p), target)); err != nil {
+				t.Errorf("%s links %s, which does not exist", p, m[1])
+			}
+		}
+	}
+}
