@@ -101,6 +101,9 @@ func (f *demoFlags) run(ctx context.Context, c *cli) int {
 			} else {
 				fmt.Fprintf(progressOut, "running %v: %v unprotected, then %v on cachewatch\n", f.duration, f.duration/2, f.duration/2)
 			}
+			if w := demo.ShortRunWarning(f.duration, f.phase); w != "" {
+				fmt.Fprintln(progressOut, w)
+			}
 		},
 		Progress: demo.ProgressPrinter(progressOut, terminal, width),
 	}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -76,18 +77,24 @@ type Options struct {
 	Progress func(Progress)
 }
 
-// Progress is the state of a run at one moment.
+// Progress is the state of a run at one moment, counted as the report
+// counts it.
 type Progress struct {
-	Phase             string
-	PhaseIndex        int // from 1
-	Phases            int // how many the run has: 2, or 1 with Options.Phase
-	Elapsed, Total    time.Duration
-	Requests, Misses  int64
-	DatabaseCalls     int64
-	Refreshes         int64
-	LockBusy, LockAll int64
-	LocksLost         int64
-	OlderWrites       int64
+	Phase          string
+	PhaseIndex     int // from 1
+	Phases         int // how many the run has: 2, or 1 with Options.Phase
+	Elapsed, Total time.Duration
+	Requests       int64
+	DatabaseCalls  int64
+	Refreshes      int64
+	// WaitBusy of WaitFirst: the first attempts of callers that wait for a
+	// lock, and how many found it held (the report's first-try lock
+	// contention; the periodic job's try-once lock is left out).
+	WaitBusy, WaitFirst int64
+	LocksLost           int64
+	// OlderLanded counts writes of an older version that replaced a newer
+	// value (the report's older writes that landed; refused ones are not).
+	OlderLanded int64
 }
 
 func (o *Options) defaults() error {
@@ -236,11 +243,45 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	stopExporter()
 	rep.Exporter = exporterSummary(exp, target.embedded)
 	rep.Queries = chartQueries()
+	rep.Notes = append(rep.Notes, coldStartNotes(rep, o.Instances*o.Callers)...)
 	if target.embedded {
 		rep.Notes = append(rep.Notes, "caller latency on the embedded miniredis includes a Lua interpreter started for every "+
 			"script call the cachewatch client makes, one at a time, and this machine's load; run with --redis for latency figures")
 	}
 	return rep, nil
+}
+
+// ShortRunWarning says, in two lines, why a run whose phases last less
+// than five fresh TTLs cannot show the steady state, or returns "" when
+// they are long enough. phase is Options.Phase.
+func ShortRunWarning(duration time.Duration, phase string) string {
+	n := time.Duration(len(phases(phase)))
+	each, enough := duration/n, 5*DefaultFreshTTL
+	if each >= enough {
+		return ""
+	}
+	return fmt.Sprintf("warning: %v per phase is too short for the steady state: the cold start weighs on\n"+
+		"every figure, on cachewatch's p99 most; use --duration %v or more", each, n*enough)
+}
+
+// coldStartNotes explains caller p99s that the cold start may decide:
+// every caller's first request waits for a first load, and when those are
+// more than 1% of a phase's requests its p99 can be one of them.
+func coldStartNotes(r *Report, callers int) []string {
+	var short []string
+	var requests []string
+	for _, p := range r.Phases {
+		if int64(callers)*100 > p.Requests {
+			short = append(short, p.Name)
+			requests = append(requests, fmt.Sprint(p.Requests))
+		}
+	}
+	if len(short) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("the caller p99 of %s is the cold start's, not the steady state's: the first requests of the %d "+
+		"callers, each waiting for a first load, are over 1%% of the %s requests; run with a longer --duration",
+		strings.Join(short, " and "), callers, strings.Join(requests, " and "))}
 }
 
 // phases are the phases a run goes through: both, or the one named.
@@ -305,10 +346,10 @@ func runMeasured(ctx context.Context, e *env, spec phaseSpec, index int, o Optio
 		if o.Progress != nil {
 			o.Progress(Progress{Phase: spec.name, PhaseIndex: index, Phases: len(phases(o.Phase)),
 				Elapsed: time.Duration(index-1)*spec.duration + elapsed, Total: o.Duration,
-				Requests: t.requests.Load(), Misses: t.misses.Load(),
+				Requests:      t.requests.Load(),
 				DatabaseCalls: db.calls - dbBefore.calls, Refreshes: db.refreshes - dbBefore.refreshes,
-				LockBusy: t.firstBusy.Load(), LockAll: t.firstAttempts.Load(), LocksLost: t.locksLost.Load(),
-				OlderWrites: t.olderWrites.Load()})
+				WaitBusy: t.firstBusy.Load() - t.jobBusy.Load(), WaitFirst: t.firstAttempts.Load() - t.jobTries.Load(),
+				LocksLost: t.locksLost.Load(), OlderLanded: t.olderLanded.Load()})
 		}
 	}
 	if err := runPhase(ctx, e, spec, tick); err != nil {

@@ -31,9 +31,20 @@ func TestRunEmbeddedMiniredis(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	o := testOptions()
 	o.Registry = reg
+	last := map[string]Progress{}
+	o.Progress = func(p Progress) { last[p.Phase] = p } // called from Run's goroutine
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The progress line counts as the report does: on cachewatch no caller
+	// waits for a lock (the job's try-once lock is not contention) and no
+	// older write lands (the refused ones are not counted).
+	if p := last[PhaseCachewatch]; p.WaitFirst != 0 || p.OlderLanded != 0 {
+		t.Errorf("cachewatch phase's last progress %+v: want no waiting caller and no older write landed", p)
+	}
+	if p := last[PhaseUnprotected]; p.WaitFirst == 0 || p.WaitBusy > p.WaitFirst {
+		t.Errorf("unprotected phase's last progress %+v: want the hand-written lock's waiting callers", p)
 	}
 	if !r.Embedded || !strings.Contains(r.Server, "miniredis") {
 		t.Errorf("server %q embedded=%v, want the embedded miniredis", r.Server, r.Embedded)
@@ -255,9 +266,9 @@ func checkJSON(t *testing.T, r *Report) {
 // renamed panel must fail here, not leave the report without its query.
 func TestChartQueriesFindEveryPanel(t *testing.T) {
 	q := chartQueries()
-	for name, want := range figurePanels {
-		if q[name].Expr == "" {
-			t.Errorf("figure %s: no panel %q on dashboard %s", name, want.panel, want.board)
+	for _, want := range figurePanels {
+		if q[want.figure].Expr == "" {
+			t.Errorf("figure %s: no panel %q on dashboard %s", want.figure, want.panel, want.board)
 		}
 	}
 	if !strings.Contains(q["loader_calls_cachewatch"].Expr, signals.SourceCalls.String()) {

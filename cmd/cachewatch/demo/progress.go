@@ -45,12 +45,19 @@ func EndProgress(w io.Writer, terminal bool) {
 	}
 }
 
+// progressLine is one line of at most 80 columns for the default run,
+// each figure named as the report's row: loader calls per refresh,
+// first-try lock contention of waiting callers, locks lost, older writes
+// that landed.
 func progressLine(p Progress) string {
 	perRefresh := 0.0
 	if p.Refreshes > 0 {
 		perRefresh = float64(p.DatabaseCalls) / float64(p.Refreshes)
 	}
-	return fmt.Sprintf("%d/%d %-11s %4.1fs/%.0fs  req %d  db %d (%.1f/refresh)  miss %d  lock busy %d/%d lost %d  older writes %d",
-		p.PhaseIndex, max(p.Phases, p.PhaseIndex), p.Phase, p.Elapsed.Seconds(), p.Total.Seconds(), p.Requests, p.DatabaseCalls, perRefresh,
-		p.Misses, p.LockBusy, p.LockAll, p.LocksLost, p.OlderWrites)
+	contention := 0.0
+	if p.WaitFirst > 0 {
+		contention = 100 * float64(p.WaitBusy) / float64(p.WaitFirst)
+	}
+	return fmt.Sprintf("%-11s %2.0f/%.0fs  db/refresh %.1f  contention %.0f%%  lost %d  older landed %d",
+		p.Phase, p.Elapsed.Seconds(), p.Total.Seconds(), perRefresh, contention, p.LocksLost, p.OlderLanded)
 }

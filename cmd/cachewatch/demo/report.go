@@ -201,25 +201,28 @@ func missingNote(stage string, embedded bool) string {
 // generated dashboards that shows it, with the dashboards' variables ($job,
 // $instance, $client, $key_group, $__rate_interval) left in.
 type Query struct {
+	// Row names the figure as the report's table does.
+	Row       string `json:"row"`
 	Expr      string `json:"expr"`
 	Dashboard string `json:"dashboard"`
 	Panel     string `json:"panel"`
 }
 
-// figurePanels names, per figure, the dashboard panel that shows it.
-var figurePanels = map[string]struct{ board, panel string }{
-	"loader_calls_per_refresh":  {"cachewatch-contention", "Loader amplification (source calls per kept result)"},
-	"loader_calls_cachewatch":   {"cachewatch-contention", "Source calls by result"},
-	"loader_calls_unprotected":  {"cachewatch-redis", "Commands by command"},
-	"caller_latency":            {"cachewatch-redis", "Command latency p99 by command"},
-	"stale_served":              {"cachewatch-contention", "Cache lookups by result (share)"},
-	"cache_misses":              {"cachewatch-contention", "Cache lookups by result (share)"},
-	"first_try_lock_contention": {"cachewatch-contention", "Contention rate (busy first attempts / first attempts)"},
-	"locks_lost":                {"cachewatch-contention", "Lost locks by reason"},
-	"write_skew_prevented":      {"cachewatch-contention", "Write skew and refused stale writes"},
-	"miss_bursts":               {"cachewatch-contention", "Miss bursts"},
-	"exporter_lock_state":       {"cachewatch-keyspace", "Locks held"},
-	"exporter_expiry_sync":      {"cachewatch-keyspace", "Expiry synchronisation per key group"},
+// figurePanels names, per figure, its row in the report and the dashboard
+// panel that shows it, in the order of the report's table.
+var figurePanels = []struct{ figure, row, board, panel string }{
+	{"loader_calls_per_refresh", "loader (database) calls per refresh", "cachewatch-contention", "Loader amplification (source calls per kept result)"},
+	{"loader_calls_cachewatch", "loader (database) calls, on cachewatch", "cachewatch-contention", "Source calls by result"},
+	{"loader_calls_unprotected", "loader (database) calls, unprotected (the hook's setex)", "cachewatch-redis", "Commands by command"},
+	{"caller_latency", "caller p50 / p99 (cachewatch's share: Redis command latency)", "cachewatch-redis", "Command latency p99 by command"},
+	{"stale_served", "stale served", "cachewatch-contention", "Cache lookups by result (share)"},
+	{"cache_misses", "cache misses", "cachewatch-contention", "Cache lookups by result (share)"},
+	{"first_try_lock_contention", "first-try lock contention (waiting callers)", "cachewatch-contention", "Contention rate (busy first attempts / first attempts)"},
+	{"locks_lost", "locks lost", "cachewatch-contention", "Lost locks by reason"},
+	{"write_skew_prevented", "write skew prevented", "cachewatch-contention", "Write skew and refused stale writes"},
+	{"miss_bursts", "miss bursts", "cachewatch-contention", "Miss bursts"},
+	{"exporter_lock_state", "locks held (the exporter)", "cachewatch-keyspace", "Locks held"},
+	{"exporter_expiry_sync", "expiry synchronisation (the exporter)", "cachewatch-keyspace", "Expiry synchronisation per key group"},
 }
 
 // chartQueries finds each figure's panel in the generated dashboards and
@@ -227,12 +230,23 @@ var figurePanels = map[string]struct{ board, panel string }{
 func chartQueries() map[string]Query {
 	out := map[string]Query{}
 	all := dashboards.Queries()
-	for name, want := range figurePanels {
+	for _, want := range figurePanels {
 		for _, q := range all {
 			if q.Board == want.board && q.Panel == want.panel {
-				out[name] = Query{Expr: q.Expr, Dashboard: q.Board, Panel: q.Panel}
+				out[want.figure] = Query{Row: want.row, Expr: q.Expr, Dashboard: q.Board, Panel: q.Panel}
 				break
 			}
+		}
+	}
+	return out
+}
+
+// QueryRows are the Queries in the order of the report's table.
+func (r *Report) QueryRows() []Query {
+	var out []Query
+	for _, f := range figurePanels {
+		if q, ok := r.Queries[f.figure]; ok {
+			out = append(out, q)
 		}
 	}
 	return out
