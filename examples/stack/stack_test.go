@@ -22,15 +22,17 @@ import (
 // compose is the part of docker-compose.yml the checks read.
 type compose struct {
 	Services map[string]service `yaml:"services"`
+	Volumes  map[string]any     `yaml:"volumes"`
 }
 
 type service struct {
-	Image   string            `yaml:"image"`
-	Build   *build            `yaml:"build"`
-	Command []string          `yaml:"command"`
-	Volumes []string          `yaml:"volumes"`
-	Ports   []string          `yaml:"ports"`
-	Env     map[string]string `yaml:"environment"`
+	Image     string            `yaml:"image"`
+	Build     *build            `yaml:"build"`
+	Command   []string          `yaml:"command"`
+	Volumes   []string          `yaml:"volumes"`
+	Ports     []string          `yaml:"ports"`
+	Env       map[string]string `yaml:"environment"`
+	DependsOn yaml.Node         `yaml:"depends_on"`
 }
 
 type build struct {
@@ -53,7 +55,7 @@ func loadCompose(t *testing.T) compose {
 	t.Helper()
 	var c compose
 	readYAML(t, "docker-compose.yml", &c)
-	for _, name := range []string{"redis", "demo", "exporter", "prometheus", "alertmanager", "grafana"} {
+	for _, name := range []string{"redis", "demo", "exporter", "alerts", "prometheus", "alertmanager", "grafana"} {
 		if _, ok := c.Services[name]; !ok {
 			t.Fatalf("docker-compose.yml has no %q service", name)
 		}
@@ -108,14 +110,20 @@ func flagValue(t *testing.T, cmd []string, name string) string {
 	return ""
 }
 
-// publishes fails unless the service publishes port on the host as the
-// same port, which is what the README tells people to open.
-func (s service) publishes(t *testing.T, name, port string) {
+// publishes fails unless the service publishes its port container on the
+// host port the README names, on loopback unless CACHEWATCH_STACK_BIND says
+// otherwise.
+func (s service) publishes(t *testing.T, name, host, container string) {
 	t.Helper()
-	if !slices.Contains(s.Ports, port+":"+port) {
-		t.Errorf("service %s publishes %q, want %s:%s", name, s.Ports, port, port)
+	want := "${CACHEWATCH_STACK_BIND:-127.0.0.1}:" + host + ":" + container
+	if !slices.Contains(s.Ports, want) {
+		t.Errorf("service %s publishes %q, want %s", name, s.Ports, want)
 	}
 }
+
+// takenPorts are host ports a developer's machine often has in use: the
+// stack publishes none of them.
+var takenPorts = []string{"6379", "9090", "9093", "3000", "9643", "8080"}
 
 // sameFile fails unless got and want name the same file of the repository.
 func sameFile(t *testing.T, what, got, want string) {
@@ -134,6 +142,68 @@ func sameFile(t *testing.T, what, got, want string) {
 }
 
 var generated = filepath.Join("..", "..", "alerts", "generated")
+
+// volumeOf returns the named volume mounted at container in s, failing
+// when none is.
+func (c compose) volumeOf(t *testing.T, s service, container string) string {
+	t.Helper()
+	for _, v := range s.Volumes {
+		parts := strings.Split(v, ":")
+		if _, named := c.Volumes[parts[0]]; named && path.Clean(parts[1]) == container {
+			return parts[0]
+		}
+	}
+	t.Fatalf("no named volume is mounted at %s (volumes %q)", container, s.Volumes)
+	return ""
+}
+
+// stackRules writes what the alerts service writes at start, from the
+// stack's own alerts.yaml, into dir/rules, beside a copy of prometheus.yml,
+// and returns the settings.
+func stackRules(t *testing.T, dir string) alerts.Config {
+	t.Helper()
+	cfg, err := alerts.LoadConfig("alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alerts.WriteFiles(filepath.Join(dir, "rules"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestAlertsService checks that the alerts service writes, from the
+// alerts.yaml of the stack (a file the user owns, not a generated one),
+// into the volume Prometheus and Alertmanager read, before they start.
+func TestAlertsService(t *testing.T) {
+	c := loadCompose(t)
+	a := c.service(t, "alerts")
+	sameFile(t, "the alert settings", a.hostPath(t, flagValue(t, a.Command, "config")), "alerts.yaml")
+	out := flagValue(t, a.Command, "out")
+	vol := c.volumeOf(t, a, out)
+	for _, name := range []string{"prometheus", "alertmanager"} {
+		s := c.service(t, name)
+		if got := c.volumeOf(t, s, "/stack/rules"); got != vol {
+			t.Errorf("%s reads volume %s at /stack/rules, the alerts service writes %s", name, got, vol)
+		}
+		var deps map[string]struct {
+			Condition string `yaml:"condition"`
+		}
+		if err := s.DependsOn.Decode(&deps); err != nil || deps["alerts"].Condition != "service_completed_successfully" {
+			t.Errorf("%s does not wait for the alerts service to succeed (depends_on %v)", name, err)
+		}
+	}
+	if cfg, err := alerts.LoadConfig("alerts.yaml"); err != nil || cfg == alerts.DefaultConfig() {
+		t.Errorf("alerts.yaml: %v; want settings of the stack's own", err)
+	}
+}
 
 // promConfig is the part of prometheus.yml the checks read.
 type promConfig struct {
@@ -167,20 +237,21 @@ func TestPrometheusConfig(t *testing.T) {
 	configHost := prom.hostPath(t, configIn)
 	sameFile(t, "the Prometheus config the container loads", configHost, "prometheus.yml")
 
-	out := metrictest.RunTool(t, promtool, "check", "config", "prometheus.yml")
-	if !strings.Contains(out, "SUCCESS: 1 rule files found") {
-		t.Errorf("promtool check config found no rule file:\n%s", out)
-	}
-
 	var cfg promConfig
 	readYAML(t, "prometheus.yml", &cfg)
 	if len(cfg.RuleFiles) != 1 {
-		t.Fatalf("rule_files = %q, want the one generated rule file", cfg.RuleFiles)
+		t.Fatalf("rule_files = %q, want the one rule file", cfg.RuleFiles)
 	}
-	inRepo := filepath.Join(".", filepath.FromSlash(cfg.RuleFiles[0]))
-	sameFile(t, "rule file (in the repository)", inRepo, filepath.Join(generated, alerts.RulesFile))
 	inContainer := path.Join(path.Dir(configIn), cfg.RuleFiles[0])
-	sameFile(t, "rule file (in the container, "+inContainer+")", prom.hostPath(t, inContainer), filepath.Join(generated, alerts.RulesFile))
+	if path.Dir(inContainer) != "/stack/rules" || path.Base(inContainer) != alerts.RulesFile {
+		t.Errorf("the rule file is %s, want %s in the rules volume at /stack/rules", inContainer, alerts.RulesFile)
+	}
+	dir := t.TempDir()
+	stackRules(t, dir)
+	out := metrictest.RunTool(t, promtool, "check", "config", filepath.Join(dir, "prometheus.yml"))
+	if !strings.Contains(out, "SUCCESS: 1 rule files found") {
+		t.Errorf("promtool check config found no rule file:\n%s", out)
+	}
 
 	// Targets are compose services listening on the port scraped.
 	jobs := map[string]string{}
@@ -225,22 +296,36 @@ func checkTarget(t *testing.T, c compose, target, wantService, listenFlag string
 	if listenPort != port {
 		t.Errorf("%s listens on port %s, Prometheus scrapes %s", wantService, listenPort, port)
 	}
-	s.publishes(t, wantService, port)
+	s.publishes(t, wantService, "1"+port, port)
 }
 
 // TestAlertmanagerConfig checks, with the real amtool, the configuration
-// the Alertmanager container loads, and that it is the generated one.
+// the Alertmanager container loads: written from alerts.yaml, routing pages
+// and tickets to the webhooks set there.
 func TestAlertmanagerConfig(t *testing.T) {
 	amtool := metrictest.Tool(t, "amtool", "prometheus-alertmanager")
 	c := loadCompose(t)
 	am := c.service(t, "alertmanager")
-	file := am.hostPath(t, flagValue(t, am.Command, "config.file"))
-	sameFile(t, "the Alertmanager config", file, filepath.Join(generated, alerts.AlertmanagerFile))
+	if got := flagValue(t, am.Command, "config.file"); got != "/stack/rules/"+alerts.AlertmanagerFile {
+		t.Errorf("Alertmanager loads %s, want the %s the alerts service writes", got, alerts.AlertmanagerFile)
+	}
+	dir := t.TempDir()
+	cfg := stackRules(t, dir)
+	file := filepath.Join(dir, "rules", alerts.AlertmanagerFile)
 	out := metrictest.RunTool(t, amtool, "check-config", file)
 	if !strings.Contains(out, "SUCCESS") {
 		t.Errorf("amtool check-config:\n%s", out)
 	}
-	am.publishes(t, "alertmanager", "9093")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, url := range []string{cfg.PageWebhookURL, cfg.TicketWebhookURL} {
+		if !strings.Contains(string(b), "url: "+url) {
+			t.Errorf("%s does not route to %s, set in alerts.yaml", alerts.AlertmanagerFile, url)
+		}
+	}
+	am.publishes(t, "alertmanager", "19093", "9093")
 }
 
 // TestComposeFiles checks that every host path compose mounts or builds
@@ -251,11 +336,24 @@ func TestComposeFiles(t *testing.T) {
 	for name, s := range c.Services {
 		for _, v := range s.Volumes {
 			host := strings.Split(v, ":")[0]
+			if _, named := c.Volumes[host]; named {
+				if !strings.HasSuffix(v, ":ro") && name != "alerts" {
+					t.Errorf("service %s mounts %q read-write; only the alerts service writes the rules", name, v)
+				}
+				continue
+			}
 			if _, err := os.Stat(host); err != nil {
 				t.Errorf("service %s mounts %s: %v", name, host, err)
 			}
 			if !strings.HasSuffix(v, ":ro") {
 				t.Errorf("service %s mounts %q read-write; the repository's files are read-only inputs", name, v)
+			}
+		}
+		for _, p := range s.Ports {
+			for _, taken := range takenPorts {
+				if strings.Contains(p, ":"+taken+":") {
+					t.Errorf("service %s publishes host port %s, often taken on a developer's machine", name, taken)
+				}
 			}
 		}
 		if s.Image == "" {
@@ -270,7 +368,9 @@ func TestComposeFiles(t *testing.T) {
 			}
 		}
 	}
-	c.service(t, "redis").publishes(t, "redis", "6379")
+	if p := c.service(t, "redis").Ports; len(p) != 0 {
+		t.Errorf("redis publishes %q: the stack's Redis is for the stack alone", p)
+	}
 
 	demo, exp := c.service(t, "demo"), c.service(t, "exporter")
 	if got := flagValue(t, demo.Command, "redis"); got != "redis://redis:6379" {
@@ -291,7 +391,7 @@ func TestComposeFiles(t *testing.T) {
 	// before it must exist, and nothing runs).
 	bin := filepath.Join(t.TempDir(), "cachewatch")
 	metrictest.RunTool(t, "go", "build", "-o", bin, "github.com/cachewatch/cachewatch/cmd/cachewatch")
-	for _, s := range []service{demo, exp} {
+	for _, s := range []service{demo, exp, c.service(t, "alerts")} {
 		metrictest.RunTool(t, bin, append(slices.Clone(s.Command), "--help")...)
 	}
 }
@@ -329,7 +429,7 @@ type providers struct {
 func TestGrafanaProvisioning(t *testing.T) {
 	c := loadCompose(t)
 	g := c.service(t, "grafana")
-	g.publishes(t, "grafana", "3000")
+	g.publishes(t, "grafana", "13000", "3000")
 	prov := g.hostPath(t, "/etc/grafana/provisioning")
 
 	var ds provisioned
@@ -341,7 +441,7 @@ func TestGrafanaProvisioning(t *testing.T) {
 	if src.Type != "prometheus" || src.URL != "http://prometheus:9090" || !src.IsDefault {
 		t.Errorf("data source %+v: want the default, of type prometheus, at http://prometheus:9090", src)
 	}
-	c.service(t, "prometheus").publishes(t, "prometheus", "9090")
+	c.service(t, "prometheus").publishes(t, "prometheus", "19090", "9090")
 	var prom promConfig
 	readYAML(t, "prometheus.yml", &prom)
 	if src.JSONData.TimeInterval != prom.Global.ScrapeInterval {

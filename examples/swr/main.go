@@ -8,6 +8,9 @@
 //
 //	go run ./examples/swr --redis redis://localhost:6379 --upstream https://api.example/prices
 //
+// Without --upstream it starts a stand-in upstream of its own, which
+// answers every path slowly and logs each call.
+//
 // With --otlp (or OTEL_EXPORTER_OTLP_ENDPOINT set) the service also pushes
 // its metrics as OTLP over HTTP, through the OpenTelemetry SDK, to that
 // endpoint: a Collector, or Prometheus 3's own receiver
@@ -22,9 +25,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -128,7 +134,7 @@ func (s *Service) fetch(ctx context.Context, path string) (Page, error) {
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8081", "HTTP address")
 	url := flag.String("redis", "redis://127.0.0.1:6379", serve.URLHelp)
-	upstream := flag.String("upstream", "http://127.0.0.1:9000", "base URL of the slow upstream")
+	upstream := flag.String("upstream", "", "base URL of the slow upstream (default: a stand-in started in this process)")
 	otlp := flag.String("otlp", "", "also push metrics as OTLP/HTTP to this base URL, e.g. http://127.0.0.1:9090/api/v1/otlp (default: $OTEL_EXPORTER_OTLP_ENDPOINT, if set)")
 	flag.Parse()
 	reg := prometheus.NewRegistry()
@@ -139,6 +145,11 @@ func main() {
 	if mp != nil {
 		defer func() { _ = mp.Shutdown(context.Background()) }() // pushes what is left
 	}
+	if *upstream == "" {
+		if *upstream, err = standIn(); err != nil {
+			serve.Exit("swr", 1, err)
+		}
+	}
 	svc, err := New(Config{Redis: serve.Redis("swr", *url), Upstream: *upstream,
 		FreshTTL: 30 * time.Second, HardTTL: 10 * time.Minute, Registerer: reg, MeterProvider: nilIfNone(mp), Name: "swr"})
 	if err != nil {
@@ -148,6 +159,32 @@ func main() {
 	mux := http.NewServeMux()
 	mux.Handle("/page/", svc)
 	serve.HTTP("swr", *listen, reg, mux)
+}
+
+// standInDelay is how long the stand-in upstream takes to answer.
+const standInDelay = 300 * time.Millisecond
+
+// standIn starts a slow upstream in this process, for a first run without
+// one of your own, and returns its base URL. It answers every path after
+// standInDelay and logs each call, so that the log shows one call per
+// refresh however many requests the service gets.
+func standIn() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("stand-in upstream: %w", err)
+	}
+	var calls atomic.Int64
+	go func() {
+		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := calls.Add(1)
+			slog.Info("stand-in upstream called", "path", r.URL.Path, "calls", n)
+			time.Sleep(standInDelay)
+			fmt.Fprintf(w, "%s as of %s", strings.TrimPrefix(r.URL.Path, "/"), time.Now().UTC().Format(time.RFC3339))
+		}))
+	}()
+	url := "http://" + ln.Addr().String()
+	slog.Info("no --upstream: serving a stand-in", "upstream", url, "delay", standInDelay)
+	return url, nil
 }
 
 // meterProvider returns an OpenTelemetry SDK MeterProvider that pushes OTLP

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -150,5 +151,43 @@ func TestDegradedModeWhenRedisIsDown(t *testing.T) {
 	}
 	if calls := f.origin.calls.Load(); calls < 1 || calls > 5 {
 		t.Errorf("upstream calls = %d, want 1..5", calls)
+	}
+}
+
+// Without --upstream the service runs against a stand-in: a page comes back
+// from it, and 20 concurrent requests for a cold page make one call.
+func TestStandInUpstream(t *testing.T) {
+	up, err := standIn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	svc, err := New(Config{Redis: srv.Client(t), Upstream: up, FreshTTL: time.Minute, HardTTL: time.Hour, Registerer: reg,
+		Name: "standin", RedisTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	ts := httptest.NewServer(svc)
+	defer ts.Close()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			resp, err := http.Get(ts.URL + "/page/prices")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"body":"page/prices as of`) {
+				t.Errorf("GET /page/prices: %d %s", resp.StatusCode, body)
+			}
+		})
+	}
+	wg.Wait()
+	if n := metrictest.Sum(t, reg, signals.SourceCalls.String()); n != 1 {
+		t.Errorf("the stand-in was called %v times for 20 requests of a cold page, want 1", n)
 	}
 }

@@ -54,6 +54,20 @@ const (
 	Failed                       // retries spent; left pending for a reclaim
 )
 
+func (o Outcome) String() string {
+	switch o {
+	case Done:
+		return "done"
+	case Duplicate:
+		return "duplicate"
+	case Outdated:
+		return "outdated"
+	case Failed:
+		return "failed"
+	}
+	return "unknown"
+}
+
 // Worker consumes one stream as one consumer of a group.
 type Worker struct {
 	RDB      redis.UniversalClient
@@ -216,23 +230,56 @@ func parseJob(msg redis.XMessage) (Job, error) {
 	return Job{ID: id, Entity: entity, Version: version}, nil
 }
 
+// usage is the example's command line.
+const usage = `usage:
+  worker [--redis URL] [--consumer NAME] [--listen ADDR]   work the jobs stream
+  worker [--redis URL] enqueue ID ENTITY VERSION           add one job to it`
+
 func main() {
 	url := flag.String("redis", "redis://127.0.0.1:6379", serve.URLHelp)
 	consumer := flag.String("consumer", "worker-1", "consumer name in the group")
 	listen := flag.String("listen", "127.0.0.1:8082", "address of /metrics")
+	flag.Usage = func() { fmt.Fprintln(os.Stderr, usage); flag.PrintDefaults() }
 	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if flag.NArg() > 0 {
+		job, err := jobArgs(flag.Args())
+		if err != nil {
+			serve.Exit("worker", 2, fmt.Errorf("%w\n%s", err, usage))
+		}
+		rdb := serve.Redis("worker", *url)
+		if err := Enqueue(ctx, rdb, "jobs", job); err != nil {
+			serve.Exit("worker", 1, err)
+		}
+		fmt.Printf("enqueued job %s: %s at version %d\n", job.ID, job.Entity, job.Version)
+		return
+	}
 	reg := prometheus.NewRegistry()
 	w, err := newWorker(serve.Redis("worker", *url), reg, *consumer)
 	if err != nil {
 		serve.Exit("worker", 1, err)
 	}
+	w.OnOutcome = func(job Job, o Outcome) {
+		slog.Info("job handled", "id", job.ID, "entity", job.Entity, "version", job.Version, "outcome", o)
+	}
 	go serve.HTTP("worker", *listen, reg, nil)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := w.Ensure(ctx); err != nil {
 		serve.Exit("worker", 1, err)
 	}
 	_ = w.Run(ctx)
+}
+
+// jobArgs reads "enqueue ID ENTITY VERSION".
+func jobArgs(args []string) (Job, error) {
+	if len(args) != 4 || args[0] != "enqueue" {
+		return Job{}, fmt.Errorf("unexpected arguments %q", args)
+	}
+	v, err := strconv.ParseInt(args[3], 10, 64)
+	if err != nil {
+		return Job{}, fmt.Errorf("VERSION %q: want an integer", args[3])
+	}
+	return Job{ID: args[1], Entity: args[2], Version: v}, nil
 }
 
 // newWorker wires the hook and the instrumented client with the example's

@@ -244,3 +244,16 @@ func mustClient(t *testing.T, rdb *redis.Client) *instrument.Client {
 	}
 	return w.CW
 }
+
+// The enqueue command's arguments make the job the worker handles.
+func TestEnqueueArgs(t *testing.T) {
+	job, err := jobArgs([]string{"enqueue", "j1", "report:7", "3"})
+	if err != nil || job != (Job{ID: "j1", Entity: "report:7", Version: 3}) {
+		t.Errorf("jobArgs = %+v, %v", job, err)
+	}
+	for _, bad := range [][]string{{"enqueue", "j1", "report:7"}, {"enqueue", "j1", "report:7", "three"}, {"push", "j1", "report:7", "3"}} {
+		if _, err := jobArgs(bad); err == nil {
+			t.Errorf("jobArgs(%q) accepted", bad)
+		}
+	}
+}
