@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cachewatch/cachewatch/examples/internal/serve"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -30,7 +30,7 @@ func TestHello(t *testing.T) {
 	t.Setenv("LISTEN", listen)
 	go main() // serves until the test binary exits
 
-	serve.WaitFor(t, "the program to listen", func() bool {
+	poll.Until(t, "the program to listen", func() bool {
 		resp, err := http.Get("http://" + listen + "/metrics")
 		if err == nil {
 			resp.Body.Close()
