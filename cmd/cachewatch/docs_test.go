@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cachewatch/cachewatch/cmd/cachewatch/demo"
 	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/internal/doccheck"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
@@ -226,5 +227,18 @@ func TestDocsYAMLBlocksLoad(t *testing.T) {
 		default:
 			t.Errorf("%s: a YAML block needs <!-- check: targets-file --> (or a check of its own here)", b)
 		}
+	}
+}
+
+// The Quick start promises the demo's own length.
+func TestReadmeDemoDuration(t *testing.T) {
+	root, _ := docBlocks(t)
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("go run ./cmd/cachewatch demo   # a cache stampede, then the same load on cachewatch (%d s,", int(demo.DefaultDuration.Seconds()))
+	if !strings.Contains(string(readme), want) {
+		t.Errorf("README.md's Quick start does not promise the demo's length: want %q", want)
 	}
 }
