@@ -19,15 +19,8 @@ import (
 )
 
 // asCLI makes the test binary the cachewatch command, for the shell blocks
-// the docs test runs: they call it by name on PATH.
+// the docs test runs: they call it by name on PATH (TestMain).
 const asCLI = "CACHEWATCH_TEST_AS_COMMAND"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(asCLI) == "1" {
-		main()
-	}
-	os.Exit(m.Run())
-}
 
 func docBlocks(t *testing.T) (string, []doccheck.Block) {
 	t.Helper()

@@ -35,6 +35,9 @@ import (
 const childArgs = "CACHEWATCH_TEST_COMMAND"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(asCLI) == "1" { // the docs' shell blocks call the binary as cachewatch
+		main()
+	}
 	if args := os.Getenv(childArgs); args != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		code := run(ctx, strings.Split(args, "\x1f"), os.Stdout, os.Stderr)
