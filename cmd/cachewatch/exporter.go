@@ -239,6 +239,7 @@ func (f *exporterFlags) serve(ctx context.Context, exporters []*exporter.Exporte
 		shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = srv.Shutdown(shutdown)
 		stop()
+		<-served // the server's goroutine logs nothing once the command has returned
 	}
 	cancel()
 	sampled.Wait()
