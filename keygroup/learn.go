@@ -1,6 +1,7 @@
 package keygroup
 
 import (
+	"hash/maphash"
 	"math/bits"
 	"sync/atomic"
 )
@@ -26,6 +27,8 @@ const (
 const (
 	kindColumn = 0x9e3779b97f4a7c15
 	kindGroup  = 0xc2b2ae3d27d4eb4f
+	// kindWordNum marks the text of a word followed by a number.
+	kindWordNum = 0x165667b19e3779f9
 )
 
 // learner is what a classifier learnt of the keyspace's structure. The
@@ -44,12 +47,15 @@ type learner struct {
 	// learning it again would change nothing.
 	seen   [seenSlots]atomic.Uint64
 	counts sketches
+	// seed keys the hashes of keys, tokens and groups (per classifier:
+	// only its own tables hold them).
+	seed maphash.Seed
 }
 
 func newLearner() *learner {
 	return &learner{
 		promoted: newHashSet(promotedSlots), variable: newHashSet(variableSlots), refused: newHashSet(refusedSlots),
-		counts: sketches{cur: map[uint64]sketch{}, prev: map[uint64]sketch{}},
+		counts: sketches{cur: map[uint64]sketch{}, prev: map[uint64]sketch{}}, seed: maphash.MakeSeed(),
 	}
 }
 
@@ -68,16 +74,16 @@ func (l *learner) markSeen(kh uint64) {
 // or every name in it is learnt and its group exported.
 func (c *Classifier) classifyLearnt(sp *split, buf []byte) string {
 	l := c.learn
-	kh := keyHash(sp.key)
 	var d decisions
 	n := c.write(sp, buf, &d)
-	if l.wasSeen(kh, l.epoch.Load()) {
-		return c.known(buf[:n], d.decided)
-	}
 	if d.settled() {
 		if g, ok := (*c.derived.Load())[string(buf[:n])]; ok {
 			return g
 		}
+	}
+	kh := maphash.String(l.seed, sp.key)
+	if l.wasSeen(kh, l.epoch.Load()) {
+		return c.known(buf[:n], d.decided)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -93,7 +99,7 @@ func (c *Classifier) known(group []byte, decided bool) string {
 	if g, ok := (*c.derived.Load())[string(group)]; ok {
 		return g
 	}
-	if c.learn.refused.has(groupHash(group)) {
+	if c.learn.refused.has(maphash.Bytes(c.learn.seed, group)) {
 		c.overflowed()
 	}
 	return Other
@@ -104,7 +110,7 @@ func (c *Classifier) known(group []byte, decided bool) string {
 // c.mu.
 func (c *Classifier) learnFrom(sp *split, kh uint64, buf []byte) string {
 	l := c.learn
-	bit := uint8(kh >> 56)
+	bit := uint8(kh >> 56) // the key's bit in every sketch: a key counted twice is one key
 	var d decisions
 	c.write(sp, buf, &d)
 	changed := false
@@ -135,7 +141,7 @@ func (c *Classifier) learnFrom(sp *split, kh uint64, buf []byte) string {
 	if g, ok := (*c.derived.Load())[string(group)]; ok {
 		return g
 	}
-	gh := groupHash(group)
+	gh := maphash.Bytes(l.seed, group)
 	switch {
 	case l.refused.has(gh):
 		c.overflowed()
@@ -191,7 +197,7 @@ func (c *Classifier) write(sp *split, buf []byte, d *decisions) int {
 		case t.kind == tokEmpty:
 		case t.kind == tokID:
 			if d != nil {
-				d.hash(i, shape, t, text)
+				d.hash(c.learn.seed, i, shape, t, text)
 			}
 			w.star()
 		case d == nil || c.decide(d, i, shape, t, text):
@@ -214,12 +220,12 @@ func (c *Classifier) write(sp *split, buf []byte, d *decisions) int {
 
 // hash records the hashes of token i: of its text (a word followed by a
 // number as its word and "*"), of its position in the shape, and of both.
-func (d *decisions) hash(i int, shape uint64, t token, text string) {
-	th := fnvString(fnvOffset, text)
+func (d *decisions) hash(seed maphash.Seed, i int, shape uint64, t token, text string) {
+	th := maphash.String(seed, text)
 	if t.kind == tokWordNum {
-		th = fnvByte(th, '*')
+		th = mix(th ^ kindWordNum)
 	}
-	d.text[i] = mix(th)
+	d.text[i] = th
 	d.column[i] = mix(fnvByte(shape, byte(i)))
 	d.name[i] = mix(d.column[i] ^ d.text[i])
 }
@@ -228,7 +234,7 @@ func (d *decisions) hash(i int, shape uint64, t token, text string) {
 // Otherwise it is "*" in a position of names, and undecided (d.decided
 // false) elsewhere.
 func (c *Classifier) decide(d *decisions, i int, shape uint64, t token, text string) bool {
-	d.hash(i, shape, t, text)
+	d.hash(c.learn.seed, i, shape, t, text)
 	d.names |= 1 << i
 	if c.learn.promoted.has(d.name[i]) {
 		d.literalBits |= 1 << i
@@ -238,19 +244,6 @@ func (c *Classifier) decide(d *decisions, i int, shape uint64, t token, text str
 		d.decided = false
 	}
 	return false
-}
-
-// keyHash is the hash of a whole key: its top byte picks the key's bit in
-// a sketch, so that a key counted twice is still one key.
-func keyHash(key string) uint64 { return mix(fnvString(fnvOffset, key)) }
-
-// groupHash is the hash of a group.
-func groupHash(group []byte) uint64 {
-	h := uint64(fnvOffset)
-	for _, b := range group {
-		h = (h ^ uint64(b)) * fnvPrime
-	}
-	return mix(h)
 }
 
 // shapeHash is the hash of a key's shape: its separators, empty segments
@@ -276,13 +269,6 @@ const (
 	fnvOffset = 14695981039346656037
 	fnvPrime  = 1099511628211
 )
-
-func fnvString(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * fnvPrime
-	}
-	return h
-}
 
 func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime }
 
