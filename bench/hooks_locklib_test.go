@@ -16,10 +16,10 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/cachewatch/cachewatch/hooks"
+	"github.com/cachewatch/cachewatch/internal/keygrouptest"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
-	"github.com/cachewatch/cachewatch/keygroup"
 )
 
 // hookedClient returns a client of a fresh redis-server with a cachewatch
@@ -32,12 +32,8 @@ func hookedClient(t *testing.T) (*redis.Client, *prometheus.Registry) {
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
 	reg := prometheus.NewRegistry()
 	// The tests lock few keys per group: the groups keep every name at
-	// once (MinKeys 1) rather than being learnt from many keys.
-	groups, err := keygroup.New(keygroup.Options{MinKeys: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := hooks.New(hooks.Options{Registerer: reg, KeyGroups: groups})
+	// once rather than being learnt from many keys.
+	h, err := hooks.New(hooks.Options{Registerer: reg, KeyGroups: keygrouptest.Named(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

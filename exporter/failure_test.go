@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/hostileredis"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
@@ -353,7 +353,7 @@ func serveRESP(c net.Conn, info string) {
 	defer c.Close()
 	r := bufio.NewReader(c)
 	for {
-		args, err := readCommand(r)
+		args, err := hostileredis.ReadCommand(r)
 		if err != nil {
 			return
 		}
@@ -369,32 +369,4 @@ func serveRESP(c net.Conn, info string) {
 			return
 		}
 	}
-}
-
-// readCommand reads one RESP array of bulk strings.
-func readCommand(r *bufio.Reader) ([]string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil || len(line) < 3 || line[0] != '*' {
-		return nil, fmt.Errorf("bad command %q: %v", line, err)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
-	if err != nil || n < 1 {
-		return nil, fmt.Errorf("bad array %q", line)
-	}
-	args := make([]string, n)
-	for i := range args {
-		if line, err = r.ReadString('\n'); err != nil || line[0] != '$' {
-			return nil, fmt.Errorf("bad bulk %q: %v", line, err)
-		}
-		size, err := strconv.Atoi(strings.TrimSpace(line[1:]))
-		if err != nil || size < 0 {
-			return nil, fmt.Errorf("bad size %q", line)
-		}
-		buf := make([]byte, size+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		args[i] = string(buf[:size])
-	}
-	return args, nil
 }

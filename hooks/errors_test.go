@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/hooks"
+	"github.com/cachewatch/cachewatch/internal/keygrouptest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -22,7 +23,7 @@ func hookOn(t *testing.T, rdb interface{ AddHook(redis.Hook) }, opts hooks.Optio
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
 	if opts.KeyGroups == nil {
-		opts.KeyGroups = namedGroups(t)
+		opts.KeyGroups = keygrouptest.Named(t)
 	}
 	h, err := hooks.New(opts)
 	if err != nil {
@@ -189,7 +190,7 @@ func TestClusterHookPerNodeDoubleCounts(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	h, err := hooks.New(hooks.Options{Registerer: reg, KeyGroups: namedGroups(t)})
+	h, err := hooks.New(hooks.Options{Registerer: reg, KeyGroups: keygrouptest.Named(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/hooks"
+	"github.com/cachewatch/cachewatch/internal/keygrouptest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -25,7 +26,7 @@ func TestFailoverClient(t *testing.T) {
 	})
 	t.Cleanup(func() { _ = rdb.Close() })
 	reg := prometheus.NewRegistry()
-	h, err := hooks.New(hooks.Options{Registerer: reg, Name: "failover", KeyGroups: namedGroups(t)})
+	h, err := hooks.New(hooks.Options{Registerer: reg, Name: "failover", KeyGroups: keygrouptest.Named(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

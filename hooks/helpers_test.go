@@ -13,20 +13,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
-	"github.com/cachewatch/cachewatch/keygroup"
 )
-
-// namedGroups returns a classifier that keeps every name at once
-// (MinKeys 1): these tests use fewer keys per group than learning needs,
-// and read each group back by its name.
-func namedGroups(t testing.TB, rules ...keygroup.Rule) *keygroup.Classifier {
-	t.Helper()
-	c, err := keygroup.New(keygroup.Options{MinKeys: 1, Rules: rules})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // metricValue returns the value of the series of name whose labels include
 // want: a counter's or gauge's value, a histogram's sample count. A series

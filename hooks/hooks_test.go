@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/cachewatch/cachewatch/hooks"
+	"github.com/cachewatch/cachewatch/internal/keygrouptest"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/origin"
 	"github.com/cachewatch/cachewatch/internal/redistest"
@@ -50,7 +51,7 @@ func hooked(t *testing.T, opts hooks.Options) (*redis.Client, *prometheus.Regist
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
 	if opts.KeyGroups == nil {
-		opts.KeyGroups = namedGroups(t)
+		opts.KeyGroups = keygrouptest.Named(t)
 	}
 	h, err := hooks.New(opts)
 	if err != nil {
@@ -119,7 +120,7 @@ func TestLockAttemptsContentionAndRetries(t *testing.T) {
 
 func TestCacheLookupsAndMissBursts(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Unix(1_700_000_000, 0))
-	groups := namedGroups(t, keygroup.Glob("product:*", "product"))
+	groups := keygrouptest.Named(t, keygroup.Glob("product:*", "product"))
 	rdb, reg, _ := hooked(t, hooks.Options{
 		MissBurstThreshold: 10, MissBurstWindow: time.Second, Clock: clock, KeyGroups: groups,
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cachewatch/cachewatch/internal/keygrouptest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -105,7 +106,7 @@ func newCrowdRig(t *testing.T) *crowdRig {
 	r := &crowdRig{t: t, clock: clockwork.NewFakeClockAt(time.Now())}
 	srv := redistest.Start(t)
 	process := func() *Cache[string] {
-		c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry(), Clock: r.clock, KeyGroups: namedGroups(t)})
+		c, err := New(srv.Client(t), Options{Registerer: prometheus.NewRegistry(), Clock: r.clock, KeyGroups: keygrouptest.Named(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/internal/keygrouptest"
 	"github.com/cachewatch/cachewatch/internal/luascript"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
-	"github.com/cachewatch/cachewatch/keygroup"
 )
 
 // fetchClock is an injectable clock for TTL decisions: its readings are
@@ -44,21 +44,10 @@ func (c *fetchClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.
 // fetchProcess is one simulated process: its own go-redis client, Client
 // and Cache. All share one registry, so counters read back are the sum over
 // processes, as Prometheus would add them up.
-// namedGroups returns a classifier that keeps every name at once
-// (MinKeys 1): these tests use fewer keys per group than learning needs,
-// and read each group back by its name.
-func namedGroups(t testing.TB) *keygroup.Classifier {
-	t.Helper()
-	c, err := keygroup.New(keygroup.Options{MinKeys: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 func newFetchCache(t *testing.T, rdb redis.UniversalClient, reg prometheus.Registerer, clk *fetchClock, o CacheOptions) *Cache[string] {
 	t.Helper()
-	c, err := New(rdb, Options{Registerer: reg, Clock: clk, KeyGroups: namedGroups(t)})
+	c, err := New(rdb, Options{Registerer: reg, Clock: clk, KeyGroups: keygrouptest.Named(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

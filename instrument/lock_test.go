@@ -20,11 +20,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/internal/keygrouptest"
 	"github.com/cachewatch/cachewatch/internal/locktest"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
-	"github.com/cachewatch/cachewatch/keygroup"
 )
 
 // readingClock is the real clock (timers, tickers) with its readings
@@ -46,19 +46,7 @@ func lockClient(t *testing.T, rdb redis.UniversalClient, reg prometheus.Register
 	if now != nil {
 		clk = readingClock{Clock: clockwork.NewRealClock(), now: now}
 	}
-	c, err := instrument.New(rdb, instrument.Options{Registerer: reg, Clock: clk, KeyGroups: namedGroups(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// namedGroups returns a classifier that keeps every name at once
-// (MinKeys 1): these tests use fewer keys per group than learning needs,
-// and read each group back by its name.
-func namedGroups(t testing.TB) *keygroup.Classifier {
-	t.Helper()
-	c, err := keygroup.New(keygroup.Options{MinKeys: 1})
+	c, err := instrument.New(rdb, instrument.Options{Registerer: reg, Clock: clk, KeyGroups: keygrouptest.Named(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

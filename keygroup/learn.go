@@ -335,32 +335,33 @@ type hashSet struct {
 func newHashSet(size int) hashSet { return hashSet{slots: make([]atomic.Uint64, size)} }
 
 func (s *hashSet) has(h uint64) bool {
-	h |= 1
-	mask := uint64(len(s.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
-		switch s.slots[i].Load() {
-		case h:
-			return true
-		case 0:
-			return false
-		}
-	}
+	_, found := s.find(h)
+	return found
 }
 
 func (s *hashSet) add(h uint64) bool {
+	i, found := s.find(h)
+	if found {
+		return true
+	}
 	if s.n >= len(s.slots)/2 {
 		return false
 	}
+	s.slots[i].Store(h | 1)
+	s.n++
+	return true
+}
+
+// find returns the slot holding h, or the empty slot where it would go.
+func (s *hashSet) find(h uint64) (uint64, bool) {
 	h |= 1
 	mask := uint64(len(s.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		switch s.slots[i].Load() {
 		case h:
-			return true
+			return i, true
 		case 0:
-			s.slots[i].Store(h)
-			s.n++
-			return true
+			return i, false
 		}
 	}
 }

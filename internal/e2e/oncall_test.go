@@ -29,6 +29,7 @@ import (
 	"github.com/cachewatch/cachewatch/dashboards"
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/childproc"
+	"github.com/cachewatch/cachewatch/internal/keygrouptest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -483,7 +484,7 @@ func newInstrumented(t *testing.T, reg *prometheus.Registry, addr, name string) 
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cw, err := instrument.New(rdb, instrument.Options{Registerer: reg, Name: name, Logger: quiet, KeyGroups: namedGroups(t)})
+	cw, err := instrument.New(rdb, instrument.Options{Registerer: reg, Name: name, Logger: quiet, KeyGroups: keygrouptest.Named(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/cachewatch/cachewatch/alerts"
 	"github.com/cachewatch/cachewatch/dashboards"
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/keygrouptest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -78,7 +79,7 @@ func TestOTLPAnswersLikeScrape(t *testing.T) {
 	tr.start(context.WithValue(context.Background(), gateKey{}, &gate))
 	e, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{redis.Addr, dead}},
 		Queues: []string{streamQueue, listQueue, delayedQueue}, MaxKeys: 200, Interval: time.Second,
-		MeterProvider: exp.mp, KeyGroups: namedGroups(t)})
+		MeterProvider: exp.mp, KeyGroups: keygrouptest.Named(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/hooks"
 	"github.com/cachewatch/cachewatch/instrument"
+	"github.com/cachewatch/cachewatch/internal/keygrouptest"
 	"github.com/cachewatch/cachewatch/keygroup"
 )
 
@@ -118,24 +119,12 @@ func (tr *traffic) stop() {
 	tr.wg.Wait()
 }
 
-// namedGroups returns a classifier that keeps every name at once
-// (MinKeys 1): the traffic uses fewer keys per group than learning needs,
-// and the checks read each group back by its name.
-func namedGroups(t testing.TB) *keygroup.Classifier {
-	t.Helper()
-	c, err := keygroup.New(keygroup.Options{MinKeys: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // clients builds the hooked go-redis clients and the instrumented clients.
 // Each hooked client has its own client label; the app client is the one the
 // instrumented client uses, so its commands and scripts are timed too.
 func (tr *traffic) clients() {
 	t := tr.t
-	tr.groups = namedGroups(t)
+	tr.groups = keygrouptest.Named(t)
 	hooked := func(name string, opts *redis.Options, scripts ...hooks.Script) *redis.Client {
 		c := redis.NewClient(opts)
 		t.Cleanup(func() { _ = c.Close() })

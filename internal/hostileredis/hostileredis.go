@@ -105,7 +105,7 @@ func (s *Server) serve(c net.Conn, done chan struct{}) {
 	r := bufio.NewReader(c)
 	w := bufio.NewWriter(c)
 	for {
-		args, err := readCommand(r)
+		args, err := ReadCommand(r)
 		if err != nil {
 			return
 		}
@@ -195,8 +195,9 @@ var info = strings.Join([]string{
 	"# Keyspace", "db0:keys=1,expires=0,avg_ttl=0", "",
 }, "\r\n")
 
-// readCommand reads one request: an array of bulk strings.
-func readCommand(r *bufio.Reader) ([]string, error) {
+// ReadCommand reads one request, an array of bulk strings, for endpoints
+// of tests.
+func ReadCommand(r *bufio.Reader) ([]string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil || len(line) < 3 || line[0] != '*' {
 		return nil, fmt.Errorf("bad request %q: %v", line, err)
