@@ -115,9 +115,9 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 		Default("0").IntVar(&f.memorySample)
 	cmd.Flag("queue.max-reply-bytes", "Bytes above which a queue read's reply (first stream entry, group list, first delayed job) is refused unread and that read left out for a backoff.").
 		Default(strconv.Itoa(exporter.DefaultMaxQueueReply)).IntVar(&f.maxReply)
-	cmd.Flag("redis.max-info-bytes", "Bytes above which an INFO reply is refused unread: the node is down (class malformed).").
+	cmd.Flag("server.max-info-bytes", "Bytes above which an INFO reply is refused unread: the node is down (class malformed).").
 		Default(strconv.Itoa(exporter.DefaultMaxInfoReply)).IntVar(&f.maxInfoReply)
-	cmd.Flag("redis.max-reply-bytes", "Bytes above which any other reply (SCAN page, CONFIG, CLUSTER NODES, LATENCY, events; lock values are read up to 256 bytes) is refused unread: the node is down (class malformed).").
+	cmd.Flag("sample.max-reply-bytes", "Bytes above which any other reply (SCAN page, CONFIG, CLUSTER NODES, LATENCY, events; lock values are read up to 256 bytes) is refused unread: the node is down (class malformed).").
 		Default(strconv.Itoa(exporter.DefaultMaxReply)).IntVar(&f.maxAnyReply)
 }
 
@@ -159,7 +159,7 @@ func (f *redisFlags) checkRanges() error {
 		v    int
 	}{{"sample.max-keys", f.maxKeys}, {"sample.scan-count", f.scanCount}, {"sample.batch", f.batch}, {"keygroup.max-groups", f.maxGroups},
 		{"locks.max-groups", f.lockGroups}, {"locks.max-tracked", f.maxLocks}, {"queue.max-reply-bytes", f.maxReply},
-		{"redis.max-info-bytes", f.maxInfoReply}, {"redis.max-reply-bytes", f.maxAnyReply},
+		{"server.max-info-bytes", f.maxInfoReply}, {"sample.max-reply-bytes", f.maxAnyReply},
 		{"keygroup.min-keys", f.minKeys}} {
 		if n.v <= 0 {
 			return fmt.Errorf("--%s must be positive, got %d", n.name, n.v)

@@ -76,6 +76,7 @@ targets file); a test fails on a flag that has neither.
   (list "sample.scan-count" $v.sample.scanCount)
   (list "sample.batch" $v.sample.batch)
   (list "sample.keys-per-second" $v.sample.keysPerSecond)
+  (list "sample.max-reply-bytes" $v.sample.maxReplyBytes)
   (list "locks.pattern" $v.locks.patterns)
   (list "locks.long-held" $v.locks.longHeld)
   (list "locks.notifications" $v.locks.notifications)
@@ -90,6 +91,7 @@ targets file); a test fails on a flag that has neither.
   (list "keygroup.max-groups" $v.keygroup.maxGroups)
   (list "keygroup.min-keys" $v.keygroup.minKeys)
   (list "server.miss-burst" $v.server.missBurst)
+  (list "server.max-info-bytes" $v.server.maxInfoBytes)
 -}}
 {{- if $v.targets -}}
 {{- $flags = append $flags (list "targets.file" "/etc/cachewatch/targets/targets.yml") -}}
