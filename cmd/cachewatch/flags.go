@@ -90,7 +90,7 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 		PlaceHolder("GLOB").SetValue(&f.lockPatterns)
 	cmd.Flag("queue", "List, stream or sorted-set key to report as a queue (repeatable).").
 		PlaceHolder("KEY").SetValue(&f.queues)
-	cmd.Flag("keygroup.rule", "glob=group rule for key groups (repeatable); other keys get derived groups.").
+	cmd.Flag("keygroup.rule", "glob=group rule for key groups (repeatable); other keys get groups learnt from the keyspace.").
 		PlaceHolder("GLOB=GROUP").SetValue(&f.rules)
 	cmd.Flag("keygroup.max-groups", "Cap on distinct key groups; the rest fold into other.").
 		Default(strconv.Itoa(keygroup.DefaultMaxGroups)).IntVar(&f.maxGroups)
