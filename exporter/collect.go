@@ -18,16 +18,17 @@ import (
 const TargetLabel = "target"
 
 // newDescs returns one descriptor per exporter metric of the catalog, and
-// the key-group overflow counter shared with the other emitters, with a
-// target label when name is set.
-func newDescs(name string) map[signals.ID]*prometheus.Desc {
+// the key-group overflow counter shared with the other emitters unless its
+// classifier counts the overflow itself (overflow false), with a target
+// label when name is set.
+func newDescs(name string, overflow bool) map[signals.ID]*prometheus.Desc {
 	var constLabels prometheus.Labels
 	if name != "" {
 		constLabels = prometheus.Labels{TargetLabel: name}
 	}
 	out := map[signals.ID]*prometheus.Desc{}
 	for _, m := range signals.All() {
-		if m.HasSource(signals.Exporter) && (len(m.Sources) == 1 || m.ID() == signals.KeyGroupOverflow) {
+		if m.HasSource(signals.Exporter) && (len(m.Sources) == 1 || overflow && m.ID() == signals.KeyGroupOverflow) {
 			out[m.ID()] = m.Desc(constLabels)
 		}
 	}
@@ -48,7 +49,9 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 // made valid UTF-8 first, so what Redis holds never fails a scrape.
 func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	e.collect(emitter{ch: ch, descs: e.descs})
-	ch <- prometheus.MustNewConstMetric(e.descs[signals.KeyGroupOverflow], prometheus.CounterValue, float64(e.overflows()))
+	if d, ok := e.descs[signals.KeyGroupOverflow]; ok {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(e.overflows()))
+	}
 }
 
 // collect sends every node's last published sample through m.
@@ -82,7 +85,9 @@ func (e *Exporter) observe(m metric.Meter) (func() error, error) {
 	}
 	return emit.Observe(m, ids, func(_ context.Context, o emit.Observer) error {
 		e.collect(emitter{otel: &o})
-		o.Value(signals.KeyGroupOverflow, float64(e.overflows()))
+		if _, ok := e.descs[signals.KeyGroupOverflow]; ok {
+			o.Value(signals.KeyGroupOverflow, float64(e.overflows()))
+		}
 		return nil
 	})
 }

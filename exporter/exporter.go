@@ -129,7 +129,9 @@ type Options struct {
 	// KeyGroups classifies keys into bounded key groups; nil means a
 	// classifier of keygroup's default options, learning the groups from
 	// the keys the sampler walks. Its overflow is exported as
-	// cachewatch_keygroup_overflow_total.
+	// cachewatch_keygroup_overflow_total, unless it counts it itself: pass
+	// keygroup.Shared(reg) to share the classifier of the hooks and clients
+	// on reg, and register the Exporter on reg too.
 	KeyGroups *keygroup.Classifier
 	// LockGroups classifies lock keys, with a cap of its own so that many
 	// ordinary key groups never fold the lock groups into "other"; nil
@@ -316,7 +318,7 @@ func New(opts Options) (*Exporter, error) {
 	e := &Exporter{
 		opts: opts, clock: clock, pacer: clockwork.NewRealClock(), lockShare: lockPassShare, minSleep: minPaceSleep,
 		groups: groups, lockGroups: lockGroups, seed: maphash.MakeSeed(), mode: opts.Target.Mode,
-		nodes: map[string]*node{}, snaps: map[string]*NodeSnapshot{}, descs: newDescs(opts.Name),
+		nodes: map[string]*node{}, snaps: map[string]*NodeSnapshot{}, descs: newDescs(opts.Name, !groups.CountsOverflow()),
 	}
 	for _, a := range opts.Target.Addrs {
 		e.snaps[a] = &NodeSnapshot{Node: a, Err: ErrNotSampled}

@@ -270,15 +270,20 @@ func (c *Classifier) overflowed() {
 }
 
 // Apart returns a classifier with c's rules, learning threshold and cap
-// whose groups, learnt structure and overflow are kept apart from c's,
-// starting empty: the exporter classifies lock keys with one, so that many
-// ordinary key groups never fold the lock groups into Other. It has no
-// overflow counter.
+// whose groups and learnt structure are kept apart from c's, starting
+// empty: the exporter classifies lock keys with one, so that many ordinary
+// key groups never fold the lock groups into Other. Its overflow is counted
+// apart (Overflows) and in c's overflow counter, if c has one.
 func (c *Classifier) Apart() *Classifier {
-	a := &Classifier{rules: c.rules, noDerive: c.noDerive, minKeys: c.minKeys, derivedCap: c.derivedCap}
+	a := &Classifier{rules: c.rules, noDerive: c.noDerive, minKeys: c.minKeys, derivedCap: c.derivedCap, overflow: c.overflow}
 	a.start()
 	return a
 }
+
+// CountsOverflow reports whether the classifier increments an overflow
+// counter of its own (Options.Overflow, or the one Shared registers): a
+// collector that exported Overflows too would export the series twice.
+func (c *Classifier) CountsOverflow() bool { return c.overflow != nil }
 
 // Groups returns the derived groups returned so far (rule groups and Other
 // are not included), in no particular order.
