@@ -60,7 +60,7 @@ func (e *Exporter) collect(m emitter) {
 		m.node = s.Node
 		collectNode(m, s)
 		if s.Up {
-			m.gauge(signals.ExporterSampleInterval, e.opts.Interval.Seconds())
+			m.gauge(signals.ExporterSampleInterval, e.interval.Seconds())
 			collectAges(m, s)
 		}
 	}
@@ -217,7 +217,7 @@ func collectServer(m emitter, s *NodeSnapshot) {
 		}
 	}
 	for cmd, h := range st.Histograms {
-		m.histogram(signals.ServerCommandDuration, h.cumulative(), h.Count, st.Commands[cmd].Seconds, cmd)
+		m.histogram(signals.ServerCommandDuration, h.Cumulative(), h.Count, st.Commands[cmd].Seconds, cmd)
 	}
 }
 

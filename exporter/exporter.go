@@ -46,18 +46,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/cachewatch/cachewatch/exporter/internal/sampler"
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/cachewatch/cachewatch/keygroup"
 	"github.com/cachewatch/cachewatch/signals"
@@ -65,54 +64,23 @@ import (
 
 // Defaults for the zero values of Options.
 const (
-	DefaultInterval = 15 * time.Second
-	// DefaultMaxKeys and DefaultMaxDuration bound one sample's share of the
-	// whole-keyspace pass; with DefaultKeysPerSecond the pacing is what
-	// limits it (13 s × 10,000 keys/s): a 1,000,000-key node is covered in
-	// under two minutes at the default interval.
-	DefaultMaxKeys     = 200_000
-	DefaultMaxDuration = 13 * time.Second
-	DefaultScanCount   = 25
-	DefaultBatch       = 25
-	DefaultLongHeld    = time.Minute
-	// DefaultKeysPerSecond paces the whole-keyspace pass per node: a
-	// 1,000,000-key node is covered in under two minutes (BenchmarkSample,
-	// with other clients' GET latency meanwhile: docs/benchmarks.md).
-	DefaultKeysPerSecond = 10000
-	// DefaultLockScanCount is the COUNT of the lock pass's SCAN … MATCH:
-	// small, so that each call holds the server for a short time (COUNT
-	// 100 raised other clients' GET p99 more than 25 in BenchmarkSample;
-	// docs/benchmarks.md).
-	DefaultLockScanCount = 25
-	// DefaultLockPattern is the lock pattern used when Options.LockPatterns is empty.
-	DefaultLockPattern = "lock:*"
-	// MaxTokenBytes is the most of a lock value the sampler reads
-	// (GETRANGE 0 MaxTokenBytes-1): owner tokens are short, and a huge
-	// value must not become a huge read. Tokens that share their first
-	// MaxTokenBytes bytes look the same to long-held tracking.
-	MaxTokenBytes = 256
-	// MaxStreamGroups bounds the consumer groups exported per stream; the
-	// rest are counted in cachewatch_exporter_stream_groups_dropped.
-	MaxStreamGroups = 50
-	// minPaceSleep is the least a paced pass gets ahead of schedule before
-	// it sleeps: a few SCAN calls of the lock pass between sleeps.
-	minPaceSleep = 2 * time.Millisecond
-	// DefaultLockScanBudget is the share of the server's time the lock
-	// pass's SCAN may take (docs/exporter.md: the limit it sets).
-	DefaultLockScanBudget = 0.2
-	// DefaultLockReconcile is how long a reconciling lock pass may take
-	// once keyspace notifications keep the lock index exact.
-	DefaultLockReconcile = 10 * time.Minute
-	// DefaultMaxLocks bounds the lock keys indexed per node (about 100
-	// bytes each).
-	DefaultMaxLocks = 1_000_000
-	// memoryUsageSamples is the SAMPLES of MEMORY USAGE: the nested values
-	// of an aggregate it reads to estimate its size (Redis's default).
-	memoryUsageSamples = 5
-	// DefaultMaxQueueReply is the largest reply of a queue read (a
-	// stream's first entry, its group list, a sorted set's first member)
-	// sent again next sample; a larger one is suspended with a backoff.
-	DefaultMaxQueueReply = 64 << 10
+	DefaultInterval       = sampler.DefaultInterval
+	DefaultMaxKeys        = sampler.DefaultMaxKeys
+	DefaultMaxDuration    = sampler.DefaultMaxDuration
+	DefaultScanCount      = sampler.DefaultScanCount
+	DefaultBatch          = sampler.DefaultBatch
+	DefaultLongHeld       = sampler.DefaultLongHeld
+	DefaultKeysPerSecond  = sampler.DefaultKeysPerSecond
+	DefaultLockScanCount  = sampler.DefaultLockScanCount
+	DefaultLockPattern    = sampler.DefaultLockPattern
+	MaxTokenBytes         = sampler.MaxTokenBytes
+	MaxStreamGroups       = snapshot.MaxStreamGroups
+	DefaultLockScanBudget = sampler.DefaultLockScanBudget
+	DefaultLockReconcile  = sampler.DefaultLockReconcile
+	DefaultMaxLocks       = sampler.DefaultMaxLocks
+	DefaultMaxQueueReply  = sampler.DefaultMaxQueueReply
+	DefaultMaxInfoReply   = sampler.DefaultMaxInfoReply
+	DefaultMaxReply       = sampler.DefaultMaxReply
 )
 
 // Options configures an Exporter. Only Target.Addrs is required.
@@ -221,110 +189,35 @@ type Options struct {
 // ErrNoAddrs is returned by New when the target has no address.
 var ErrNoAddrs = errors.New("exporter: no Redis address")
 
-// ErrNotSampled is the error of a node that has not been sampled yet: it
-// reports up 0 from the start, so that an up == 0 alert can fire before the
-// first sample ends.
-var ErrNotSampled = errors.New("exporter: not sampled yet")
+// ErrNotSampled is the error of a node that has not been sampled yet.
+var ErrNotSampled = sampler.ErrNotSampled
 
 // Exporter samples Redis nodes and serves their last sample as metrics.
 // It is safe for concurrent use.
 type Exporter struct {
-	opts  Options
-	clock clockwork.Clock
-	// pacer is the clock of pacing and of the per-sample time budget: the
-	// real clock (they bound the load on Redis); tests inject a fake one.
-	pacer clockwork.Clock
+	sampler *sampler.Sampler
+	// interval is exported beside each node's samples.
+	interval time.Duration
 	// descs are the catalog's descriptors with this exporter's target label.
 	descs map[signals.ID]*prometheus.Desc
-	// lockGroups classifies lock keys (Options.LockGroups).
-	lockGroups *keygroup.Classifier
-	// lockShare is the fraction of Interval the lock pass is spread over
-	// (lockPassShare; benchmarks compare others).
-	lockShare float64
-	// minSleep is the least a pass gets ahead of its pace before it sleeps
-	// (minPaceSleep; benchmarks compare others).
-	minSleep time.Duration
-	groups   *keygroup.Classifier
-	seed     maphash.Seed
-	// sampleM makes samples (and Close) one at a time; it guards nodes,
-	// mode and closed.
-	sampleM sync.Mutex
-	nodes   map[string]*node
-	mode    Mode
-	closed  bool
-	// discovery is the backoff of Cluster topology reads: at most one per
-	// second, and after a failure 1 s doubling up to Interval.
-	discovery retry
-
-	mu    sync.RWMutex // guards snaps, read by scrapes
-	snaps map[string]*NodeSnapshot
-	// unobserve unregisters the MeterProvider callback (nil without one).
+	// groups and lockGroups classify keys and lock keys.
+	groups, lockGroups *keygroup.Classifier
+	// closeM guards unobserve, which unregisters the MeterProvider
+	// callback (nil without one, and once closed).
+	closeM    sync.Mutex
 	unobserve func() error
 }
 
 // New returns an Exporter for opts. It does not connect: the first Sample
 // does. Until then every configured address reports up 0.
 func New(opts Options) (*Exporter, error) {
-	if len(opts.Target.Addrs) == 0 {
-		return nil, ErrNoAddrs
-	}
-	for _, a := range opts.Target.Addrs {
-		if a == "" || !strings.Contains(a, ":") {
-			return nil, fmt.Errorf("exporter: address %q is not host:port", a)
-		}
-	}
-	if len(opts.LockPatterns) == 0 {
-		opts.LockPatterns = []string{DefaultLockPattern}
-	}
-	for _, p := range opts.LockPatterns {
-		if p == "" {
-			return nil, errors.New("exporter: empty lock pattern")
-		}
-	}
-	setDefault(&opts.Interval, DefaultInterval)
-	setDefault(&opts.MaxKeys, DefaultMaxKeys)
-	setDefault(&opts.MaxDuration, DefaultMaxDuration)
-	opts.MaxDuration = min(opts.MaxDuration, opts.Interval*9/10)
-	setDefault(&opts.ScanCount, DefaultScanCount)
-	setDefault(&opts.Batch, DefaultBatch)
-	setDefault(&opts.LockScanCount, DefaultLockScanCount)
-	setDefault(&opts.LongHeld, DefaultLongHeld)
-	setDefault(&opts.LockReconcile, DefaultLockReconcile)
-	setDefault(&opts.MaxLocks, DefaultMaxLocks)
-	setDefault(&opts.MaxQueueReply, DefaultMaxQueueReply)
-	setDefault(&opts.MaxInfoReply, DefaultMaxInfoReply)
-	setDefault(&opts.MaxReply, DefaultMaxReply)
-	if opts.LockScanBudget <= 0 || opts.LockScanBudget > 1 {
-		opts.LockScanBudget = DefaultLockScanBudget
-	}
-	if opts.KeysPerSecond == 0 {
-		opts.KeysPerSecond = DefaultKeysPerSecond
-	}
-	clock := opts.Clock
-	if clock == nil {
-		clock = clockwork.NewRealClock()
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	groups, err := orDefaultGroups(opts.KeyGroups)
+	cfg, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
-	lockGroups := opts.LockGroups
-	if lockGroups == nil {
-		lockGroups = groups.Apart()
-	}
-	e := &Exporter{
-		opts: opts, clock: clock, pacer: clockwork.NewRealClock(), lockShare: lockPassShare, minSleep: minPaceSleep,
-		groups: groups, lockGroups: lockGroups, seed: maphash.MakeSeed(), mode: opts.Target.Mode,
-		nodes: map[string]*node{}, snaps: map[string]*NodeSnapshot{}, descs: newDescs(opts.Name, !groups.CountsOverflow()),
-	}
-	for _, a := range opts.Target.Addrs {
-		e.snaps[a] = &NodeSnapshot{Node: a, Err: ErrNotSampled}
-	}
+	e := &Exporter{sampler: sampler.New(cfg), interval: cfg.Interval, descs: newDescs(opts.Name, !cfg.KeyGroups.CountsOverflow()),
+		groups: cfg.KeyGroups, lockGroups: cfg.LockGroups}
 	if opts.MeterProvider != nil {
-		var err error
 		if e.unobserve, err = e.observe(emit.Meter(opts.MeterProvider)); err != nil {
 			return nil, fmt.Errorf("exporter: %w", err)
 		}
@@ -332,37 +225,42 @@ func New(opts Options) (*Exporter, error) {
 	return e, nil
 }
 
-func orDefaultGroups(c *keygroup.Classifier) (*keygroup.Classifier, error) {
-	if c != nil {
-		return c, nil
+// config checks opts and returns the sampler's configuration, the defaults
+// applied.
+func (opts Options) config() (sampler.Config, error) {
+	if len(opts.Target.Addrs) == 0 {
+		return sampler.Config{}, ErrNoAddrs
 	}
-	c, err := keygroup.New(keygroup.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("exporter: key groups: %w", err)
+	for _, a := range opts.Target.Addrs {
+		if a == "" || !strings.Contains(a, ":") {
+			return sampler.Config{}, fmt.Errorf("exporter: address %q is not host:port", a)
+		}
 	}
-	return c, nil
-}
-
-func setDefault[T int | time.Duration](v *T, d T) {
-	if *v <= 0 {
-		*v = d
+	for _, p := range opts.LockPatterns {
+		if p == "" {
+			return sampler.Config{}, errors.New("exporter: empty lock pattern")
+		}
 	}
+	t := opts.Target
+	return sampler.Config{
+		Conn: sampler.Conn{Addrs: t.Addrs, Username: t.Username, Password: t.Password, DB: t.DB, TLS: t.TLS,
+			Mode: t.Mode.mode(), DialTimeout: t.DialTimeout, ReadTimeout: t.ReadTimeout},
+		MaxInfoReply: opts.MaxInfoReply, MaxQueueReply: opts.MaxQueueReply, MaxReply: opts.MaxReply,
+		Interval: opts.Interval, MaxDuration: opts.MaxDuration, MaxKeys: opts.MaxKeys, ScanCount: opts.ScanCount,
+		Batch: opts.Batch, KeysPerSecond: opts.KeysPerSecond, Unpaced: opts.KeysPerSecond < 0,
+		KeyGroups: opts.KeyGroups, MemorySample: opts.MemorySample, HotKeys: opts.HotKeys,
+		LockPatterns: opts.LockPatterns, LockGroups: opts.LockGroups, Notify: opts.LockNotifications.notify(),
+		LockScanBudget: opts.LockScanBudget, LockReconcile: opts.LockReconcile, LockScanCount: opts.LockScanCount,
+		MaxLocks: opts.MaxLocks, LongHeld: opts.LongHeld, Queues: opts.Queues, MissBurst: opts.MissBurst,
+		Clock: opts.Clock, Logger: opts.Logger,
+	}.WithDefaults()
 }
 
 // Run samples every Interval until ctx is done, then closes the connections.
 // The first sample starts at once.
 func (e *Exporter) Run(ctx context.Context) error {
 	defer e.Close()
-	t := e.clock.NewTicker(e.opts.Interval)
-	defer t.Stop()
-	for {
-		e.Sample(ctx)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.Chan():
-		}
-	}
+	return e.sampler.Run(ctx)
 }
 
 // Sample takes one sample of every node, concurrently, and publishes it for
@@ -371,49 +269,12 @@ func (e *Exporter) Run(ctx context.Context) error {
 // failed is not tried again before its backoff has passed (at most
 // Interval, or 8 × Interval for a command refused by ACL), however often
 // Sample is called: its last result is reported meanwhile.
-func (e *Exporter) Sample(ctx context.Context) []*NodeSnapshot {
-	e.sampleM.Lock()
-	defer e.sampleM.Unlock()
-	nodes := e.refreshNodes(ctx)
-	out := make([]*NodeSnapshot, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Go(func() { out[i] = e.sampleNodeSafely(ctx, n) })
-	}
-	wg.Wait()
-	if !e.closed && !errors.Is(ctx.Err(), context.Canceled) {
-		snaps := make(map[string]*NodeSnapshot, len(out))
-		for _, s := range out {
-			snaps[s.Node] = s
-		}
-		e.mu.Lock()
-		e.snaps = snaps
-		e.mu.Unlock()
-	}
-	return out
-}
-
-// publish shows one node's snapshot to scrapes before the sample of every
-// node has ended (the first part of a long sample).
-func (e *Exporter) publish(s *NodeSnapshot) {
-	e.mu.Lock()
-	e.snaps[s.Node] = s
-	e.mu.Unlock()
-}
+func (e *Exporter) Sample(ctx context.Context) []*NodeSnapshot { return e.sampler.Sample(ctx) }
 
 // Snapshots returns the last published snapshot of every node, sorted by
 // node. Before the first sample each configured address has one with Up
 // false and Err ErrNotSampled.
-func (e *Exporter) Snapshots() []*NodeSnapshot {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	out := make([]*NodeSnapshot, 0, len(e.snaps))
-	for _, s := range e.snaps {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
-	return out
-}
+func (e *Exporter) Snapshots() []*NodeSnapshot { return e.sampler.Snapshots() }
 
 // Close waits for a running sample to end and closes every connection.
 // Snapshots stay readable. Close on a nil *Exporter (what New returns
@@ -422,160 +283,12 @@ func (e *Exporter) Close() error {
 	if e == nil {
 		return nil
 	}
-	e.sampleM.Lock()
-	defer e.sampleM.Unlock()
-	errs := make([]error, 0, len(e.nodes)+1)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, n := range e.nodes {
-		wg.Go(func() {
-			err := e.closeNode(n)
-			mu.Lock()
-			errs = append(errs, err)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	e.nodes = map[string]*node{}
-	e.closed = true
+	errs := []error{e.sampler.Close()}
+	e.closeM.Lock()
+	defer e.closeM.Unlock()
 	if e.unobserve != nil {
 		errs = append(errs, e.unobserve())
 		e.unobserve = nil
 	}
 	return errors.Join(errs...)
-}
-
-// refreshNodes returns the nodes to sample: the configured addresses, or
-// every master of the Cluster. A Cluster whose topology cannot be read keeps
-// its last known masters (they then fail their samples and report up 0).
-//
-// It runs under sampleM, which guards nodes, mode and closed; scrapes never
-// wait for the network.
-func (e *Exporter) refreshNodes(ctx context.Context) []*node {
-	if e.closed {
-		return nil
-	}
-	addrs := e.opts.Target.Addrs
-	if e.mode != ModeStandalone && e.clock.Now().Before(e.discovery.until) {
-		if e.mode == ModeCluster && len(e.nodes) > 0 {
-			addrs = e.knownNodes()
-		}
-	} else if e.mode != ModeStandalone {
-		masters, isCluster, err := e.discover(ctx)
-		e.discovered(err)
-		if err == nil {
-			if isCluster {
-				e.mode = ModeCluster
-				addrs = masters
-			} else if e.mode == ModeAuto {
-				e.mode = ModeStandalone
-			}
-		} else if e.mode == ModeCluster && len(e.nodes) > 0 {
-			addrs = e.knownNodes()
-		}
-	}
-	want := make(map[string]bool, len(addrs))
-	out := make([]*node, 0, len(addrs))
-	for _, a := range addrs {
-		if want[a] {
-			continue
-		}
-		want[a] = true
-		n := e.nodes[a]
-		if n == nil {
-			n = newNode(a, redis.NewClient(e.clientOptions(a)), e.opts.LockPatterns)
-			e.nodes[a] = n
-		}
-		out = append(out, n)
-	}
-	for a, n := range e.nodes { // masters gone from the topology
-		if !want[a] {
-			_ = e.closeNode(n)
-			delete(e.nodes, a)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
-	return out
-}
-
-func (e *Exporter) knownNodes() []string {
-	out := make([]string, 0, len(e.nodes))
-	for a := range e.nodes {
-		out = append(out, a)
-	}
-	return out
-}
-
-// discovered schedules the next topology read: after a failure 1 s
-// doubling up to the interval, and for a refused INFO (ACL) the interval
-// doubling up to 8 × the interval, as a refused stage.
-func (e *Exporter) discovered(err error) {
-	wait, ceiling := time.Second, e.opts.Interval
-	if err != nil && classify(err) == ClassNoPerm {
-		wait, ceiling = e.opts.Interval, 8*e.opts.Interval
-	}
-	if err != nil && e.discovery.wait > 0 {
-		wait = min(max(2*e.discovery.wait, wait), ceiling)
-	}
-	if err == nil {
-		e.discovery.wait = 0
-	} else {
-		e.discovery.wait = wait
-	}
-	e.discovery.until = e.clock.Now().Add(wait)
-}
-
-// discover asks the known nodes, then the seeds, whether this is a Cluster
-// and, if so, for its masters.
-func (e *Exporter) discover(ctx context.Context) (masters []string, isCluster bool, err error) {
-	candidates := make([]*redis.Client, 0, len(e.nodes)+len(e.opts.Target.Addrs))
-	for _, n := range e.nodes {
-		candidates = append(candidates, n.rdb)
-	}
-	for _, a := range e.opts.Target.Addrs {
-		if n := e.nodes[a]; n == nil {
-			c := redis.NewClient(e.clientOptions(a))
-			defer c.Close()
-			candidates = append(candidates, c)
-		}
-	}
-	err = ErrNoAddrs
-	for _, c := range candidates {
-		var info string
-		if info, err = c.Info(ctx, "cluster").Result(); err != nil {
-			continue
-		}
-		if !strings.Contains(info, "cluster_enabled:1") {
-			return nil, false, nil
-		}
-		var nodes string
-		if nodes, err = c.ClusterNodes(ctx).Result(); err != nil {
-			continue
-		}
-		if masters = parseClusterMasters(nodes); len(masters) > 0 {
-			return masters, true, nil
-		}
-		err = fmt.Errorf("%w: CLUSTER NODES lists no master", ErrMalformed)
-	}
-	return nil, false, err
-}
-
-// parseClusterMasters returns the addresses of the masters in a CLUSTER
-// NODES reply ("<id> <ip:port@cport[,host]> <flags> …"), failed ones
-// included so that they report up 0.
-func parseClusterMasters(s string) []string {
-	var out []string
-	for _, line := range strings.Split(s, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 3 || !strings.Contains(","+f[2]+",", ",master,") || strings.Contains(f[2], "noaddr") {
-			continue
-		}
-		addr, _, _ := strings.Cut(f[1], "@")
-		if addr == "" || strings.HasPrefix(addr, ":") {
-			continue
-		}
-		out = append(out, addr)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -34,3 +34,27 @@ func TestParseURLSaysWhatToType(t *testing.T) {
 		t.Errorf("timeouts: %+v %v", tg, err)
 	}
 }
+
+// FuzzParseURLRedacts checks that no error of ParseURL repeats a password
+// given in the URL, however the URL is mangled.
+func FuzzParseURLRedacts(f *testing.F) {
+	f.Add("redis", "user", "hunter22", "host:6379/0")
+	f.Add("rediss", "u", "pa#ss@x", "h:1")
+	f.Add("redis", "u", "pa/ss", "h:%zz")
+	f.Add("0#", "0", "0000", "0") // no parseable user info: the raw URL is redacted
+	f.Fuzz(func(t *testing.T, scheme, user, pw, rest string) {
+		if len(pw) < 4 {
+			return
+		}
+		_, err := exporter.ParseURL(scheme + "://" + user + ":" + pw + "@" + rest)
+		if err == nil || !strings.Contains(err.Error(), pw) {
+			return
+		}
+		// The same URL with another password: if pw still shows, it comes
+		// from the rest of the URL or the message, not from the password.
+		_, other := exporter.ParseURL(scheme + "://" + user + ":Z@" + rest)
+		if other == nil || !strings.Contains(other.Error(), pw) {
+			t.Fatalf("error repeats the password: %v", err)
+		}
+	})
+}

@@ -1,9 +1,7 @@
-package exporter
+package sampler
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"math"
 	"strconv"
 	"sync"
@@ -11,12 +9,10 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cachewatch/cachewatch/internal/metrictest"
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 	"github.com/cachewatch/cachewatch/internal/redistest"
-	"github.com/cachewatch/cachewatch/signals"
 )
 
 // scanLog records when (on the pacing clock, since start) each lock-pass
@@ -56,11 +52,11 @@ func (l *scanLog) calls() []time.Duration {
 // whole-keyspace pass until the lock pass has published its figures, then
 // the whole-keyspace pass. Their own work then takes no time on the pacing
 // clock, which shows the pacing alone; wall time only polls.
-func driveSample(t *testing.T, e *Exporter, fc *clockwork.FakeClock) *NodeSnapshot {
+func driveSample(t *testing.T, e *Sampler, fc *clockwork.FakeClock) *snapshot.Node {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	done := make(chan *NodeSnapshot, 1)
+	done := make(chan *snapshot.Node, 1)
 	go func() { done <- e.Sample(ctx)[0] }()
 	for {
 		select {
@@ -110,17 +106,12 @@ func TestLockPassPacedOverInterval(t *testing.T) {
 
 	fc := clockwork.NewFakeClock()
 	const interval = time.Second
-	e, err := New(Options{Target: Target{Addrs: []string{srv.Addr}, Mode: ModeStandalone}, Interval: interval,
-		LockNotifications: NotifyOff, Clock: fc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.pacer = fc
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(e)
+	cfg := testConfig(t, srv.Addr)
+	cfg.Interval, cfg.Notify, cfg.Clock, cfg.Pacer = interval, NotifyOff, fc, fc
+	e := newTestSampler(t, cfg)
 	nodes := e.refreshNodes(ctx)
 	log := &scanLog{clock: fc, start: fc.Now()}
-	nodes[0].rdb.AddHook(log)
+	nodes[0].env.rdb.AddHook(log)
 
 	s := driveSample(t, e, fc)
 	if !s.Up || s.Pass == nil || s.Pass.LockPassEnded.IsZero() {
@@ -130,15 +121,8 @@ func TestLockPassPacedOverInterval(t *testing.T) {
 	if g == nil || g.Locks != locks || g.LocksNoTTL != locks/2 {
 		t.Fatalf("lock figures not exact: %+v", g)
 	}
-	if got := metrictest.Sum(t, reg, string(signals.LocksHeld)); got != locks {
-		t.Errorf("%s = %v, want %d", signals.LocksHeld, got, locks)
-	}
-	if got := metrictest.Sum(t, reg, string(signals.LocksWithoutTTL)); got != locks/2 {
-		t.Errorf("%s = %v, want %d", signals.LocksWithoutTTL, got, locks/2)
-	}
-
 	// 20,000 keys spread over half of a 1 s interval: 40,000 keys/s.
-	rate := e.lockScanRate(nodes[0])
+	rate := nodes[0].locks.scanRate()
 	if want := float64(keys) / (interval.Seconds() * lockPassShare); rate != want {
 		t.Fatalf("lock scan rate %v keys/s, want %v", rate, want)
 	}
@@ -162,46 +146,44 @@ func TestLockPassPacedOverInterval(t *testing.T) {
 
 // The lock pass's pace follows the key count and the options.
 func TestLockScanRate(t *testing.T) {
-	e, err := New(Options{Target: Target{Addrs: []string{"127.0.0.1:1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &node{dbKeys: 1_000_000, dbKnown: true}
+	cfg := testConfig(t, "127.0.0.1:1")
+	v := &env{cfg: &cfg, facts: facts{dbKeys: 1_000_000, dbKnown: true}}
+	l := &lockStage{env: v}
 	// 1,000,000 keys over min(half of 15 s, 90 % of 13 s) = 7.5 s.
-	if got, want := e.lockScanRate(n), 1e6/7.5; got < want*0.999 || got > want*1.001 {
+	if got, want := l.scanRate(), 1e6/7.5; got < want*0.999 || got > want*1.001 {
 		t.Errorf("1M keys: %v keys/s, want %v", got, want)
 	}
 	// 10,000,000 keys would need 1.33M keys/s: the budget caps it. 20 %
 	// of the server's time over each 15 s interval, spent within the 13 s
 	// of a sample: 23.1 % while the pass runs, at 1.5 µs per key until
 	// measured, 153,846 keys/s.
-	n.dbKeys = 10_000_000
+	v.facts.dbKeys = 10_000_000
 	budget := DefaultLockScanBudget * 15 / 13 / defaultScanCost.Seconds()
-	if got := e.lockScanRate(n); math.Abs(got-budget) > 1e-6 {
+	if got := l.scanRate(); math.Abs(got-budget) > 1e-6 {
 		t.Errorf("10M keys: %v keys/s, want the budget's %v", got, budget)
 	}
-	n.scanCost.est = 500 * time.Nanosecond // a measured cost: 461,538 keys/s
-	if got := e.lockScanRate(n); math.Abs(got-DefaultLockScanBudget*15/13/0.5e-6) > 1e-6 {
+	v.scanCost.est = 500 * time.Nanosecond // a measured cost: 461,538 keys/s
+	if got := l.scanRate(); math.Abs(got-DefaultLockScanBudget*15/13/0.5e-6) > 1e-6 {
 		t.Errorf("10M keys at 0.5 µs per key: %v keys/s", got)
 	}
-	n.scanCost.est = 0
+	v.scanCost.est = 0
 	// With notifications: the sync at the budget, then reconciling passes
 	// over LockReconcile.
-	n.feed = &lockFeed{}
-	if got := e.lockScanRate(n); math.Abs(got-budget) > 1e-6 {
+	l.feed = &lockFeed{}
+	if got := l.scanRate(); math.Abs(got-budget) > 1e-6 {
 		t.Errorf("sync: %v keys/s, want %v", got, budget)
 	}
-	n.locks.synced = true
-	if got, want := e.lockScanRate(n), 10e6/DefaultLockReconcile.Seconds(); got != want {
+	l.index.synced = true
+	if got, want := l.scanRate(), 10e6/DefaultLockReconcile.Seconds(); got != want {
 		t.Errorf("reconcile: %v keys/s, want %v", got, want)
 	}
-	n.feed, n.locks.synced = nil, false
-	n.dbKeys = 1000
-	if got := e.lockScanRate(n); got != minLockScanRate {
+	l.feed, l.index.synced = nil, false
+	v.facts.dbKeys = 1000
+	if got := l.scanRate(); got != minLockScanRate {
 		t.Errorf("small keyspace: %v keys/s, want the minimum %v", got, float64(minLockScanRate))
 	}
-	n.dbKnown = false
-	if got := e.lockScanRate(n); got != unknownLockScanRate {
+	v.facts.dbKnown = false
+	if got := l.scanRate(); got != unknownLockScanRate {
 		t.Errorf("unknown key count: %v keys/s", got)
 	}
 	if got := missingFlags("AKE"); got != "" {
@@ -210,8 +192,8 @@ func TestLockScanRate(t *testing.T) {
 	if got := missingFlags("Ex"); got != "Kg$e" {
 		t.Errorf("missing flags of Ex: %q", got)
 	}
-	e.opts.KeysPerSecond = -1
-	if got := e.lockScanRate(n); got > 0 {
+	cfg.Unpaced = true
+	if got := l.scanRate(); got > 0 {
 		t.Errorf("pacing off: %v keys/s", got)
 	}
 }
@@ -221,7 +203,7 @@ func TestLockScanRate(t *testing.T) {
 // which would take the server for itself.
 func TestPaceDoesNotCatchUp(t *testing.T) {
 	fc := clockwork.NewFakeClock()
-	e := &Exporter{pacer: fc, minSleep: minPaceSleep}
+	e := &env{cfg: &Config{Pacer: fc}}
 	ctx := context.Background()
 	began := fc.Now().Add(-10 * time.Second) // 10,000 units due at 1,000/s, none done
 	if err := e.pace(ctx, &began, 0, 1000); err != nil {

@@ -1,4 +1,4 @@
-package exporter
+package sampler
 
 import (
 	"context"
@@ -7,39 +7,40 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cachewatch/cachewatch/signals"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 )
 
-// StageLatency reads LATENCY HISTOGRAM (Redis 7+).
-const StageLatency Stage = "latency"
+// serverLatencyBuckets are the buckets of signals.ServerCommandDuration.
+var serverLatencyBuckets = snapshot.LatencyBuckets
 
-// CommandHistogram is the server-side latency distribution of one command
-// (or of the commands folded into "other"), from LATENCY HISTOGRAM.
-type CommandHistogram struct {
-	Count uint64
-	// Buckets maps each upper bound in seconds (the catalog's buckets of
-	// signals.ServerCommandDuration) to the cumulative count of calls.
-	Buckets map[float64]uint64
+// latencyStage reads LATENCY HISTOGRAM (Redis 7+) into the server figures;
+// a failure leaves the histograms out and is retried after its backoff.
+type latencyStage struct {
+	retry backoff
 }
 
-// cumulative returns the counts in the order of serverLatencyBuckets.
-func (h *CommandHistogram) cumulative() []uint64 {
-	out := make([]uint64, len(serverLatencyBuckets))
-	for i, ub := range serverLatencyBuckets {
-		out[i] = h.Buckets[ub]
+// run adds LATENCY HISTOGRAM to st on Redis 7 and later, unless the stage
+// is in its backoff.
+func (l *latencyStage) run(r *sampleRun, st *snapshot.ServerStats) {
+	if majorVersion(st.Version) < 7 || r.skip(&l.retry) {
+		return
 	}
-	return out
+	h, se := readLatencyHistograms(r.ctx, r.n.env.rdb)
+	if se != nil {
+		r.failed(se, &l.retry)
+		return
+	}
+	l.retry.reset()
+	st.Histograms = h
 }
-
-// serverLatencyBuckets are the buckets of signals.ServerCommandDuration:
-// Redis's own, powers of two microseconds.
-var serverLatencyBuckets = signals.ServerCommandDuration.Metric().Buckets
 
 // readLatencyHistograms reads LATENCY HISTOGRAM for every command the
 // server has run (a reply bounded by the server's command table) and folds
 // the commands cachewatch does not report by name into "other".
-func (e *Exporter) readLatencyHistograms(ctx context.Context, n *node) (map[string]*CommandHistogram, *StageError) {
-	reply, err := n.rdb.Do(ctx, "latency", "histogram").Result()
+func readLatencyHistograms(ctx context.Context, rdb *redis.Client) (map[string]*snapshot.CommandHistogram, *StageError) {
+	reply, err := rdb.Do(ctx, "latency", "histogram").Result()
 	if err != nil {
 		return nil, stageErr(StageLatency, err)
 	}
@@ -53,12 +54,12 @@ func (e *Exporter) readLatencyHistograms(ctx context.Context, n *node) (map[stri
 // parseLatencyHistogram parses the RESP2 (flat arrays) or RESP3 (maps)
 // reply: command name → calls and histogram_usec, a cumulative count per
 // power-of-two microsecond bucket.
-func parseLatencyHistogram(reply any) (map[string]*CommandHistogram, error) {
+func parseLatencyHistogram(reply any) (map[string]*snapshot.CommandHistogram, error) {
 	pairs, err := kvPairs(reply)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*CommandHistogram{}
+	out := map[string]*snapshot.CommandHistogram{}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		name, ok := pairs[i].(string)
 		if !ok {
@@ -71,7 +72,7 @@ func parseLatencyHistogram(reply any) (map[string]*CommandHistogram, error) {
 		label := commandLabel(name)
 		h := out[label]
 		if h == nil {
-			h = &CommandHistogram{Buckets: make(map[float64]uint64, len(serverLatencyBuckets))}
+			h = &snapshot.CommandHistogram{Buckets: make(map[float64]uint64, len(serverLatencyBuckets))}
 			for _, ub := range serverLatencyBuckets {
 				h.Buckets[ub] = 0
 			}

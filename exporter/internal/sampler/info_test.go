@@ -1,10 +1,12 @@
-package exporter
+package sampler
 
 import (
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 )
 
 const sampleInfo = "# Server\r\nredis_version:7.0.15\r\nrun_id:248fff18\r\n\r\n# Clients\r\nconnected_clients:3\r\nblocked_clients:1\r\n" +
@@ -24,10 +26,11 @@ func TestParseServerStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := parseServerStats(fields)
+	rd, err := parseServerStats(fields)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := rd.stats
 	if st.KeyspaceHits != 10 || st.KeyspaceMisses != 4 || st.ConnectedClients != 3 || st.BlockedClients != 1 ||
 		st.MaxmemoryPolicy != "allkeys-lfu" || st.Cluster || st.RunID != "248fff18" {
 		t.Fatalf("stats %+v", st)
@@ -86,13 +89,14 @@ func FuzzParseInfo(f *testing.F) {
 			}
 			return
 		}
-		st, err := parseServerStats(fields)
+		rd, err := parseServerStats(fields)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("parseServerStats error not ErrMalformed: %v", err)
 			}
 			return
 		}
+		st := rd.stats
 		for c, cs := range st.Commands {
 			if cs.Seconds < 0 || cs.Seconds != cs.Seconds {
 				t.Fatalf("%s: seconds %v", c, cs.Seconds)
@@ -122,7 +126,7 @@ func FuzzParseClusterMasters(f *testing.F) {
 
 func TestExpirySyncScore(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
-	p := newPass(start)
+	p := newKeyPass(start)
 	for i := 0; i < 20; i++ { // 20 keys in the second 100s from now
 		p.addKey("sync", 100*time.Second+time.Duration(i)*time.Millisecond, start)
 	}
@@ -136,7 +140,7 @@ func TestExpirySyncScore(t *testing.T) {
 	p.addKey("forever", -1, start)
 	p.finish(start)
 	for g, want := range map[string]float64{"sync": 20, "even": 1, "dense": 1, "single": 1, "forever": 0} {
-		if got := p.Groups[g].SyncScore; got != want {
+		if got := p.groups[g].syncScore; got != want {
 			t.Errorf("%s: score %v, want %v", g, got, want)
 		}
 	}
@@ -145,34 +149,10 @@ func TestExpirySyncScore(t *testing.T) {
 func TestHotKeysTopK(t *testing.T) {
 	h := hotKeys{k: 3}
 	for i, f := range []int64{5, 1, 9, 7, 3, 0, 8} {
-		h.offer(HotKey{Key: string(rune('a' + i)), Freq: f})
+		h.offer(snapshot.HotKey{Key: string(rune('a' + i)), Freq: f})
 	}
 	got := h.sorted()
 	if len(got) != 3 || got[0].Freq != 9 || got[1].Freq != 8 || got[2].Freq != 7 {
 		t.Fatalf("top 3 = %+v", got)
 	}
-}
-
-// FuzzParseURLRedacts checks that no error of ParseURL repeats a password
-// given in the URL, however the URL is mangled.
-func FuzzParseURLRedacts(f *testing.F) {
-	f.Add("redis", "user", "hunter22", "host:6379/0")
-	f.Add("rediss", "u", "pa#ss@x", "h:1")
-	f.Add("redis", "u", "pa/ss", "h:%zz")
-	f.Add("0#", "0", "0000", "0") // no parseable user info: the raw URL is redacted
-	f.Fuzz(func(t *testing.T, scheme, user, pw, rest string) {
-		if len(pw) < 4 {
-			return
-		}
-		_, err := ParseURL(scheme + "://" + user + ":" + pw + "@" + rest)
-		if err == nil || !strings.Contains(err.Error(), pw) {
-			return
-		}
-		// The same URL with another password: if pw still shows, it comes
-		// from the rest of the URL or the message, not from the password.
-		_, other := ParseURL(scheme + "://" + user + ":Z@" + rest)
-		if other == nil || !strings.Contains(other.Error(), pw) {
-			t.Fatalf("error repeats the password: %v", err)
-		}
-	})
 }

@@ -1,4 +1,4 @@
-package exporter
+package sampler
 
 import (
 	"errors"
@@ -36,10 +36,10 @@ func TestScanWatch(t *testing.T) {
 // The budget is four times the calls a node's keys need, and a thousand
 // more; none when the number of keys is unknown.
 func TestScanBudget(t *testing.T) {
-	if b := scanBudget(&node{}, 25); b != 0 {
+	if b := (&facts{}).scanBudget(25); b != 0 {
 		t.Fatalf("unknown keyspace: budget %d", b)
 	}
-	if b := scanBudget(&node{dbKnown: true, dbKeys: 1_000_000}, 25); b != 4*40_001+1000 {
+	if b := (&facts{dbKnown: true, dbKeys: 1_000_000}).scanBudget(25); b != 4*40_001+1000 {
 		t.Fatalf("1,000,000 keys, COUNT 25: budget %d", b)
 	}
 }

@@ -1,58 +1,26 @@
-package exporter
+package sampler
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 )
 
-// ErrMalformed marks INFO output the sampler could not parse. The stage that
-// read it is counted as failed (class "malformed"); nothing half-parsed is
-// exported.
-var ErrMalformed = errors.New("exporter: malformed INFO")
-
-// ServerStats is what one INFO reply says about a node.
-type ServerStats struct {
-	RunID   string
-	Version string
-	// Cluster is true when INFO cluster says cluster_enabled:1.
-	Cluster bool
-
-	// KeyspaceHits and KeyspaceMisses are the raw INFO stats figures; the
-	// exported ones are corrected by the sampler's own lookups.
-	KeyspaceHits, KeyspaceMisses uint64
-	ExpiredKeys, EvictedKeys     uint64
-
-	ConnectedClients, BlockedClients uint64
-	MemoryUsed, MemoryMax            uint64
-	MaxmemoryPolicy                  string
-
-	// Commands holds commandstats for the commands cachewatch reports, by
-	// lower-case name (subcommands folded: "script|load" counts as "script").
-	Commands map[string]CommandStat
-	// Latency holds latencystats percentiles in seconds, by command and
-	// percentile ("p50", "p99", "p99.9"). Empty before Redis 7.
-	Latency map[string]map[string]float64
-
-	// Role is "master" or "slave" (INFO replication).
-	Role string
-	// Histograms holds LATENCY HISTOGRAM per reported command (folded as
-	// Commands); nil when it was not read (before Redis 7, or refused).
-	Histograms map[string]*CommandHistogram
-
+// reading is what one INFO reply told: the server figures published, and
+// what the sampler itself needs from INFO commandstats.
+type reading struct {
+	stats *snapshot.ServerStats
 	// samplerCalls are the calls of samplerCommands, by commandstats name.
 	samplerCalls map[string]uint64
 	// scanUsec is the server's time in SCAN, flushCalls the calls of
 	// FLUSHALL, FLUSHDB and SWAPDB (commandstats).
 	scanUsec, flushCalls uint64
-}
-
-// CommandStat is one command's INFO commandstats line.
-type CommandStat struct {
-	Calls   uint64
-	Seconds float64
-	Failed  uint64 // failed_calls + rejected_calls
+	// newRun is set when the run_id is not the last read's (restarted when
+	// there was one: the server restarted); keysRewritten when FLUSHALL,
+	// FLUSHDB, SWAPDB or a resync changed keys since.
+	newRun, restarted, keysRewritten bool
 }
 
 // parseInfo splits an INFO reply into its key:value fields. Section headers
@@ -77,15 +45,15 @@ func parseInfo(s string) (map[string]string, error) {
 // parseServerStats reads the fields the sampler needs from a parsed INFO
 // reply. Required stats fields that are missing or not numbers make the
 // reply malformed; optional ones (latencystats before Redis 7) are skipped.
-func parseServerStats(fields map[string]string) (*ServerStats, error) {
-	st := &ServerStats{
+func parseServerStats(fields map[string]string) (*reading, error) {
+	st := &snapshot.ServerStats{
 		RunID: fields["run_id"], Version: fields["redis_version"],
 		Cluster: fields["cluster_enabled"] == "1", Role: fields["role"],
 		MaxmemoryPolicy: fields["maxmemory_policy"],
-		Commands:        map[string]CommandStat{},
+		Commands:        map[string]snapshot.CommandStat{},
 		Latency:         map[string]map[string]float64{},
-		samplerCalls:    map[string]uint64{},
 	}
+	r := &reading{stats: st, samplerCalls: map[string]uint64{}}
 	required := []struct {
 		key string
 		dst *uint64
@@ -113,7 +81,7 @@ func parseServerStats(fields map[string]string) (*ServerStats, error) {
 			name := strings.TrimPrefix(k, "cmdstat_")
 			err = addCommandStat(st.Commands, name, v)
 			if err == nil {
-				st.internalStat(name, v)
+				r.internalStat(name, v)
 			}
 		case strings.HasPrefix(k, "latency_percentiles_usec_"):
 			err = addLatency(st.Latency, strings.TrimPrefix(k, "latency_percentiles_usec_"), v)
@@ -122,7 +90,7 @@ func parseServerStats(fields map[string]string) (*ServerStats, error) {
 			return nil, err
 		}
 	}
-	return st, nil
+	return r, nil
 }
 
 // reportedCommands are the commands whose commandstats are exported by name:
@@ -150,7 +118,7 @@ func commandLabel(name string) string {
 }
 
 // addCommandStat parses "calls=1,usec=8,usec_per_call=8.00,rejected_calls=0,failed_calls=0".
-func addCommandStat(dst map[string]CommandStat, name, v string) error {
+func addCommandStat(dst map[string]snapshot.CommandStat, name, v string) error {
 	kv, err := parseKV(v)
 	if err != nil {
 		return fmt.Errorf("%w: cmdstat_%s: %v", ErrMalformed, truncate(name, 30), err)
@@ -226,16 +194,16 @@ func truncate(s string, n int) string {
 
 // internalStat keeps what the sampler itself needs from one commandstats
 // line (already checked by addCommandStat).
-func (st *ServerStats) internalStat(name, v string) {
+func (r *reading) internalStat(name, v string) {
 	kv, _ := parseKV(v)
 	calls, _ := strconv.ParseUint(kv["calls"], 10, 64)
 	switch {
 	case isSamplerCommand(name):
-		st.samplerCalls[name] = calls
+		r.samplerCalls[name] = calls
 	case name == "scan":
-		st.scanUsec, _ = strconv.ParseUint(kv["usec"], 10, 64)
+		r.scanUsec, _ = strconv.ParseUint(kv["usec"], 10, 64)
 	case name == "flushall", name == "flushdb", name == "swapdb":
-		st.flushCalls += calls
+		r.flushCalls += calls
 	}
 }
 

@@ -1,4 +1,4 @@
-package exporter
+package sampler
 
 import (
 	"context"
@@ -19,23 +19,13 @@ import (
 var ErrBadReply = errors.New("exporter: reply refused")
 
 // ErrReplyTooLarge marks a reply whose declared size exceeds the limit of
-// its command (Options.MaxInfoReply, MaxQueueReply, MaxReply, or
+// its command (Config.MaxInfoReply, MaxQueueReply, MaxReply, or
 // MaxTokenBytes for lock values). It wraps ErrBadReply.
 var ErrReplyTooLarge = fmt.Errorf("%w: larger than its limit", ErrBadReply)
 
 // errAfterRefusal is the error of every read on a connection after the
 // guard refused a reply on it: the replies of the rest of a pipeline.
 var errAfterRefusal = fmt.Errorf("%w: an earlier reply on the connection was refused", ErrBadReply)
-
-// Defaults of the reply limits.
-const (
-	// DefaultMaxInfoReply bounds an INFO reply (a server with hundreds of
-	// commands and their latency percentiles answers under 100 KB).
-	DefaultMaxInfoReply = 1 << 20
-	// DefaultMaxReply bounds any other reply: SCAN pages, TTLs, CONFIG
-	// GET, CLUSTER NODES, LATENCY HISTOGRAM, keyspace events.
-	DefaultMaxReply = 1 << 20
-)
 
 // Shape limits no Redis reply comes near: they bound what the guard keeps.
 const (
@@ -91,9 +81,9 @@ func asciiEqualFold(b []byte, upper string) bool {
 // replyLimits are the size limits of replies, by class.
 type replyLimits [len(replyCommands)]int64
 
-func (e *Exporter) replyLimits() replyLimits {
-	q := int64(e.opts.MaxQueueReply)
-	return replyLimits{replyOther: int64(e.opts.MaxReply), replyInfo: int64(e.opts.MaxInfoReply), replyToken: MaxTokenBytes,
+func (c *Config) replyLimits() replyLimits {
+	q := int64(c.MaxQueueReply)
+	return replyLimits{replyOther: int64(c.MaxReply), replyInfo: int64(c.MaxInfoReply), replyToken: MaxTokenBytes,
 		replyXRange: q, replyZRange: q}
 }
 
@@ -123,19 +113,19 @@ func refusedClass(err error) (replyClass, bool) {
 	return replyOther, false
 }
 
-// clientOptions are the go-redis options for one node, their connections
-// guarded (guardConn).
-func (e *Exporter) clientOptions(addr string) *redis.Options {
-	o := e.opts.Target.clientOptions(addr)
-	dial, limits := o.Dialer, e.replyLimits()
+// client returns a client of one node, its connections guarded
+// (guardConn).
+func (c *Config) client(addr string) *redis.Client {
+	o := c.Conn.clientOptions(addr)
+	dial, limits := o.Dialer, c.replyLimits()
 	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
+		conn, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return newGuardConn(c, limits), nil
+		return newGuardConn(conn, limits), nil
 	}
-	return o
+	return redis.NewClient(o)
 }
 
 // guardConn checks the replies on a connection to Redis as they arrive,

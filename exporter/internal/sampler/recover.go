@@ -1,4 +1,4 @@
-package exporter
+package sampler
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 )
 
 // panicked is the error of a sample, or a read, that panicked: a reply
@@ -16,23 +18,25 @@ func panicked(r any) error {
 	return fmt.Errorf("%w: reading it panicked: %v", ErrBadReply, r)
 }
 
-// sampleNodeSafely is sampleNode recovering from a panic: the node is
-// reported down and its connections are started afresh (one may have been
-// left mid-reply, out of the pool).
-func (e *Exporter) sampleNodeSafely(ctx context.Context, n *node) (s *NodeSnapshot) {
+// sampleSafely is sample recovering from a panic: the node is reported
+// down and its connections are started afresh (one may have been left
+// mid-reply, out of the pool).
+func (n *node) sampleSafely(ctx context.Context) (s *snapshot.Node) {
 	defer func() {
 		r := recover()
 		if r == nil {
 			return
 		}
-		e.opts.Logger.Error("a sample panicked: the node is reported down and sampled again after its backoff",
-			"node", n.addr, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-		_ = n.close()
-		n.rdb = redis.NewClient(e.clientOptions(n.addr))
-		sm := &sampling{e: e, n: n, s: &NodeSnapshot{Node: n.addr}, began: e.pacer.Now()}
-		s = sm.finish(&StageError{Stage: StageConnect, Class: ClassMalformed, Err: panicked(r)})
+		v := n.env
+		v.cfg.Logger.Error("a sample panicked: the node is reported down and sampled again after its backoff",
+			"node", v.addr, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		n.locks.stopFeed()
+		_ = v.rdb.Close()
+		v.rdb = v.cfg.client(v.addr)
+		run := &sampleRun{ctx: ctx, n: n, s: &snapshot.Node{Node: v.addr}, began: v.cfg.Pacer.Now()}
+		s = run.finish(&StageError{Stage: StageConnect, Class: ClassMalformed, Err: panicked(r)})
 	}()
-	return e.sampleNode(ctx, n)
+	return n.sample(ctx)
 }
 
 // recoverStage, deferred in a goroutine of a sample's stage, turns a panic

@@ -1,4 +1,4 @@
-package exporter
+package sampler
 
 import (
 	"errors"
@@ -82,19 +82,20 @@ var samplerCommands = append(append([]string{}, samplerKeyCommands...), "type")
 
 // correct returns the server's keyspace hits and misses less the samplers'
 // lookups.
-func (l lookups) correct(st *ServerStats) (hits, misses uint64) {
+func (l lookups) correct(r *reading) (hits, misses uint64) {
+	st := r.stats
 	var h, m float64 // samplers' hits and misses
 	done := map[string]bool{}
 	for _, cmd := range samplerKeyCommands {
 		done[cmd] = true
 		own := l.get(cmd)
-		others := float64(sub(st.samplerCalls[cmd], own.calls))
+		others := float64(sub(r.samplerCalls[cmd], own.calls))
 		h += float64(own.hits) + others
 		m += float64(own.misses)
 	}
 	scale := 1.0
 	if own := l.get("type"); own.calls > 0 {
-		scale = float64(max(st.samplerCalls["type"], own.calls)) / float64(own.calls)
+		scale = float64(max(r.samplerCalls["type"], own.calls)) / float64(own.calls)
 	}
 	for _, cmd := range queueCommands {
 		done[cmd] = true

@@ -1,4 +1,4 @@
-package exporter
+package sampler
 
 import (
 	"fmt"
@@ -46,14 +46,4 @@ func (w *scanWatch) next(cursor, budget uint64) error {
 		w.seen[cursor] = struct{}{}
 	}
 	return nil
-}
-
-// scanBudget is the most SCAN calls of COUNT count a pass over n may make:
-// four times what its keys need, and a thousand more (a sparse table, keys
-// added during the pass); 0 (none) when the number of keys is unknown.
-func scanBudget(n *node, count int) uint64 {
-	if !n.dbKnown {
-		return 0
-	}
-	return 4*(n.dbKeys/uint64(max(count, 1))+1) + 1000
 }

@@ -1,4 +1,4 @@
-package exporter
+package sampler
 
 import (
 	"context"
@@ -11,61 +11,49 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 )
 
-// Stage is a step of a node's sample; it is the "stage" label of
-// cachewatch_exporter_sample_errors_total.
-type Stage string
+// Aliases of the snapshot's error vocabulary, for brevity here.
+type (
+	// StageError is one failed stage of a node's sample.
+	StageError = snapshot.StageError
+	// Stage is a step of a node's sample.
+	Stage = snapshot.Stage
+	// Class says why a stage failed.
+	Class = snapshot.Class
+)
 
-// Stages of a sample.
+// Stages and classes, as the snapshot names them.
 const (
-	StageConnect Stage = "connect" // PING: the node is reachable and accepts the credentials
-	StageInfo    Stage = "info"    // INFO
-	StageScan    Stage = "scan"    // SCAN of the whole-keyspace pass
-	StageKeys    Stage = "keys"    // per-key TTL reads of the whole-keyspace pass
-	StageLocks   Stage = "locks"   // the lock pass: SCAN … MATCH, lock TTLs and owner tokens
-	StageQueues  Stage = "queues"  // the configured queue keys
-	// StageNotifications follows lock keys through keyspace notifications
-	// (CONFIG GET/SET notify-keyspace-events, the subscription).
-	StageNotifications Stage = "notifications"
+	StageConnect       = snapshot.StageConnect
+	StageInfo          = snapshot.StageInfo
+	StageLatency       = snapshot.StageLatency
+	StageScan          = snapshot.StageScan
+	StageKeys          = snapshot.StageKeys
+	StageLocks         = snapshot.StageLocks
+	StageQueues        = snapshot.StageQueues
+	StageNotifications = snapshot.StageNotifications
+
+	ClassNoPerm      = snapshot.ClassNoPerm
+	ClassAuth        = snapshot.ClassAuth
+	ClassTimeout     = snapshot.ClassTimeout
+	ClassConnection  = snapshot.ClassConnection
+	ClassClusterDown = snapshot.ClassClusterDown
+	ClassMalformed   = snapshot.ClassMalformed
+	ClassOther       = snapshot.ClassOther
 )
 
-// Class says why a stage failed; it is the "class" label of
-// cachewatch_exporter_sample_errors_total.
-type Class string
+// ErrMalformed marks a reply the sampler could not parse (INFO, LATENCY
+// HISTOGRAM, CLUSTER NODES, CONFIG GET). The stage that read it is counted
+// as failed (class "malformed"); nothing half-parsed is exported.
+var ErrMalformed = errors.New("exporter: malformed INFO")
 
-// Error classes.
-const (
-	ClassNoPerm      Class = "noperm"      // refused by ACL
-	ClassAuth        Class = "auth"        // wrong user or password
-	ClassTimeout     Class = "timeout"     // no answer in time
-	ClassConnection  Class = "connection"  // refused, reset, closed, TLS failure, LOADING/BUSY/MASTERDOWN
-	ClassClusterDown Class = "clusterdown" // CLUSTERDOWN: the node answers, the Cluster refuses key commands
-	ClassMalformed   Class = "malformed"   // a reply that is not Redis's, that could not be parsed, or too large: the node is down
-	ClassOther       Class = "other"
-)
-
-// StageError is one failed stage of a node's sample.
-type StageError struct {
-	Stage Stage
-	Class Class
-	Err   error
-}
-
-// Error names the stage and class, then the cause.
-func (e *StageError) Error() string {
-	return "exporter: " + string(e.Stage) + " (" + string(e.Class) + "): " + e.Err.Error()
-}
-
-// Unwrap returns the underlying error.
-func (e *StageError) Unwrap() error { return e.Err }
-
-// fatal reports whether the node itself is unusable (it cannot be reached,
-// refuses us, or answers what is not a Redis reply), as opposed to one
-// command being refused: nothing a node that sends garbage says is trusted.
-func (e *StageError) fatal() bool {
-	return e.Class == ClassAuth || e.Class == ClassTimeout || e.Class == ClassConnection || e.Class == ClassMalformed
-}
+// ErrNotSampled is the error of a node that has not been sampled yet: it
+// reports up 0 from the start, so that an up == 0 alert can fire before the
+// first sample ends.
+var ErrNotSampled = errors.New("exporter: not sampled yet")
 
 func stageErr(stage Stage, err error) *StageError {
 	return &StageError{Stage: stage, Class: classify(err), Err: err}

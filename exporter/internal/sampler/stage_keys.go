@@ -1,0 +1,227 @@
+package sampler
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
+)
+
+// keyStage is the whole-keyspace pass: SCAN … COUNT over the keyspace with
+// pipelined TTL reads (and OBJECT FREQ for hot keys, MEMORY USAGE of one key
+// in MemorySample), paced at KeysPerSecond and bounded by MaxKeys and
+// MaxDuration per sample; the cursor resumes on the next sample. Its key
+// figures are those of the last complete pass.
+type keyStage struct {
+	env *env
+	// scanRetry and keysRetry are the backoffs of its SCAN and of its key
+	// reads.
+	scanRetry, keysRetry backoff
+	cursor               uint64
+	// watch follows the pass's cursors.
+	watch scanWatch
+	// pass is being accumulated; done is the last complete one.
+	pass, done *keyPass
+	hot        hotKeys
+	// memoryTurn counts keys towards the next MEMORY USAGE read;
+	// memoryRefused is set once the ACL refused it.
+	memoryTurn    uint64
+	memoryRefused bool
+	// scanned, cycles and truncated count the keys scanned, the passes
+	// completed and the samples that ran out of budget.
+	scanned, cycles, truncated uint64
+	// ok says whether the last sample's pass succeeded: its series are
+	// left out otherwise.
+	ok bool
+}
+
+// run continues the pass within the sample's key and time budget. At most
+// one pass completes per sample, so a small keyspace is not walked again
+// and again within one sample.
+func (k *keyStage) run(ctx context.Context, began, deadline time.Time, hot bool, own lookups) []*StageError {
+	cfg := k.env.cfg
+	if k.pass == nil {
+		k.pass = newKeyPass(k.env.now())
+		k.hot = hotKeys{k: cfg.HotKeys}
+		k.watch.start()
+	}
+	scanned, paced := 0, began
+	for {
+		if scanned >= cfg.MaxKeys || cfg.Pacer.Now().After(deadline) {
+			k.truncated++
+			return nil
+		}
+		keys, cursor, err := k.env.rdb.Scan(ctx, k.cursor, "", int64(cfg.ScanCount)).Result()
+		if err == nil {
+			err = k.watch.next(cursor, k.env.facts.scanBudget(cfg.ScanCount))
+		}
+		if err != nil {
+			return k.abandon(stageErr(StageScan, err))
+		}
+		k.env.scanCost.visited(cfg.ScanCount)
+		for start := 0; start < len(keys); start += cfg.Batch {
+			batch := keys[start:min(start+cfg.Batch, len(keys))]
+			if se := k.read(ctx, batch, hot, own); se != nil {
+				return k.abandon(se)
+			}
+			if err := k.env.pace(ctx, &paced, scanned+start+len(batch), k.rate()); err != nil {
+				return k.abandon(stageErr(StageKeys, err))
+			}
+		}
+		scanned += len(keys)
+		k.scanned += uint64(len(keys))
+		k.cursor = cursor
+		if cursor == 0 {
+			k.complete()
+			return nil
+		}
+	}
+}
+
+// rate is the pass's pace in keys per second; ≤ 0 when unpaced.
+func (k *keyStage) rate() float64 {
+	if k.env.cfg.Unpaced {
+		return -1
+	}
+	return k.env.cfg.KeysPerSecond
+}
+
+// abandon drops the pass in progress after se: the next starts afresh.
+func (k *keyStage) abandon(se *StageError) []*StageError {
+	k.cursor, k.pass = 0, nil
+	return []*StageError{se}
+}
+
+func (k *keyStage) complete() {
+	k.pass.finish(k.env.now())
+	k.pass.hot = k.hot.sorted()
+	k.done, k.pass = k.pass, nil
+	k.cycles++
+}
+
+// reset forgets both passes: after a failure or a server restart they no
+// longer describe the server.
+func (k *keyStage) reset() { k.cursor, k.pass, k.done = 0, nil, nil }
+
+// read reads one batch of keys in a single pipeline: the TTL of every key,
+// OBJECT FREQ when hot keys are tracked, and MEMORY USAGE of one key in
+// MemorySample. Every read that reaches a key is counted as the sampler's
+// own hit or miss.
+func (k *keyStage) read(ctx context.Context, keys []string, hot bool, own lookups) *StageError {
+	f := &k.env.facts
+	pipe := k.env.rdb.Pipeline()
+	ttls := make([]*redis.Cmd, len(keys))
+	freqs := make([]*redis.IntCmd, len(keys))
+	mems := make([]*redis.IntCmd, len(keys))
+	for i, key := range keys {
+		ttls[i] = f.readTTL(ctx, pipe, key)
+		if hot {
+			freqs[i] = pipe.ObjectFreq(ctx, key)
+		}
+		if k.memoryDue() {
+			mems[i] = pipe.MemoryUsage(ctx, key, memoryUsageSamples)
+		}
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+	now := k.env.now()
+	for i, key := range keys {
+		ttl, err := f.ttlOf(ttls[i], now)
+		if err != nil {
+			return stageErr(StageKeys, err)
+		}
+		own.count(f.ttlCmd, ttl != -2)
+		if freqs[i] != nil {
+			own.countReply("object|freq", freqs[i].Err())
+		}
+		if ttl == -2 { // gone between SCAN and the read
+			continue
+		}
+		group := k.env.cfg.KeyGroups.Classify(key)
+		g := k.pass.addKey(group, ttl, now)
+		k.memory(g, mems[i])
+		if hot && freqs[i] != nil {
+			if freq, err := freqs[i].Result(); err == nil {
+				k.hot.offer(snapshot.HotKey{Key: key, Group: group, Freq: freq, NoTTL: ttl < 0})
+			}
+		}
+	}
+	return nil
+}
+
+// memoryDue reports whether the next key's memory is read: one key in
+// MemorySample, unless the ACL refused MEMORY USAGE.
+func (k *keyStage) memoryDue() bool {
+	m := k.env.cfg.MemorySample
+	if m <= 0 || k.memoryRefused {
+		return false
+	}
+	k.memoryTurn++
+	return k.memoryTurn%uint64(m) == 0
+}
+
+// memory adds a MEMORY USAGE reply (nil: not read) to g.
+func (k *keyStage) memory(g *keyGroup, c *redis.IntCmd) {
+	if c == nil {
+		return
+	}
+	b, err := c.Result()
+	switch {
+	case err == nil:
+		g.memorySum += uint64(b)
+		g.memoryReads++
+	case classify(err) == ClassNoPerm: // the keys are still sampled, without their memory
+		k.memoryRefused = true
+		k.env.cfg.Logger.Warn("redis refused MEMORY USAGE (ACL): no memory per key group until it is granted",
+			"node", k.env.addr, "err", err.Error())
+	}
+}
+
+// view returns the key figures to show: the last complete pass's or, until
+// one completes, the pass in progress's, and the fraction of the keyspace
+// they cover. Nil, 0 when no pass has started or the last sample's failed.
+func (k *keyStage) view() (*snapshot.Pass, float64) {
+	if !k.ok {
+		return nil, 0
+	}
+	if k.done != nil {
+		return k.done.view(), 1
+	}
+	if k.pass == nil {
+		return nil, 0
+	}
+	coverage, f := 0.0, &k.env.facts
+	if f.dbKnown && f.dbKeys > 0 {
+		coverage = min(float64(k.pass.keys)/float64(f.dbKeys), 1)
+	}
+	return k.pass.view(), coverage
+}
+
+// asOf is when the key figures shown were taken: the start of the pass.
+func (k *keyStage) asOf() time.Time {
+	switch {
+	case k.done != nil:
+		return k.done.started
+	case k.pass != nil:
+		return k.pass.started
+	}
+	return time.Time{}
+}
+
+// backoffFor returns the backoff of the part of the pass that failed.
+func (k *keyStage) backoffFor(se *StageError) *backoff {
+	if se.Stage == StageScan {
+		return &k.scanRetry
+	}
+	return &k.keysRetry
+}
+
+// settled notes how the sample's pass went: ran, and failed with errs.
+func (k *keyStage) settled(ran bool, errs []*StageError) {
+	k.ok = ran && len(errs) == 0
+	if k.ok {
+		k.scanRetry.reset()
+		k.keysRetry.reset()
+	}
+}
