@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/internal/redistest"
@@ -123,5 +124,34 @@ func TestFetchWaitersShareAFailedLoad(t *testing.T) {
 	g := a.c.group(key)
 	if sourceCalls(a, g, "error") != 1 || lookups(a, g, resultError) != 3 {
 		t.Fatalf("source calls (error) = %v, lookups (error) = %v; want 1 and 3", sourceCalls(a, g, "error"), lookups(a, g, resultError))
+	}
+}
+
+// A value past its hard TTL whose refresh failed is not served, and the
+// callers during the hold-off get what the loading caller got: an error
+// wrapping ErrHardTTLExpired (and ErrLoadFailed), without a loader call.
+func TestFetchPastHardTTLDuringTheHoldoff(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := newFetchClock()
+	ca := newFetchCache(t, srv.Client(t), prometheus.NewRegistry(), clk, CacheOptions{FreshTTL: time.Second,
+		HardTTL: 2 * time.Second, Jitter: -1, FailureHoldoff: time.Minute, PollInterval: time.Hour, LocalCopies: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const key = "rate:{5}"
+	if _, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { return "v1", nil }); err != nil {
+		t.Fatal(err)
+	}
+	written(ca, key)
+	clk.add(3 * time.Second) // past the hard TTL at the Cache's clock; Redis keeps the key a second longer
+	errSource := errors.New("source down")
+	if _, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { return "", errSource }); !errors.Is(err, ErrHardTTLExpired) || !errors.Is(err, errSource) {
+		t.Fatalf("the loading caller got %v, want ErrHardTTLExpired and its loader's error", err)
+	}
+	_, err := ca.Fetch(ctx, key, func(context.Context) (string, error) { t.Error("loader called during the hold-off"); return "", nil })
+	if !errors.Is(err, ErrHardTTLExpired) || !errors.Is(err, ErrLoadFailed) {
+		t.Fatalf("a caller during the hold-off got %v, want ErrHardTTLExpired and ErrLoadFailed", err)
+	}
+	if got := testutil.ToFloat64(ca.c.m.hardTTLExpired.WithLabelValues(ca.c.group(key))); got != 2 {
+		t.Fatalf("hard TTL refusals counted %v, want 2", got)
 	}
 }

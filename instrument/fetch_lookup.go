@@ -44,6 +44,8 @@ type lookup[T any] struct {
 	// (write) when hasPending.
 	pending    loaded[T]
 	hasPending bool
+	// pastHard: the latest read found only a value past its hard TTL.
+	pastHard bool
 }
 
 // flyIn runs flight f's lookup of key under fctx, which carries the

@@ -62,6 +62,7 @@ func (l *lookup[T]) read(ctx context.Context) (stored, error) {
 	if err != nil && mayHaveRun {
 		ca.releaseOrphan(l.k, l.token)
 	}
+	l.pastHard = s.state == stateExpired
 	if s.takenOver {
 		trace.SpanFromContext(ctx).AddEvent("lease taken over: its holder's process is gone")
 		ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch", slog.String("key_group", l.group),

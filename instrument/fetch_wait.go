@@ -89,8 +89,12 @@ func (l *lookup[T]) readFailed(ctx context.Context, err error) (o outcome[T], do
 }
 
 // loadFailed is the error of a lookup that has nothing to serve and whose
-// load, another caller's, failed.
+// load, another caller's, failed; it wraps ErrHardTTLExpired too when all
+// the lookup found was past its hard TTL, as the loading caller's does.
 func (l *lookup[T]) loadFailed() error {
+	if l.pastHard {
+		return fmt.Errorf("cachewatch: fetch %q: %w: %w", l.key, ErrHardTTLExpired, ErrLoadFailed)
+	}
 	return fmt.Errorf("cachewatch: fetch %q: %w", l.key, ErrLoadFailed)
 }
 
