@@ -299,15 +299,18 @@ func buildPubSubFloor(rdb *redis.Client, load loader) (fetcher, func()) {
 	}
 	go func() {
 		for m := range ps.Channel() {
-			key, val, _ := strings.Cut(m.Payload, "\x00")
-			f.deliver(key, val)
+			if key, val, ok := strings.Cut(m.Payload, "\x00"); ok {
+				f.deliver(key, val, nil)
+			} else {
+				f.deliver(strings.TrimSuffix(m.Payload, "\x01"), "", errFloorLoad)
+			}
 		}
 	}()
 	return func(ctx context.Context, key string) (string, error) {
 		fv := f.value(key)
 		select {
 		case <-fv.done:
-			return fv.v, nil
+			return fv.v, fv.err
 		default:
 		}
 		return f.await(ctx, key, fv, func() error {
@@ -316,17 +319,18 @@ func buildPubSubFloor(rdb *redis.Client, load loader) (fetcher, func()) {
 				return err
 			}
 			v, err := load(ctx)
-			if err != nil {
-				return err
+			msg := key + "\x00" + v
+			if err != nil { // the waiting processes share the failure
+				msg = key + "\x01"
 			}
-			if err := rdb.Publish(ctx, channel, key+"\x00"+v).Err(); err != nil {
+			if err := rdb.Publish(ctx, channel, msg).Err(); err != nil {
 				return err
 			}
 			// A process that starts after this loads again (the warm-up
 			// key is the same for every run of the benchmark).
 			rdb.Del(ctx, "floor-lease:"+key)
-			f.deliver(key, v)
-			return nil
+			f.deliver(key, v, err)
+			return err
 		})
 	}, func() { _ = ps.Close() }
 }
@@ -338,11 +342,17 @@ type pubsubFloor struct {
 	vals  map[string]*floorValue
 }
 
-// floorValue is one key's value; v is set before done closes.
+// floorValue is one key's value, or its load's failure; v and err are set
+// before done closes.
 type floorValue struct {
 	done chan struct{}
 	v    string
+	err  error
 }
+
+// errFloorLoad is what the floor's callers get when another process's
+// load failed.
+var errFloorLoad = errors.New("pubsub-floor: the load failed")
 
 // await runs elect once per key in the process (singleflight) — it loads
 // and delivers the value if it wins the key, else returns — then waits for
@@ -353,7 +363,7 @@ func (f *pubsubFloor) await(ctx context.Context, key string, fv *floorValue, ele
 	}
 	select { // this process loaded it, or another one does
 	case <-fv.done:
-		return fv.v, nil
+		return fv.v, fv.err
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
@@ -371,16 +381,16 @@ func (f *pubsubFloor) value(key string) *floorValue {
 	return fv
 }
 
-// deliver sets key's value, once (the loader's process also receives its
-// own publish), and wakes the callers waiting for it.
-func (f *pubsubFloor) deliver(key, v string) {
+// deliver sets key's value or failure, once (the loader's process also
+// receives its own publish), and wakes the callers waiting for it.
+func (f *pubsubFloor) deliver(key, v string, err error) {
 	fv := f.value(key)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	select {
 	case <-fv.done:
 	default:
-		fv.v = v
+		fv.v, fv.err = v, err
 		close(fv.done)
 	}
 }
