@@ -34,10 +34,11 @@ import (
 // runs the same crowd again on the expired-but-stale keys. Every variant
 // runs every shape (stampedeShapes): 4, 16, 32 and 64 processes, 1 or 100 hot
 // keys, callers released at once or arriving over 200 ms, a 50 or 400 ms
-// loader, and a loader that fails on the stale keys.
+// loader, and a loader that fails on the stale keys, or on the cold ones
+// (then there is no stale crowd, and the cold figures are the errors').
 //
-//	go test -run x -bench BenchmarkStampede -benchtime 5x ./bench/
-//	go test -run x -bench 'BenchmarkStampede/p16-k1/' -benchtime 5x ./bench/
+//	go test -run x -bench '^BenchmarkStampede$' -benchtime 5x ./bench/
+//	go test -run x -bench '^BenchmarkStampede$/p16-k1/' -benchtime 5x ./bench/
 //
 // Reported per shape and variant: loader-calls/refresh (loader calls per
 // key per refresh, mean over both phases; 1.00 means one source call per

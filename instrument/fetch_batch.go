@@ -51,8 +51,7 @@ const maxBatch = 256
 // starting, or being answered) the queue waited for all of them; a due
 // timer's goroutine runs next. In BenchmarkStampede (4 processes, 100
 // keys) the other keys' loads started 3.4–11.0 ms after the first key's,
-// and the loads' last writes returned up to 17 ms after the loads ended
-// (docs/benchmarks.md).
+// and the loads' last writes returned up to 17 ms after the loads ended.
 const flushQueuedAfter = 200 * time.Microsecond
 
 // maxInFlight caps a Cache's round trips in flight.

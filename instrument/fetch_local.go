@@ -167,7 +167,7 @@ func (ca *Cache[T]) staleFromMemory(ctx context.Context, span trace.Span, key st
 // serveStale serves a stale copy c (its own function: every caller of a
 // cold crowd passes through staleFromMemory, at the bottom of a fresh
 // goroutine's stack, and this part's frame made each one grow its stack
-// there; docs/benchmarks.md, "Callers keep their first stack").
+// there: TestCrowdCallersKeepTheirFirstStack).
 func (ca *Cache[T]) serveStale(ctx context.Context, span trace.Span, key string, load func(context.Context) (T, error), c *localCopy[T], revalidate bool, now int64) (T, error) {
 	group := c.group
 	if revalidate {

@@ -31,7 +31,7 @@ var results = [...]string{resultHit, resultStale, resultMiss, resultCoalesced, r
 // lookupCounters are one key group's lookup counters, by result. An array
 // searched, not a map: record runs at the bottom of every caller's stack,
 // and a map lookup there made each fresh caller of a stampede grow its
-// stack (docs/benchmarks.md, "Callers keep their first stack").
+// stack (TestCrowdCallersKeepTheirFirstStack).
 type lookupCounters [len(results)]*emit.Counter
 
 // of returns result's counter; result must be one of results.

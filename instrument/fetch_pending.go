@@ -11,8 +11,8 @@ import (
 // soon as the loader returns, then writes, which stores the value and
 // wakes the other processes' callers: in a crowd over many keys the
 // loading process's callers otherwise waited for the write's reply, which
-// a process busy with its crowd reads late (docs/benchmarks.md, "The
-// loading caller does not wait for its write"). So that the process's own
+// a process busy with its crowd reads late (BenchmarkFetchMiss). So that
+// the process's own
 // calls keep their order, its next lookup of the key (Fetch, Get), Set and
 // invalidations wait for the write first: each sees what a Fetch that
 // returned before it loaded.

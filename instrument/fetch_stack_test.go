@@ -38,8 +38,7 @@ const callerFrames = 96
 // own process's load and those woken by another process's write. A stack
 // that outgrows its first 2 KiB is copied whole: in BenchmarkStampede
 // (p4-k100) that copy, made by every caller as its flight landed, was 17 %
-// of cachewatch's CPU time, spent at the moment the last callers wait for
-// (docs/benchmarks.md, "Callers keep their first stack").
+// of cachewatch's CPU time, spent at the moment the last callers wait for.
 //
 // Go sizes first stacks by the average it saw at the last collection, so
 // the check runs in a copy of this test binary that starts every goroutine

@@ -15,12 +15,12 @@
 #   - lock acquire beside bsm/redislock and redsync (BenchmarkLockAcquire);
 #   - the key-group classifier (BenchmarkClassify).
 #
-# Default: one round of each, under 5 minutes on a 2-core machine. A single
-# round shows the shape of the comparison (loader calls and failures are
-# exact) but its latencies move by several percent from run to run.
+# Default: one round of each. A single round shows the shape of the
+# comparison (loader calls and failures are exact) but its latencies move by
+# several percent from run to run.
 # --full: the rounds the reference figures use (stampede: 3 rounds of 5
-# crowds, with pubsub-floor as the reference for the hop between processes;
-# holder death: 10 kills; 5 to 20 rounds of the others), about an hour.
+# iterations, with pubsub-floor as the reference for the hop between processes;
+# holder death: 10 kills; 5 to 20 rounds of the others).
 #
 # Needs redis-server (installed with apt-get when missing and running as root,
 # as scripts/test.sh does). The raw `go test -bench` output is kept in a file

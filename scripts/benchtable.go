@@ -6,13 +6,15 @@
 // sturdyc, go-redis/cache) in the same round; BenchmarkStampedeHolderDeath
 // as one row per variant; every other benchmark as one row of its metrics.
 // With several rounds (-count, or the output of several runs), each figure
-// is the median over the rounds. scripts/bench.sh runs it:
+// is the median over the rounds. scripts/bench.sh runs it; -markdown
+// prints Markdown tables, as docs/benchmarks.md has them:
 //
-//	go run scripts/benchtable.go < bench.out
+//	go run scripts/benchtable.go [-markdown] < bench.out
 package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +36,7 @@ type result struct {
 var procsSuffix = regexp.MustCompile(`-\d+$`)
 
 func main() {
+	flag.Parse()
 	results, err := parse(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
@@ -155,8 +158,8 @@ func printStampede(results []*result) {
 	fmt.Printf("Latencies in ms; rt = commands per process per key. ÷ best peer: cold p99 over the best of rueidisaside's,\n")
 	fmt.Printf("sturdyc's and go-redis/cache's in the same round (1.00 = level). † keeps nothing past its TTL: the stale\n")
 	fmt.Printf("crowd waits on a load. A coldfail shape's loader fails on the cold crowd: its latencies are the errors'.\n\n")
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "shape\tvariant\tloader calls/refresh\tcold p50\tcold p99\tstale p50\tstale p99\trt cold/stale\tfailed cold/stale\t÷ best peer")
+	var t table
+	t.add("shape", "variant", "loader calls/refresh", "cold p50", "cold p99", "stale p50 / p99", "rt cold / stale", "failed cold / stale", "÷ best peer")
 	shape := ""
 	for _, r := range results {
 		parts := strings.Split(r.name, "/")
@@ -165,14 +168,13 @@ func printStampede(results []*result) {
 			name = ""
 		}
 		shape = parts[1]
-		fmt.Fprintln(w, stampedeRow(name, parts[2], r, byKey))
+		t.add(stampedeRow(name, parts[2], r, byKey)...)
 	}
-	w.Flush()
-	fmt.Println()
+	t.print()
 }
 
 // stampedeRow is one variant's row of the stampede table.
-func stampedeRow(shape, variant string, r *result, byKey map[stampedeKey]*result) string {
+func stampedeRow(shape, variant string, r *result, byKey map[stampedeKey]*result) []string {
 	col := func(unit, format string) string {
 		v, ok := r.metric(unit)
 		if !ok {
@@ -183,19 +185,17 @@ func stampedeRow(shape, variant string, r *result, byKey map[stampedeKey]*result
 		}
 		return fmt.Sprintf(format, v)
 	}
-	stale := ""
-	if slices.Contains(noStale, variant) {
-		stale = " †"
+	stale := col("stale-p50-ms", "ms") + " / " + col("stale-p99-ms", "ms")
+	if slices.Contains(noStale, variant) && stale != "- / -" {
+		stale += " †"
 	}
 	cold99 := col("cold-p99-ms", "ms")
 	if lo, hi, ok := r.span("cold-p99-ms"); ok {
 		cold99 += " (" + fmt.Sprintf(msFormat(lo), lo) + "–" + fmt.Sprintf(msFormat(hi), hi) + ")"
 	}
-	cells := []string{shape, variant, col("loader-calls/refresh", "%.2f"), col("cold-p50-ms", "ms"), cold99,
-		col("stale-p50-ms", "ms") + stale, col("stale-p99-ms", "ms") + stale,
-		col("cold-rt/proc-key", "%.2f") + "/" + col("stale-rt/proc-key", "%.2f"),
-		col("cold-failed", "%.0f") + "/" + col("stale-failed", "%.0f"), ratioToPeers(r, byKey, variant)}
-	return strings.Join(cells, "\t")
+	return []string{shape, variant, col("loader-calls/refresh", "%.2f"), col("cold-p50-ms", "ms"), cold99, stale,
+		col("cold-rt/proc-key", "%.2f") + " / " + col("stale-rt/proc-key", "%.2f"),
+		col("cold-failed", "%.0f") + " / " + col("stale-failed", "%.0f"), ratioToPeers(r, byKey, variant)}
 }
 
 // msFormat prints 3 decimals below 10 ms, 1 above.
@@ -261,35 +261,35 @@ func printHolderDeath(results []*result) {
 	fmt.Println("Recovery: from the kill until another process's caller had the value; all served: until the last did")
 	fmt.Println("(ms; p50 and p99 over the iterations, medians over the rounds). Loader calls for that refresh, the killed")
 	fmt.Printf("one included; caller errors: errors the surviving callers got before the value, per iteration.\n\n")
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "shape\tvariant\trecovery p50\trecovery p99\tall served p50\tall served p99\tloader calls\tcaller errors")
+	var t table
+	t.add("shape", "variant", "recovery p50", "recovery p99", "all served p50", "all served p99", "loader calls", "caller errors")
 	for _, r := range results {
 		parts := strings.Split(r.name, "/")
-		var cells []string
+		cells := parts[1:3]
 		for _, unit := range []string{"recovery-p50-ms", "recovery-p99-ms", "all-served-p50-ms", "all-served-p99-ms", "loader-calls/refresh", "caller-errors"} {
 			v, _ := r.metric(unit)
 			cells = append(cells, format(v))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\n", parts[1], parts[2], strings.Join(cells, "\t"))
+		t.add(cells...)
 	}
-	w.Flush()
-	fmt.Println()
+	t.print()
 }
 
 // printOther prints one row per benchmark: its metrics' medians, grouped by
 // the top-level benchmark.
 func printOther(results []*result) {
 	group := ""
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	var t table
 	for _, r := range results {
 		top, sub, _ := strings.Cut(r.name, "/")
 		if top != group {
 			if group != "" {
-				w.Flush()
-				fmt.Println()
+				t.print()
+				t = table{}
 			}
 			group = top
-			fmt.Printf("Benchmark%s: %d round(s); medians over the rounds.\n", top, len(r.rounds))
+			fmt.Printf("Benchmark%s: %d round(s); medians over the rounds.\n\n", top, len(r.rounds))
+			t.add("case", "metrics")
 		}
 		if sub == "" {
 			sub = top
@@ -302,9 +302,38 @@ func printOther(results []*result) {
 			}
 			cells = append(cells, format(v)+" "+unit)
 		}
-		fmt.Fprintf(w, "  %s\t%s\n", sub, strings.Join(cells, "\t"))
+		t.add(sub, strings.Join(cells, ", "))
+	}
+	t.print()
+}
+
+// markdown prints the tables as Markdown (docs/benchmarks.md) rather than
+// aligned text.
+var markdown = flag.Bool("markdown", false, "print Markdown tables")
+
+// table is rows of cells, the first the header.
+type table struct{ rows [][]string }
+
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+// print writes the table and a blank line: aligned columns, or Markdown.
+func (t *table) print() {
+	if *markdown {
+		for i, row := range t.rows {
+			fmt.Printf("| %s |\n", strings.Join(row, " | "))
+			if i == 0 {
+				fmt.Println(strings.Repeat("|---", len(row)) + "|")
+			}
+		}
+		fmt.Println()
+		return
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	for _, row := range t.rows {
+		fmt.Fprintln(w, strings.Join(row, "\t"))
 	}
 	w.Flush()
+	fmt.Println()
 }
 
 // format prints v with at most 4 significant digits, without an exponent

