@@ -281,17 +281,6 @@ func stampedeLoader(calls *atomic.Int64, took time.Duration, fail *atomic.Bool) 
 	}
 }
 
-// cmdCounter counts the commands a client sends (a pipeline's each).
-type cmdCounter struct{ n atomic.Int64 }
-
-func (c *cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
-}
-func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(int64(len(cmds))); return next(ctx, cmds) }
-}
-
 // TestStampedeWorker is not a test: it is the worker process that
 // BenchmarkStampede starts (this binary re-executed with workerEnv set).
 // It reads commands on stdin — "run KEY NKEYS PERKEY SPREAD_US", "gc",
