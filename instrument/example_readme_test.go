@@ -64,7 +64,9 @@ type Product struct {
 }
 
 // loadProduct stands for the database query the cache protects.
-func loadProduct(ctx context.Context) (Product, error) { return Product{ID: 7, Name: "Gopher mug"}, ctx.Err() }
+func loadProduct(ctx context.Context) (Product, error) {
+	return Product{ID: 7, Name: "Gopher mug"}, ctx.Err()
+}
 
 // runReport stands for the work done under the lock; it stops when ctx is
 // done.
