@@ -48,20 +48,25 @@ type (
 const amHeader = `# Alertmanager routing for the cachewatch alerts.
 # critical pages (cachewatch-page), warning opens a ticket (cachewatch-ticket),
 # info goes to cachewatch-quiet, which notifies nobody (the alerts stay visible
-# in Alertmanager's UI). Alerts are grouped per alert name, job and key group;
-# a warning is inhibited while the critical of the same alert fires for the
-# same labels. The webhooks are page_webhook_url and ticket_webhook_url of
-# the settings (cachewatch alerts --config FILE).
+# in Alertmanager's UI). Alerts are grouped by name and by every identity label
+# they carry, so each new page is delivered within group_wait; a faster
+# burn-rate tier inhibits the slower ones of its SLO, a warning is inhibited
+# while the critical of the same alert fires, and a page that explains others
+# (Redis unreachable) inhibits them. The webhooks are page_webhook_url and
+# ticket_webhook_url of the settings (cachewatch alerts --config FILE).
 `
 
-// groupBy is how notifications are grouped: one incident per alert, job
-// and key group.
-var groupBy = []string{"alertname", "job", "key_group"}
+// groupBy is how notifications are grouped: by the alert name and every
+// identity label an alert carries, so that one incident is one
+// notification and a new one — a second client failing, a second key
+// group — starts a group of its own, delivered within group_wait rather
+// than joining a group already notified (which waits for group_interval).
+var groupBy = []string{"alertname", "job", "instance", "client", "key_group", "node", "target", "slo"}
 
 // AlertmanagerConfig returns an Alertmanager configuration that routes the
-// cachewatch alerts by severity, groups them by alertname, job and
-// key_group, and inhibits a warning while the matching critical fires. The
-// page and ticket receivers post to cfg's webhooks.
+// cachewatch alerts by severity, groups them by alert name and identity
+// labels, and inhibits what a firing alert explains. The page and ticket
+// receivers post to cfg's webhooks.
 func AlertmanagerConfig(cfg Config) ([]byte, error) {
 	inhibits, err := inhibitRules(cfg)
 	if err != nil {
@@ -74,7 +79,8 @@ func AlertmanagerConfig(cfg Config) ([]byte, error) {
 			// Wait a little so the alerts of one incident arrive together.
 			GroupWait: "30s", GroupInterval: "5m", RepeatInterval: "12h",
 			Routes: []amRoute{
-				{Receiver: ReceiverPage, Matchers: []string{`severity="critical"`}, RepeatInterval: "1h"},
+				// A page's group says it is over within a minute of it.
+				{Receiver: ReceiverPage, Matchers: []string{`severity="critical"`}, GroupInterval: "1m", RepeatInterval: "1h"},
 				{Receiver: ReceiverTicket, Matchers: []string{`severity="warning"`}},
 				{Receiver: ReceiverQuiet, Matchers: []string{`severity="info"`}, GroupInterval: "30m", RepeatInterval: "24h"},
 			},
@@ -101,16 +107,7 @@ func inhibitRules(cfg Config) ([]amInhibit, error) {
 	var out []amInhibit
 	for _, d := range definitions(cfg) {
 		defs[d.name] = d
-		if len(d.levels) < 2 {
-			continue
-		}
-		// The warning of an alert while its critical fires for the same
-		// labels.
-		out = append(out, amInhibit{
-			SourceMatchers: []string{fmt.Sprintf("alertname=%q", d.name), `severity="critical"`},
-			TargetMatchers: []string{fmt.Sprintf("alertname=%q", d.name), `severity="warning"`},
-			Equal:          labelList(d.by),
-		})
+		out = append(out, levelInhibitions(d)...)
 	}
 	for _, x := range explanations {
 		equal, err := sharedLabels(defs, x.sources, x.target)
@@ -126,14 +123,57 @@ func inhibitRules(cfg Config) ([]amInhibit, error) {
 	return out, nil
 }
 
+// levelInhibitions mute the lesser levels of one alert with the same
+// labels: each burn-rate tier the slower ones of its SLO, or the warning
+// while its critical fires.
+func levelInhibitions(d definition) []amInhibit {
+	name := fmt.Sprintf("alertname=%q", d.name)
+	var tiers []string
+	for _, l := range d.levels {
+		if t := l.labels["tier"]; t != "" {
+			tiers = append(tiers, t)
+		}
+	}
+	var out []amInhibit
+	for i := 0; i+1 < len(tiers); i++ {
+		out = append(out, amInhibit{
+			SourceMatchers: []string{name, fmt.Sprintf("tier=%q", tiers[i])},
+			TargetMatchers: []string{name, `tier=~"` + strings.Join(tiers[i+1:], "|") + `"`},
+			Equal:          labelList(d.by),
+		})
+	}
+	severities := map[string]bool{}
+	for _, l := range d.levels {
+		severities[l.severity] = true
+	}
+	if len(tiers) == 0 && severities[SeverityCritical] && severities[SeverityWarning] {
+		out = append(out, amInhibit{
+			SourceMatchers: []string{name, `severity="critical"`},
+			TargetMatchers: []string{name, `severity="warning"`},
+			Equal:          labelList(d.by),
+		})
+	}
+	return out
+}
+
 // explanations are alerts that explain another: while a source fires, the
 // target says nothing new.
 var explanations = []struct {
 	sources []string
 	target  string
 }{
+	// Redis unreachable from a client is the one page of its incident: the
+	// job's burn rates and the tickets on what follows say nothing new.
+	{[]string{"CachewatchRedisUnreachable"}, "CachewatchRedisAvailabilityBudgetBurn"},
+	{[]string{"CachewatchRedisUnreachable"}, "CachewatchCacheAvailabilityBudgetBurn"},
+	{[]string{"CachewatchRedisUnreachable"}, "CachewatchCommandErrorsHigh"},
+	{[]string{"CachewatchRedisUnreachable"}, "CachewatchCircuitBreakerOpen"},
+	{[]string{"CachewatchRedisUnreachable"}, "CachewatchPoolTimeouts"},
 	// Stale-forever and callers getting errors explain a high stale share.
-	{[]string{"CachewatchStaleForever", "CachewatchCacheErrors"}, "CachewatchStaleServeRatioHigh"},
+	{[]string{"CachewatchStaleForever", "CachewatchCacheAvailabilityBudgetBurn"}, "CachewatchStaleServeRatioHigh"},
+	// A node the exporter cannot reach explains its sampling failures.
+	{[]string{"CachewatchRedisNodeUnreachable"}, "CachewatchExporterSampleFailing"},
+	{[]string{"CachewatchRedisNodeUnreachable"}, "CachewatchExporterSampleErrors"},
 	// An exporter that cannot be scraped explains its sampler's alerts.
 	{[]string{"CachewatchExporterDown"}, "CachewatchExporterSampleFailing"},
 	{[]string{"CachewatchExporterDown"}, "CachewatchExporterSampleErrors"},

@@ -9,12 +9,16 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cachewatch/cachewatch/signals"
 )
 
 // DefaultRunbookBaseURL is where runbook_url annotations point unless the
@@ -48,38 +52,66 @@ type Config struct {
 	PageWebhookURL   string `yaml:"page_webhook_url"`
 	TicketWebhookURL string `yaml:"ticket_webhook_url"`
 
-	// RateWindow is the window of every rate in the rules; the recording
-	// rules' names say it (ratio_rate5m). Keep it at least four scrape
-	// intervals long.
+	// RateWindow is the window of every rate in the cause alerts; the
+	// recording rules' names say it (ratio_rate5m). Keep it at least four
+	// scrape intervals long. The SLOs' windows are fixed (5m to 3d).
 	RateWindow model.Duration `yaml:"rate_window"`
 	// BlindLookback bounds how far back an alert whose data went missing
 	// (an exporter down or not sampling, a service not scraped) looks for
 	// the last value its description shows; the alert itself keeps firing
-	// until its source is seen again, however long that takes.
+	// until its source is seen again, however long that takes, or until its
+	// job leaves service discovery (no `up` series: gone, not blind).
 	BlindLookback model.Duration `yaml:"blind_lookback"`
 
+	// Objectives of the service-level objectives, over 30 days: the share
+	// of cache lookups answered without an error, of Redis commands that
+	// got a reply, and of waiting lock acquisitions completed within
+	// LockWaitThreshold (which must be a bucket bound of
+	// cachewatch_lock_acquire_duration_seconds).
+	CacheAvailabilityObjective float64        `yaml:"cache_availability_objective"`
+	RedisAvailabilityObjective float64        `yaml:"redis_availability_objective"`
+	LockWaitObjective          float64        `yaml:"lock_wait_objective"`
+	LockWaitThreshold          model.Duration `yaml:"lock_wait_threshold"`
+	// The `for:` of each burn-rate tier: pages when 2 % of the 30-day
+	// error budget burns in 1h (and the last 5m agree) or 5 % in 6h (and
+	// 30m); tickets when 10 % burns in 1d (and 2h) or in 3d (and 6h).
+	BurnPage1hFor   model.Duration `yaml:"burn_page_1h_for"`
+	BurnPage6hFor   model.Duration `yaml:"burn_page_6h_for"`
+	BurnTicket1dFor model.Duration `yaml:"burn_ticket_1d_for"`
+	BurnTicket3dFor model.Duration `yaml:"burn_ticket_3d_for"`
+
 	// Traffic floors: ratios over less traffic than this (per second)
-	// are noise and never alert.
+	// are noise and never alert; an SLO pages only over more traffic than
+	// this in its long window, so a handful of errors at night never pages.
 	MinLockAttemptsPerSecond float64 `yaml:"min_lock_attempts_per_second"`
 	MinLookupsPerSecond      float64 `yaml:"min_lookups_per_second"`
 	MinCommandsPerSecond     float64 `yaml:"min_commands_per_second"`
 
-	LockAcquireP99Warning  model.Duration `yaml:"lock_acquire_p99_warning"`
-	LockAcquireP99Critical model.Duration `yaml:"lock_acquire_p99_critical"`
-	LockAcquireFor         model.Duration `yaml:"lock_acquire_for"`
+	// RedisUnreachableWindow is how long every command a client sent (or
+	// every sample the exporter took of a node) must have failed for want of
+	// a reply before Redis counts as unreachable; RedisUnreachableFor is the
+	// alert's `for:`. The window needs at least two scrapes.
+	RedisUnreachableWindow model.Duration `yaml:"redis_unreachable_window"`
+	RedisUnreachableFor    model.Duration `yaml:"redis_unreachable_for"`
 
-	LockContentionWarning  float64        `yaml:"lock_contention_warning"`
-	LockContentionCritical float64        `yaml:"lock_contention_critical"`
-	LockContentionFor      model.Duration `yaml:"lock_contention_for"`
+	LockAcquireP99Warning model.Duration `yaml:"lock_acquire_p99_warning"`
+	LockAcquireFor        model.Duration `yaml:"lock_acquire_for"`
+
+	LockContentionWarning float64        `yaml:"lock_contention_warning"`
+	LockContentionFor     model.Duration `yaml:"lock_contention_for"`
 
 	// EventWindow is the window of the alerts on rare events (lost locks,
-	// write skew, duplicate recomputes, hard-TTL refusals): one event keeps
-	// the alert up this long, so it does not flap.
-	EventWindow   model.Duration `yaml:"event_window"`
-	LocksLostFor  model.Duration `yaml:"locks_lost_for"`
-	RenewalsFor   model.Duration `yaml:"renewals_for"`
-	WriteSkewFor  model.Duration `yaml:"write_skew_for"`
-	DuplicatesFor model.Duration `yaml:"duplicates_for"`
+	// failed renewals, write skew, duplicate recomputes): one event keeps
+	// the alert up this long, so it does not flap. LocksLost and
+	// RenewalsFailed are how many in the window open a ticket: one alone is
+	// an event to look into, not a pattern.
+	EventWindow    model.Duration `yaml:"event_window"`
+	LocksLost      float64        `yaml:"locks_lost"`
+	LocksLostFor   model.Duration `yaml:"locks_lost_for"`
+	RenewalsFailed float64        `yaml:"renewals_failed"`
+	RenewalsFor    model.Duration `yaml:"renewals_for"`
+	WriteSkewFor   model.Duration `yaml:"write_skew_for"`
+	DuplicatesFor  model.Duration `yaml:"duplicates_for"`
 
 	StaleRatioWarning float64        `yaml:"stale_ratio_warning"`
 	StaleRatioFor     model.Duration `yaml:"stale_ratio_for"`
@@ -87,20 +119,17 @@ type Config struct {
 	ConsecutiveRefreshFailures    float64        `yaml:"consecutive_refresh_failures"`
 	ConsecutiveRefreshFailuresFor model.Duration `yaml:"consecutive_refresh_failures_for"`
 	// StaleForeverLookback is how far back a stale-forever episode still
-	// explains the errors callers get now (past the hard TTL): the alert
-	// keeps firing through them instead of resolving into the worse state.
+	// explains the errors callers get now (past the hard TTL): the ticket
+	// stays open through them instead of resolving into the worse state.
 	StaleForeverLookback model.Duration `yaml:"stale_forever_lookback"`
-
-	// CacheErrors is the share of lookups that end in an error for the
-	// caller (loader failures with nothing to serve, hard-TTL refusals,
-	// failed fallbacks) that pages.
-	CacheErrors    float64        `yaml:"cache_errors"`
-	CacheErrorsFor model.Duration `yaml:"cache_errors_for"`
 
 	LoaderAmplification    float64        `yaml:"loader_amplification"`
 	LoaderAmplificationFor model.Duration `yaml:"loader_amplification_for"`
 
-	MissBurstFor model.Duration `yaml:"miss_burst_for"`
+	// MissBurstsPerMinute is the rate of miss bursts, averaged over the
+	// rate window, above which a stampede opens a ticket.
+	MissBurstsPerMinute float64        `yaml:"miss_bursts_per_minute"`
+	MissBurstFor        model.Duration `yaml:"miss_burst_for"`
 
 	// ServerScriptMean is the server-side time per script call (INFO
 	// commandstats, from the exporter) above which scripts block Redis;
@@ -110,11 +139,13 @@ type Config struct {
 	ScriptP99        model.Duration `yaml:"script_p99"`
 	ScriptP99For     model.Duration `yaml:"script_p99_for"`
 
-	CommandErrorsWarning  float64        `yaml:"command_errors_warning"`
-	CommandErrorsCritical float64        `yaml:"command_errors_critical"`
-	CommandErrorsFor      model.Duration `yaml:"command_errors_for"`
+	CommandErrorsWarning float64        `yaml:"command_errors_warning"`
+	CommandErrorsFor     model.Duration `yaml:"command_errors_for"`
 
-	PoolTimeoutsFor model.Duration `yaml:"pool_timeouts_for"`
+	// PoolTimeoutsPerMinute is the rate of pool wait timeouts, averaged
+	// over the rate window, above which a starved pool opens a ticket.
+	PoolTimeoutsPerMinute float64        `yaml:"pool_timeouts_per_minute"`
+	PoolTimeoutsFor       model.Duration `yaml:"pool_timeouts_for"`
 
 	BreakerOpenFor model.Duration `yaml:"breaker_open_for"`
 
@@ -151,9 +182,11 @@ func minutes(n int) model.Duration { return model.Duration(n) * model.Duration(6
 
 func millis(n int) model.Duration { return model.Duration(n) * model.Duration(1e6) }
 
-// DefaultConfig returns the default thresholds (lock acquire p99
-// above 50 ms, first-try contention above 5 %, …) and `for:` durations long
-// enough that a single scrape or a short spike does not page anyone.
+// DefaultConfig returns the defaults: objectives of 99.9 % for cache and
+// Redis availability and 99 % of waiting lock acquisitions within 500ms,
+// the burn-rate tiers' `for:` durations, cause thresholds (lock acquire
+// p99 above 50 ms, first-try contention above 5 %, …) and `for:` durations
+// long enough that a single scrape or a short spike opens nothing.
 func DefaultConfig() Config {
 	return Config{
 		ServiceSelector:  `job=~".+"`,
@@ -168,23 +201,35 @@ func DefaultConfig() Config {
 		RateWindow:    minutes(5),
 		BlindLookback: minutes(24 * 60),
 
+		CacheAvailabilityObjective: 0.999,
+		RedisAvailabilityObjective: 0.999,
+		LockWaitObjective:          0.99,
+		LockWaitThreshold:          millis(500),
+		BurnPage1hFor:              minutes(2),
+		BurnPage6hFor:              minutes(15),
+		BurnTicket1dFor:            minutes(60),
+		BurnTicket3dFor:            minutes(180),
+
 		MinLockAttemptsPerSecond: 0.05,
 		MinLookupsPerSecond:      0.05,
 		MinCommandsPerSecond:     0.1,
 
-		LockAcquireP99Warning:  millis(50),
-		LockAcquireP99Critical: millis(500),
-		LockAcquireFor:         minutes(10),
+		RedisUnreachableWindow: minutes(1),
+		RedisUnreachableFor:    millis(30000),
 
-		LockContentionWarning:  0.05,
-		LockContentionCritical: 0.25,
-		LockContentionFor:      minutes(10),
+		LockAcquireP99Warning: millis(50),
+		LockAcquireFor:        minutes(10),
 
-		EventWindow:   minutes(15),
-		LocksLostFor:  minutes(1),
-		RenewalsFor:   minutes(5),
-		WriteSkewFor:  minutes(1),
-		DuplicatesFor: minutes(1),
+		LockContentionWarning: 0.05,
+		LockContentionFor:     minutes(10),
+
+		EventWindow:    minutes(15),
+		LocksLost:      3,
+		LocksLostFor:   minutes(1),
+		RenewalsFailed: 3,
+		RenewalsFor:    minutes(5),
+		WriteSkewFor:   minutes(1),
+		DuplicatesFor:  minutes(1),
 
 		StaleRatioWarning: 0.5,
 		StaleRatioFor:     minutes(15),
@@ -193,24 +238,22 @@ func DefaultConfig() Config {
 		ConsecutiveRefreshFailuresFor: minutes(10),
 		StaleForeverLookback:          minutes(24 * 60),
 
-		CacheErrors:    0.01,
-		CacheErrorsFor: minutes(2),
-
 		LoaderAmplification:    1,
 		LoaderAmplificationFor: minutes(15),
 
-		MissBurstFor: minutes(5),
+		MissBurstsPerMinute: 1,
+		MissBurstFor:        minutes(5),
 
 		ServerScriptMean: millis(5),
 		ScriptP99:        millis(10),
 		ScriptP99For:     minutes(10),
 
-		CommandErrorsWarning:  0.01,
-		CommandErrorsCritical: 0.10,
-		CommandErrorsFor:      minutes(10),
+		CommandErrorsWarning: 0.01,
+		CommandErrorsFor:     minutes(10),
 
-		PoolTimeoutsFor: minutes(5),
-		BreakerOpenFor:  minutes(2),
+		PoolTimeoutsPerMinute: 1,
+		PoolTimeoutsFor:       minutes(5),
+		BreakerOpenFor:        minutes(2),
 
 		LocksWithoutTTLFor: minutes(5),
 		LocksLongHeldFor:   minutes(10),
@@ -294,6 +337,16 @@ func (c *Config) fields() []field {
 	return out
 }
 
+// field returns the value of key, which must be one.
+func (c *Config) field(key string) reflect.Value {
+	for _, f := range c.fields() {
+		if f.key == key {
+			return f.v
+		}
+	}
+	panic("alerts: no config key " + key)
+}
+
 // Keys returns every config key (the yaml names) in a stable order, for
 // command lines that offer one flag per key.
 func (c *Config) Keys() []string {
@@ -359,12 +412,25 @@ func (c *Config) Set(key, value string) error {
 var matchers = regexp.MustCompile(`^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*(,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*)*$`)
 
 // Validate reports the first bad value, naming its key: selectors must be
-// label matchers, ratios within [0, 1], other numbers and durations positive.
+// label matchers, ratios within [0, 1] (objectives below 1), other numbers
+// and durations positive, and the lock-wait threshold a bucket bound of the
+// acquire-time histogram.
 func (c *Config) Validate() error {
 	for _, f := range c.fields() {
 		if err := validateField(f); err != nil {
 			return fmt.Errorf("%w: %s: %s", ErrConfig, f.key, err)
 		}
+	}
+	for key, o := range map[string]float64{"cache_availability_objective": c.CacheAvailabilityObjective,
+		"redis_availability_objective": c.RedisAvailabilityObjective, "lock_wait_objective": c.LockWaitObjective} {
+		if o >= 1 || o <= 0 {
+			return fmt.Errorf("%w: %s: an objective is above 0 and below 1 (0.999 is 99.9 %%), got %v", ErrConfig, key, o)
+		}
+	}
+	le := time.Duration(c.LockWaitThreshold).Seconds()
+	if buckets := signals.LockAcquireDuration.Metric().Buckets; !slices.Contains(buckets, le) {
+		return fmt.Errorf("%w: lock_wait_threshold: %v is no bucket bound of %s (%v seconds)", ErrConfig,
+			c.LockWaitThreshold, signals.LockAcquireDuration, buckets)
 	}
 	return nil
 }
@@ -400,8 +466,8 @@ func validateField(f field) error {
 
 func isRatio(key string) bool {
 	switch key {
-	case "lock_contention_warning", "lock_contention_critical", "stale_ratio_warning",
-		"command_errors_warning", "command_errors_critical", "hit_ratio_drop", "keyspace_coverage", "cache_errors":
+	case "lock_contention_warning", "stale_ratio_warning", "command_errors_warning", "hit_ratio_drop", "keyspace_coverage",
+		"cache_availability_objective", "redis_availability_objective", "lock_wait_objective":
 		return true
 	}
 	return false

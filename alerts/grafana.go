@@ -3,7 +3,6 @@ package alerts
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/alerting"
@@ -110,8 +109,8 @@ func grafanaRule(levels []Alert, group string, inline map[string]string, opts Gr
 		return nil, fmt.Errorf("alerts: %s has no Grafana form", a.Name)
 	}
 	uid := grafanaUID(a.Name, "")
-	if a.escalation {
-		uid = grafanaUID(a.Name, a.Severity)
+	if a.own {
+		uid = grafanaUID(a.Name, a.uid)
 	}
 	// Missing data keep a sticky rule's last state: blindness is not
 	// recovery (the Prometheus rules latch on their ALERTS series instead).
@@ -195,7 +194,12 @@ func grafanaLabels(levels []Alert) map[string]string {
 func grafanaAnnotations(levels []Alert) map[string]string {
 	ann := map[string]string{}
 	for k := range levels[0].Annotations {
-		ann[k] = bySeverity(levels, func(l Alert) string { return grafanaTemplate(l.Annotations[k]) })
+		ann[k] = bySeverity(levels, func(l Alert) string {
+			if k == "description" {
+				return grafanaTemplate(l.grafanaDescription)
+			}
+			return grafanaTemplate(l.Annotations[k])
+		})
 	}
 	return ann
 }
@@ -215,11 +219,13 @@ func bySeverity(levels []Alert, text func(Alert) string) string {
 
 var grafanaCompare = map[string]string{">": "gt", ">=": "ge", "<": "lt"}
 
-// grafanaUID is stable and within Grafana's 40-character limit.
-func grafanaUID(name, severity string) string {
+// grafanaUID is stable and within Grafana's 40-character limit; level
+// tells a level that is a rule of its own apart (its severity, or its
+// tier).
+func grafanaUID(name, level string) string {
 	uid := "cw-" + strings.ToLower(strings.TrimPrefix(name, "Cachewatch"))
-	if severity != "" {
-		uid += "-" + severity[:4]
+	if level != "" {
+		uid += "-" + level[:min(4, len(level))]
 	}
 	if len(uid) > 40 {
 		uid = uid[:40]
@@ -236,19 +242,6 @@ func recordingExprs(groups []Group) map[string]string {
 		}
 	}
 	return m
-}
-
-var metricName = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
-
-// inlineRecording replaces recording rule names in e by their expressions,
-// for Grafana instances that query a Prometheus without the rule file.
-func inlineRecording(e string, inline map[string]string) string {
-	return metricName.ReplaceAllStringFunc(e, func(name string) string {
-		if x, ok := inline[name]; ok {
-			return "(" + strings.ReplaceAll(x, "\n", " ") + ")"
-		}
-		return name
-	})
 }
 
 // grafanaTemplate adapts a Prometheus annotation template: Grafana keeps

@@ -27,7 +27,7 @@ func receiverURLs(cfg Config) map[string]string {
 // points, the notification policy tree and a mute timing that route the
 // Grafana-managed cachewatch rules as AlertmanagerConfig routes the
 // Prometheus ones: critical pages, warning opens a ticket, info is kept
-// quiet; grouped by alert name, job and key group. Grafana's policy tree is
+// quiet; grouped by alert name and identity labels. Grafana's policy tree is
 // one per organisation: provisioning it replaces the one in place, so merge
 // it by hand into a tree you already have. Grafana's Alertmanager has no
 // inhibition rules: a warning and its critical both notify. The page and
@@ -104,7 +104,7 @@ func grafanaPolicy() (alerting.NotificationPolicy, error) {
 		GroupBy(append([]string{"grafana_folder"}, groupBy...)).
 		GroupWait("30s").GroupInterval("5m").RepeatInterval("12h").
 		Routes([]cog.Builder[alerting.NotificationPolicy]{
-			route(ReceiverPage, SeverityCritical).RepeatInterval("1h"),
+			route(ReceiverPage, SeverityCritical).GroupInterval("1m").RepeatInterval("1h"),
 			route(ReceiverTicket, SeverityWarning),
 			route(ReceiverQuiet, SeverityInfo).MuteTimeIntervals([]string{quietTiming}).
 				GroupInterval("30m").RepeatInterval("24h"),

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/grafana/grafana-foundation-sdk/go/alerting"
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
@@ -25,8 +26,15 @@ func TestLastValuesRewritesInstantSelectorsOnly(t *testing.T) {
 		`node:cachewatch_exporter_server_keyspace_hit:ratio_rate1h - node:x:ratio`:  `last_over_time(node:cachewatch_exporter_server_keyspace_hit:ratio_rate1h[1d]) - last_over_time(node:x:ratio[1d])`,
 		`min_over_time(cachewatch_circuit_breaker_state{job=~".+"}[1m])`:            `min_over_time(cachewatch_circuit_breaker_state{job=~".+"}[1m])`,
 		`max by (job) (cachewatch_exporter_locks_held{key_group="lock:{x}:*"}) > 0`: `max by (job) (last_over_time(cachewatch_exporter_locks_held{key_group="lock:{x}:*"}[1d])) > 0`,
+		`label_replace(cachewatch_exporter_up, "x", "$1", "node", "(.*)")`:          `label_replace(last_over_time(cachewatch_exporter_up[1d]), "x", "$1", "node", "(.*)")`,
+		`x{a="b"} - x{a="b"} offset 1m`:                                             `last_over_time(x{a="b"}[1d]) - last_over_time(x{a="b"}[1d] offset 1m)`,
+		`sum by (job) (
+  x{b="c", a="b"}
+)`: `sum by (job) (
+  last_over_time(x{b="c", a="b"}[1d])
+)`,
 	} {
-		if got := lastValues(in, "1d"); got != want {
+		if got := lastValues(in, 24*time.Hour); got != want {
 			t.Errorf("lastValues(%s)\n got %s\nwant %s", in, got, want)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -12,8 +13,6 @@ import (
 
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/cachewatch/cachewatch/signals"
 )
 
 // File names written by WriteFiles.
@@ -29,15 +28,24 @@ const (
 // alerts expected at evalAt (none for a healthy case). quietAt are earlier
 // times at which nothing may fire yet: the `for:` has not passed.
 type testCase struct {
-	name    string
-	series  []series
-	evalAt  time.Duration
-	quietAt []time.Duration
-	want    []want
+	name   string
+	series []series
+	// interval is the series' sampling interval (default 1m).
+	interval time.Duration
+	evalAt   time.Duration
+	quietAt  []time.Duration
+	want     []want
 	// firingOnly checks only which alerts fire (their ALERTS series), not
 	// their annotations: for values that depend on how Prometheus
-	// extrapolates a rate over data that stopped.
+	// extrapolates a rate over data that stopped. firingAt adds such
+	// checks at more times.
 	firingOnly bool
+	firingAt   map[time.Duration][]want
+	// neverAt are times at which the alert may be neither pending nor
+	// firing: its condition does not hold, whatever its `for:`. With
+	// neverSeverity, only its levels of that severity.
+	neverAt       []time.Duration
+	neverSeverity string
 }
 
 // series is one input series in promtool's expanding notation.
@@ -65,66 +73,90 @@ type recordingCase struct {
 
 func recordingCases() []recordingCase {
 	const kg = `job="api", key_group="lock:report:*"`
-	r := names(DefaultConfig())
 	attempts := []series{
 		waiting("first", "busy", "0+6x59"), waiting("first", "acquired", "0+54x59"), waiting("retry", "acquired", "0+60x59"),
 		// A run-once job's try-once attempts are not contention.
 		tryOnce("first", "busy", "0+600x59"),
 	}
-	lookups := []series{
-		{signals.CacheLookups.String() + `{` + svc + `, result="stale"}`, "0+15x59"},
-		{signals.CacheLookups.String() + `{` + svc + `, result="hit"}`, "0+42x59"},
-		{signals.CacheLookups.String() + `{` + svc + `, result="error"}`, "0+3x59"},
-	}
+	looks := []series{lookups("stale", "0+15x59"), lookups("hit", "0+42x59"), lookups("error", "0+3x59")}
 	server := []series{
-		{signals.ServerKeyspaceHits.String() + `{` + exp + `}`, "0+54x59"},
-		{signals.ServerKeyspaceMisses.String() + `{` + exp + `}`, "0+6x59"},
+		{`cachewatch_exporter_server_keyspace_hits_total{` + exp + `}`, "0+54x59"},
+		{`cachewatch_exporter_server_keyspace_misses_total{` + exp + `}`, "0+6x59"},
 	}
 	commands := []series{
-		{signals.CommandErrors.String() + `{job="api", client="orders", command="get", error_class="timeout"}`, "0+3x59"},
-		{signals.CommandDuration.String() + `_count{job="api", client="orders", command="get"}`, "0+60x59"},
+		{`cachewatch_redis_command_errors_total{job="api", client="orders", command="get", error_class="timeout"}`, "0+3x59"},
+		{`cachewatch_redis_command_errors_total{job="api", client="orders", command="lpush", error_class="other"}`, "0+3x59"},
+		{`cachewatch_redis_command_duration_seconds_count{job="api", client="orders", command="get"}`, "0+60x59"},
 	}
-	return []recordingCase{
-		{r.lockAcquireP99, []series{
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="0.05"}`, "0x59"},
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="0.1"}`, "0+60x59"},
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="gave_up", le="0.1"}`, "0x59"},
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="acquired", le="+Inf"}`, "0+60x59"},
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="wait", outcome="gave_up", le="+Inf"}`, "0x59"},
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="try_once", outcome="acquired", le="0.05"}`, "0+600x59"},
-			{signals.LockAcquireDuration.String() + `_bucket{` + svc + `, mode="try_once", outcome="acquired", le="+Inf"}`, "0+600x59"},
+	waits := []series{
+		acquired("0.5", "0+57x59"), acquired("+Inf", "0+58x59"),
+		{`cachewatch_lock_acquire_duration_seconds_count{` + svc + `, mode="wait", outcome="acquired"}`, "0+58x59"},
+		{`cachewatch_lock_acquire_duration_seconds_count{` + svc + `, mode="wait", outcome="gave_up"}`, "0+2x59"},
+		{`cachewatch_lock_acquire_duration_seconds_count{` + svc + `, mode="try_once", outcome="acquired"}`, "0+600x59"},
+	}
+	out := []recordingCase{
+		{"key_group:cachewatch_lock_acquire_duration_seconds:p99_rate5m", []series{
+			acquired("0.05", "0x59"), acquired("0.1", "0+60x59"), acquired("+Inf", "0+60x59"),
+			{`cachewatch_lock_acquire_duration_seconds_bucket{` + svc + `, mode="wait", outcome="gave_up", le="0.1"}`, "0x59"},
+			{`cachewatch_lock_acquire_duration_seconds_bucket{` + svc + `, mode="wait", outcome="gave_up", le="+Inf"}`, "0x59"},
+			{`cachewatch_lock_acquire_duration_seconds_bucket{` + svc + `, mode="try_once", outcome="acquired", le="0.05"}`, "0+600x59"},
+			{`cachewatch_lock_acquire_duration_seconds_bucket{` + svc + `, mode="try_once", outcome="acquired", le="+Inf"}`, "0+600x59"},
+			{`cachewatch_lock_acquire_duration_seconds_count{` + svc + `, mode="wait", outcome="acquired"}`, "0+60x59"},
 		}, kg, 0.0995},
-		{r.lockAttempts, attempts, kg, 2},
-		{r.lockRetries, attempts, kg, 1},
-		{r.lockContention, attempts, kg, 0.1},
-		{r.lookups, lookups, kg, 1},
-		{r.cacheErrors, lookups, kg, 0.05},
-		{r.staleRatio, lookups, kg, 0.25},
-		{r.amplification, []series{
-			{signals.SourceCalls.String() + `{` + svc + `, result="success"}`, "0+48x59"},
-			{signals.SourceCalls.String() + `{` + svc + `, result="error"}`, "0+12x59"},
-			{signals.SourceCalls.String() + `{` + svc + `, result="rejected"}`, "0+60x59"},
-			{signals.StaleWritesRefused.String() + `{` + svc + `}`, "0+30x59"},
+		{"key_group:cachewatch_lock_attempts:rate5m", attempts, kg, 2},
+		{"key_group:cachewatch_lock_retries:rate5m", attempts, kg, 1},
+		{"key_group:cachewatch_lock_contention:ratio_rate5m", attempts, kg, 0.1},
+		{"key_group:cachewatch_cache_lookups:rate5m", looks, kg, 1},
+		{"key_group:cachewatch_cache_stale:ratio_rate5m", looks, kg, 0.25},
+		{"key_group:cachewatch_loader_amplification:ratio_rate5m", []series{
+			{`cachewatch_source_calls_total{` + svc + `, result="success"}`, "0+48x59"},
+			{`cachewatch_source_calls_total{` + svc + `, result="error"}`, "0+12x59"},
+			{`cachewatch_source_calls_total{` + svc + `, result="rejected"}`, "0+60x59"},
+			{`cachewatch_cache_stale_writes_refused_total{` + svc + `}`, "0+30x59"},
 		}, kg, 2},
-		{r.missBursts, []series{{signals.MissBursts.String() + `{` + svc + `}`, "0+6x59"}}, kg, 0.1},
-		{r.scriptP99, []series{
-			{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.01"}`, "0x59"},
-			{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="0.025"}`, "0+60x59"},
-			{signals.ScriptDuration.String() + `_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
-		}, `job="api", script="release"`, 0.02485},
-		{r.serverScriptMean, []series{
-			{signals.ServerCommandSeconds.String() + `{` + exp + `, command="evalsha"}`, "0+15x59"},
-			{signals.ServerCommandCalls.String() + `{` + exp + `, command="evalsha"}`, "0+60x59"},
-			{signals.ServerCommandSeconds.String() + `{` + exp + `, command="get"}`, "0+60x59"},
-			{signals.ServerCommandCalls.String() + `{` + exp + `, command="get"}`, "0+60x59"},
+		{"key_group:cachewatch_cache_miss_bursts:rate5m", []series{{`cachewatch_cache_miss_bursts_total{` + svc + `}`, "0+6x59"}}, kg, 0.1},
+		{"script:cachewatch_redis_script_duration_seconds:p99_rate5m", []series{
+			{`cachewatch_redis_script_duration_seconds_bucket{job="api", client="orders", script="release", command="evalsha", le="0.01"}`, "0x59"},
+			{`cachewatch_redis_script_duration_seconds_bucket{job="api", client="orders", script="release", command="evalsha", le="0.025"}`, "0+60x59"},
+			{`cachewatch_redis_script_duration_seconds_bucket{job="api", client="orders", script="release", command="evalsha", le="+Inf"}`, "0+60x59"},
+			{`cachewatch_redis_script_duration_seconds_count{job="api", client="orders", script="release", command="evalsha"}`, "0+60x59"},
+		}, `job="api", script="release"`, 0.0249},
+		{"node_command:cachewatch_exporter_server_script_seconds_per_call:ratio_rate5m", []series{
+			{`cachewatch_exporter_server_command_seconds_total{` + exp + `, command="evalsha"}`, "0+15x59"},
+			{`cachewatch_exporter_server_command_calls_total{` + exp + `, command="evalsha"}`, "0+60x59"},
+			{`cachewatch_exporter_server_command_seconds_total{` + exp + `, command="get"}`, "0+60x59"},
+			{`cachewatch_exporter_server_command_calls_total{` + exp + `, command="get"}`, "0+60x59"},
 		}, `job="cachewatch-exporter", node="redis:6379", command="evalsha"`, 0.25},
-		{r.commands, commands, `job="api", client="orders"`, 1},
-		{r.commandErrors, commands, `job="api", client="orders"`, 0.05},
-		{r.poolTimeouts, []series{{signals.PoolTimeouts.String() + `{` + cli + `}`, "0+6x59"}}, `job="api", instance="api-0:8080", client="orders"`, 0.1},
-		{r.serverLookups, server, `job="cachewatch-exporter", node="redis:6379"`, 1},
-		{r.serverHitRatio, server, `job="cachewatch-exporter", node="redis:6379"`, 0.9},
-		{r.serverHitRatio1, server, `job="cachewatch-exporter", node="redis:6379"`, 0.9},
+		{"client:cachewatch_redis_command_duration_seconds_count:rate5m", commands, `job="api", client="orders"`, 1},
+		{"client:cachewatch_redis_command_errors:ratio_rate5m", commands, `job="api", client="orders"`, 0.1},
+		{"instance_client:cachewatch_redis_pool_timeouts:rate5m", []series{
+			{`cachewatch_redis_pool_timeouts_total{` + cli + `}`, "0+6x59"},
+		}, `job="api", instance="api-0:8080", client="orders"`, 0.1},
+		{"node:cachewatch_exporter_server_keyspace_lookups:rate5m", server, `job="cachewatch-exporter", node="redis:6379"`, 1},
+		{"node:cachewatch_exporter_server_keyspace_hit:ratio_rate5m", server, `job="cachewatch-exporter", node="redis:6379"`, 0.9},
+		{"node:cachewatch_exporter_server_keyspace_hit:ratio_rate1h", server, `job="cachewatch-exporter", node="redis:6379"`, 0.9},
 	}
+	// Every SLO's ratio over every window and events over each tier's
+	// long one: cache lookups 5 % errors, Redis commands 5 % without a
+	// reply (the command's own error replies, such as WRONGTYPE, are
+	// answers), waiting acquisitions 5 % late or given up (try-once ones
+	// not counted).
+	sliSeries := map[string][]series{"cache-availability": looks, "redis-availability": commands, "lock-wait": waits}
+	sliLabels := map[string]string{"cache-availability": kg, "redis-availability": `job="api", client="orders"`, "lock-wait": kg}
+	for _, s := range slos() {
+		for _, w := range sloWindows {
+			out = append(out, recordingCase{s.errorRatio(w), sliSeries[s.Name], sliLabels[s.Name], 0.05})
+		}
+		// A rate is the increase over the whole window: 30 minutes of one
+		// event a second, over a window of 1h or longer.
+		for _, t := range tiers {
+			window, _ := model.ParseDuration(t.long)
+			out = append(out, recordingCase{s.events(t.long), sliSeries[s.Name], sliLabels[s.Name],
+				math.Round(1800/time.Duration(window).Seconds()*1e4) / 1e4})
+		}
+		out = append(out, recordingCase{s.errorRatio(sloPeriod), sliSeries[s.Name], sliLabels[s.Name], 0.05})
+	}
+	return out
 }
 
 // The promtool unit-test file format.
@@ -182,10 +214,12 @@ func PromtoolTests(ruleFile string) ([]byte, error) {
 		tf.Tests = append(tf.Tests, groups...)
 	}
 	for _, rc := range recordingCases() {
+		// Rounded: a ratio of two extrapolated rates is exact only to the
+		// last bits.
 		tf.Tests = append(tf.Tests, testGroup{
 			Name: "recording " + rc.record, Interval: "1m", InputSeries: inputs(rc.series),
-			ExprTests: []exprTest{{Expr: rc.record, EvalTime: "30m",
-				ExpSamples: []expSample{{Labels: rc.record + "{" + rc.labels + "}", Value: rc.value}}}},
+			ExprTests: []exprTest{{Expr: "round(" + rc.record + ", 0.0001)", EvalTime: "30m",
+				ExpSamples: []expSample{{Labels: "{" + rc.labels + "}", Value: rc.value}}}},
 		})
 	}
 	return marshalYAML(tf)
@@ -202,46 +236,63 @@ func inputs(ss []series) []inputSeries {
 func alertTestGroups(cfg Config, d definition) ([]testGroup, error) {
 	byLevel := map[string]Alert{}
 	for _, a := range d.alerts(cfg) {
-		byLevel[a.Severity] = a
+		byLevel[a.Severity+"/"+a.Labels["tier"]] = a
 	}
 	cases := append(append([]testCase(nil), d.cases...), testCase{name: "quiet: no series"})
 	cases = append(cases, blindCases(d)...)
 	var out []testGroup
 	for _, c := range cases {
-		at := c.evalAt
-		if at == 0 {
-			at = defaultEvalAt
+		tg, err := alertTestGroup(d, c, byLevel)
+		if err != nil {
+			return nil, err
 		}
-		tg := testGroup{Name: d.name + ": " + c.name, Interval: "1m", InputSeries: inputs(c.series)}
-		if c.firingOnly {
-			tg.ExprTests = []exprTest{firingTest(d.name, promDuration(at), c.want)}
-			out = append(out, tg)
-			continue
-		}
-		for _, q := range c.quietAt {
-			tg.AlertTests = append(tg.AlertTests, alertTest{EvalTime: promDuration(q), Alertname: d.name, ExpAlerts: []expAlert{}})
-		}
-		exp := []expAlert{}
-		for _, w := range c.want {
-			a, ok := byLevel[w.severity]
-			if !ok {
-				return nil, fmt.Errorf("alerts: %s case %q expects severity %s, which it does not have", d.name, c.name, w.severity)
-			}
-			labels := map[string]string{"severity": w.severity}
-			for k, v := range w.labels {
-				labels[k] = v
-			}
-			ann := map[string]string{}
-			for k, v := range a.Annotations {
-				ann[k] = v
-			}
-			ann["description"] = w.desc
-			exp = append(exp, expAlert{ExpLabels: labels, ExpAnnotations: ann})
-		}
-		tg.AlertTests = append(tg.AlertTests, alertTest{EvalTime: promDuration(at), Alertname: d.name, ExpAlerts: exp})
 		out = append(out, tg)
 	}
 	return out, nil
+}
+
+// alertTestGroup is one case of d as a promtool test group.
+func alertTestGroup(d definition, c testCase, byLevel map[string]Alert) (testGroup, error) {
+	at := c.evalAt
+	if at == 0 {
+		at = defaultEvalAt
+	}
+	interval := time.Minute
+	if c.interval != 0 {
+		interval = c.interval
+	}
+	tg := testGroup{Name: d.name + ": " + c.name, Interval: promDuration(interval), InputSeries: inputs(c.series)}
+	never := fmt.Sprintf(`%s{alertname=%q}`, alertsMetric, d.name)
+	if c.neverSeverity != "" {
+		never = fmt.Sprintf(`%s{alertname=%q, severity=%q}`, alertsMetric, d.name, c.neverSeverity)
+	}
+	for _, q := range c.neverAt {
+		tg.ExprTests = append(tg.ExprTests, exprTest{Expr: never, EvalTime: promDuration(q), ExpSamples: []expSample{}})
+	}
+	if c.firingOnly {
+		for _, q := range slices.Sorted(maps.Keys(c.firingAt)) {
+			tg.ExprTests = append(tg.ExprTests, firingTest(d.name, promDuration(q), c.firingAt[q]))
+		}
+		tg.ExprTests = append(tg.ExprTests, firingTest(d.name, promDuration(at), c.want))
+		return tg, nil
+	}
+	for _, q := range c.quietAt {
+		tg.AlertTests = append(tg.AlertTests, alertTest{EvalTime: promDuration(q), Alertname: d.name, ExpAlerts: []expAlert{}})
+	}
+	exp := []expAlert{}
+	for _, w := range c.want {
+		a, ok := byLevel[w.severity+"/"+w.labels["tier"]]
+		if !ok {
+			return testGroup{}, fmt.Errorf("alerts: %s case %q expects severity %s, tier %q, which it does not have", d.name, c.name, w.severity, w.labels["tier"])
+		}
+		labels := map[string]string{"severity": w.severity}
+		maps.Copy(labels, w.labels)
+		ann := maps.Clone(a.Annotations)
+		ann["description"] = w.desc
+		exp = append(exp, expAlert{ExpLabels: labels, ExpAnnotations: ann})
+	}
+	tg.AlertTests = append(tg.AlertTests, alertTest{EvalTime: promDuration(at), Alertname: d.name, ExpAlerts: exp})
+	return tg, nil
 }
 
 // The Prometheus rule file format.
@@ -311,16 +362,18 @@ func firingTest(name, evalTime string, wants []want) exprTest {
 }
 
 // blindCases prove an alert with a source (definition.seen) keeps firing
-// while the source is not seen and only then: its first firing case with
-// every series cut off at 40m (the source's too), then with the source
-// still seen, then cut off before the alert could fire.
+// while the source is blind and only then: its first firing case with
+// every series cut off at 40m, the source's targets still in service
+// discovery (up 0); the same, the job gone from service discovery (no up);
+// its data gone while the source is still seen; and cut off before the
+// alert could fire.
 func blindCases(d definition) []testCase {
 	if d.seen == nil {
 		return nil
 	}
 	var firing testCase
 	for _, c := range d.cases {
-		if len(c.want) > 0 && c.evalAt == 0 {
+		if len(c.want) > 0 && c.evalAt == 0 && !c.firingOnly {
 			firing = c
 			break
 		}
@@ -329,10 +382,30 @@ func blindCases(d definition) []testCase {
 		return nil
 	}
 	const cut, after = 40, 55 * time.Minute
-	with := append(append([]series(nil), firing.series...), d.seen.fixture...)
+	var data, up []series
+	for _, s := range d.seen.fixture {
+		if strings.HasPrefix(s.name, upMetric+"{") {
+			up = append(up, s)
+		} else {
+			data = append(data, s)
+		}
+	}
+	with := append(append([]series(nil), firing.series...), data...)
+	// down keeps the source's targets in service discovery, failing from
+	// the nth sample.
+	down := func(n int) []series {
+		out := make([]series, len(up))
+		for i, s := range up {
+			out[i] = series{s.name, fmt.Sprintf("1x%d 0x%d", n-1, 59-n)}
+		}
+		return out
+	}
 	out := []testCase{{
-		name:   "blind: its source is not seen, so it keeps firing (" + firing.name + ")",
-		series: cutOff(with, cut), evalAt: after, want: firing.want, firingOnly: true,
+		name:   "blind: its source's targets exist and are not seen, so it keeps firing (" + firing.name + ")",
+		series: append(cutOff(with, cut), down(cut)...), evalAt: after, want: firing.want, firingOnly: true,
+	}, {
+		name:   "gone: its source's job left service discovery, so it resolves (" + firing.name + ")",
+		series: cutOff(append(with, up...), cut), evalAt: after, firingOnly: true,
 	}, {
 		name:   "seen: its source is seen and its data are gone, so it resolves (" + firing.name + ")",
 		series: append(cutOff(firing.series, cut), d.seen.fixture...), evalAt: after, firingOnly: true,
@@ -340,7 +413,7 @@ func blindCases(d definition) []testCase {
 	if d.forDur > 2*time.Minute {
 		out = append(out, testCase{
 			name:   "blind before it fired: it never fires (" + firing.name + ")",
-			series: cutOff(with, 2), evalAt: after, firingOnly: true,
+			series: append(cutOff(with, 2), down(2)...), evalAt: after, firingOnly: true,
 		})
 	}
 	return out
@@ -374,8 +447,8 @@ func expandSeries(values string) []string {
 		if m[4] != "" {
 			n, _ = strconv.Atoi(m[4])
 		}
-		if start == "_" {
-			for range n + 1 {
+		if start == "_" { // _xn is n missing samples, where axn is n+1 values
+			for range max(n, 1) {
 				out = append(out, "_")
 			}
 			continue

@@ -1,14 +1,26 @@
 // Package alerts generates cachewatch's Prometheus recording and alerting
-// rules, the same alerts as Grafana-managed rules, the runbooks page and an
-// Alertmanager configuration, all from one set of definitions that read
-// metric names from the signals catalog and thresholds from a Config.
+// rules, the same alerts as Grafana-managed rules, the runbooks page, an
+// Alertmanager configuration and a sloth SLO spec, all from one set of
+// definitions that read thresholds and objectives from a Config.
 //
-// The rules follow the monitoring-mixin conventions: recording rules are
-// named level:metric:operations (the level lists the labels kept besides
-// job, which every rule keeps), alerts are CamelCase names prefixed
-// Cachewatch with a severity label (critical, warning or info), a static
-// summary, a description templated with labels and value, and a runbook_url
-// pointing at the alert's section of docs/runbooks.md.
+// Pages follow harm to callers: service-level indicators generated from the
+// signals catalog (cache lookups answered without an error, Redis commands
+// answered as a client sees them, waiting lock acquisitions within a bound)
+// page when their error budget burns fast, in the multi-window,
+// multi-burn-rate tiers of the SRE workbook; a few states that cannot heal
+// by themselves page too (Redis unreachable, a lock without TTL). Causes —
+// contention, stale serves, miss bursts, pool timeouts, lost locks — open
+// tickets that the pages' runbooks point to.
+//
+// The rules follow the monitoring-mixin conventions: each group's recording
+// rules and alerts are literal PromQL templates in one file (rules_*.go),
+// whose ${key} placeholders a Config fills, as the Helm chart and the mixin
+// fill the same templates (RulesTemplate). Recording rules are named
+// level:metric:operations (the level lists the labels kept besides job);
+// alerts are CamelCase names prefixed Cachewatch with a severity label
+// (critical pages, warning opens a ticket, info notifies nobody), a static
+// summary, a description templated with labels and value, and a
+// runbook_url pointing at the alert's section of docs/runbooks.md.
 //
 // `go generate ./alerts` rewrites the committed files in alerts/generated/
 // and docs/runbooks.md; a test fails while they are stale.
@@ -16,7 +28,8 @@ package alerts
 
 import (
 	"fmt"
-	"regexp"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,9 +50,11 @@ type RecordingRule struct {
 	Expr   string
 }
 
-// Alert is one Prometheus alerting rule. An alert name may appear twice,
-// once per severity (warning and critical thresholds of one condition);
-// Alertmanager then inhibits the warning while the critical fires.
+// Alert is one Prometheus alerting rule. An alert name may appear more than
+// once: once per severity (warning and critical thresholds of one
+// condition; Alertmanager inhibits the warning while the critical fires),
+// or once per burn-rate tier of an SLO (its tier label says which; a
+// faster tier inhibits the slower ones).
 type Alert struct {
 	Name     string
 	Severity string
@@ -60,10 +75,15 @@ type Alert struct {
 
 	// grafanaQuery is the value query of Grafana's rule, guards applied.
 	grafanaQuery string
+	// grafanaDescription is the description for Grafana, which has no
+	// query template function.
+	grafanaDescription string
 	// sticky alerts keep firing while their data are missing.
 	sticky bool
-	// escalation: this level has a condition the others lack.
-	escalation bool
+	// own: this level is a rule of its own in Grafana (an escalation, or
+	// a tier with its own query); uid tells it apart.
+	own bool
+	uid string
 }
 
 // Group is one rule group of the rule file.
@@ -74,25 +94,31 @@ type Group struct {
 }
 
 // Rules returns the rule groups for cfg, one per area the alerts watch
-// (locks, cache, Redis commands, keyspace, exporter): each group's
-// recording rules, then its alerts. It fails when cfg does not validate.
+// (the SLOs, locks, cache, Redis commands, keyspace, exporter): each
+// group's recording rules, then its alerts. It fails when cfg does not
+// validate.
 func Rules(cfg Config) ([]Group, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	return rules(cfg), nil
+}
+
+// rules builds the groups of a valid cfg (or of the rules template's
+// probe, whose values are valid only as text).
+func rules(cfg Config) []Group {
 	recs := recordingRules(cfg)
 	var groups []Group
 	index := map[string]int{}
+	for _, name := range groupOrder {
+		index[name] = len(groups)
+		groups = append(groups, Group{Name: name, Recording: recs[name]})
+	}
 	for _, d := range definitions(cfg) {
-		i, ok := index[d.group]
-		if !ok {
-			i = len(groups)
-			index[d.group] = i
-			groups = append(groups, Group{Name: d.group, Recording: recs[d.group]})
-		}
+		i := index[d.group]
 		groups[i].Alerts = append(groups[i].Alerts, d.alerts(cfg)...)
 	}
-	return groups, nil
+	return groups
 }
 
 // Alerts returns every alerting rule for cfg in rule-file order.
@@ -121,7 +147,8 @@ func AlertNames() []string {
 // the lower-cased alert name, as GitHub derives it from the heading.
 func RunbookAnchor(alertName string) string { return strings.ToLower(alertName) }
 
-// level is one severity of a definition: its threshold.
+// level is one rule of a definition: a severity and its threshold, or a
+// burn-rate tier of an SLO with its own query, labels and `for:`.
 type level struct {
 	severity  string
 	threshold float64
@@ -130,6 +157,17 @@ type level struct {
 	// also, when set, is a further condition of this level only (an
 	// escalation), joined by "and on (alsoOn)".
 	also, alsoOn string
+	// unless, when set, is a condition that silences this level, joined by
+	// "unless on (by)": a faster tier of the same SLO fired within this
+	// tier's short window, so the incident has been paged already.
+	unless string
+	// labels, query and forDur, when set, are the level's own: a tier's
+	// labels, value query and `for:`.
+	labels map[string]string
+	query  string
+	forDur time.Duration
+	// description, when set, replaces the definition's.
+	description string
 }
 
 // runbook is an alert's section of docs/runbooks.md.
@@ -145,8 +183,8 @@ type runbook struct {
 	fix     string
 }
 
-// definition is one alert condition with its severities, runbook and
-// promtool fixtures.
+// definition is one alert condition with its levels, runbook and promtool
+// fixtures. Its PromQL is filled in from the group's templates.
 type definition struct {
 	group string
 	name  string
@@ -170,52 +208,84 @@ type definition struct {
 	seen   *sight
 	forDur time.Duration
 	// summary and description are templates; {{threshold}} is replaced by
-	// the level's threshold text.
+	// the level's threshold text. impact, when set, is a sentence the
+	// description ends with that runs a query (Prometheus only).
 	summary     string
 	description string
+	impact      string
 	runbook     runbook
 	cases       []testCase
 }
 
 // sight is where an alert's data come from: healthy returns, per label set
-// of on, a series while that source is seen (scraped and sampling).
+// of on, a series while that source is seen (scraped and sampling); exists
+// returns, per job, a series while the source's targets are in service
+// discovery (Prometheus's up, whatever its value). A source that exists
+// and is not seen is blind; one that does not exist is gone.
 type sight struct {
 	// who names the source in the runbooks.
-	who         string
-	on, healthy string
-	// fixture are series that make healthy true for the test cases'
-	// labels (job api, node redis:6379).
+	who                 string
+	on, healthy, exists string
+	// fixture are series that make healthy and exists true for the test
+	// cases' labels (job api, node redis:6379).
 	fixture []series
+}
+
+func (d definition) queryOf(l level) string {
+	if l.query != "" {
+		return l.query
+	}
+	return d.query
+}
+
+func (d definition) forOf(l level) time.Duration {
+	if l.forDur != 0 {
+		return l.forDur
+	}
+	return d.forDur
 }
 
 func (d definition) alerts(cfg Config) []Alert {
 	out := make([]Alert, 0, len(d.levels))
 	for _, l := range d.levels {
-		out = append(out, Alert{
+		labels := map[string]string{"severity": l.severity}
+		maps.Copy(labels, l.labels)
+		desc := d.description
+		if l.description != "" {
+			desc = l.description
+		}
+		desc = strings.ReplaceAll(desc, "{{threshold}}", l.text)
+		a := Alert{
 			Name:     d.name,
 			Severity: l.severity,
 			Expr:     d.expr(cfg, l),
-			For:      d.forDur,
-			Labels:   map[string]string{"severity": l.severity},
+			For:      d.forOf(l),
+			Labels:   labels,
 			Annotations: map[string]string{
 				"summary":     strings.ReplaceAll(d.summary, "{{threshold}}", l.text),
-				"description": strings.ReplaceAll(d.description, "{{threshold}}", l.text),
+				"description": desc + d.impact,
 				"runbook_url": cfg.RunbookBaseURL + "#" + RunbookAnchor(d.name),
 			},
-			Op:           d.op,
-			Threshold:    l.threshold,
-			grafanaQuery: d.grafanaQuery(l),
-			sticky:       d.seen != nil,
-			escalation:   l.also != "",
-		})
+			Op:                 d.op,
+			Threshold:          l.threshold,
+			grafanaQuery:       d.grafanaQuery(l),
+			grafanaDescription: desc,
+			sticky:             d.seen != nil,
+			own:                l.also != "" || l.query != "",
+			uid:                l.severity,
+		}
+		if tier := l.labels["tier"]; tier != "" {
+			a.uid = tier
+		}
+		out = append(out, a)
 	}
 	return out
 }
 
 // expr is the Prometheus condition of level l: value op threshold, the
-// guard, the level's escalation, the worse state that keeps it firing and,
-// for an alert with a source, the blind branch that keeps it firing while
-// its data are missing.
+// guard, the level's escalation and silencer, the worse state that keeps
+// it firing and, for an alert with a source, the blind branch that keeps
+// it firing while its data are missing.
 func (d definition) expr(cfg Config, l level) string {
 	e := d.condition(l)
 	if d.worse != "" {
@@ -228,37 +298,53 @@ func (d definition) expr(cfg Config, l level) string {
 }
 
 // condition is value op threshold, with the guard and the level's
-// escalation.
+// escalation and silencer.
 func (d definition) condition(l level) string {
-	e := fmt.Sprintf("%s %s %s", paren(d.query), d.op, num(l.threshold))
+	e := fmt.Sprintf("%s %s %s", paren(d.queryOf(l)), d.op, num(l.threshold))
 	if d.guard != "" {
 		e += fmt.Sprintf("\nand on (%s)\n%s", d.guardOn, paren(d.guard))
 	}
 	if l.also != "" {
 		e += fmt.Sprintf("\nand on (%s)\n%s", l.alsoOn, paren(l.also))
 	}
+	if l.unless != "" {
+		e += fmt.Sprintf("\nunless on (%s)\n%s", d.by, paren(l.unless))
+	}
 	return e
 }
 
-// blind keeps a firing alert firing while its source is not seen: an
-// exporter that is down or not sampling, a service that is not scraped,
-// shows no data, and no data is not a recovery. The alert's own ALERTS
-// series latches it: the branch only holds an alert that was firing, never
-// raises one, and lets it resolve as soon as the source is seen again. Its
-// value is the last one seen within the lookback (or 1 past it).
+// latch is the ALERTS series of level l while it fires.
+func (d definition) latch(l level) string {
+	matchers := []string{fmt.Sprintf("alertname=%q", d.name), `alertstate="firing"`, fmt.Sprintf("severity=%q", l.severity)}
+	for _, k := range slices.Sorted(maps.Keys(l.labels)) {
+		matchers = append(matchers, fmt.Sprintf("%s=%q", k, l.labels[k]))
+	}
+	return alertsMetric + "{" + strings.Join(matchers, ", ") + "}"
+}
+
+// blind keeps a firing alert firing while its source is blind: it exists
+// (its targets are in service discovery) but is not seen (not scraped, or
+// an exporter not sampling). No data from a blind source is not a
+// recovery; a gone source (its job left service discovery) is, and its
+// alerts resolve. The alert's own ALERTS series latches it: the branch only
+// holds an alert that was firing, never raises one, and lets it resolve as
+// soon as the source is seen again. Its value is the last one seen while
+// the source was seen, within the lookback (or 1 past it).
 func (d definition) blind(cfg Config, l level) string {
-	latch := fmt.Sprintf(`%s{alertname=%q, alertstate="firing", severity=%q}`, alertsMetric, d.name, l.severity)
-	last := lastValues(d.query, cfg.BlindLookback.String())
-	return fmt.Sprintf("(\n  %s\n  or on (%s)\n  max by (%s) (%s)\n)\nand on (%s)\n%s\nunless on (%s)\n%s",
-		paren(last), d.by, d.by, latch, d.by, latch, d.seen.on, paren(d.seen.healthy))
+	latch := d.latch(l)
+	last := lastValues(d.queryOf(l), time.Duration(cfg.BlindLookback))
+	return fmt.Sprintf("(\n  %s\n  or on (%s)\n  max by (%s) (%s)\n)\nand on (%s)\n%s\nand on (job)\n%s\nunless on (%s)\n%s",
+		strings.ReplaceAll(paren(last), "\n", "\n  "), d.by, d.by, latch, d.by, latch, d.seen.exists, d.seen.on, paren(d.seen.healthy))
 }
 
 // grafanaQuery is the value query of level l for Grafana: the guard, the
-// escalation and the worse state applied, the threshold left to Grafana's
-// threshold expression. Grafana has no ALERTS series: its rules keep their
-// state while data are missing by their no-data settings instead.
+// escalation, the silencer and the worse state applied, the threshold left
+// to Grafana's threshold expression. Grafana has no ALERTS series of its
+// own rules: they keep their state while data are missing by their
+// no-data settings instead, and a silencer reading ALERTS silences nothing
+// there.
 func (d definition) grafanaQuery(l level) string {
-	q := d.query
+	q := d.queryOf(l)
 	if d.guard != "" {
 		q = fmt.Sprintf("%s and on (%s) (%s)", paren(q), d.guardOn, d.guard)
 	}
@@ -270,36 +356,6 @@ func (d definition) grafanaQuery(l level) string {
 	}
 	return q
 }
-
-// selectorOrString finds quoted strings (skipped) and instant vector
-// selectors of cachewatch metrics and recording rules, with what follows
-// them: a range selector's "[" marks one that is not instant.
-var selectorOrString = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|((?:cachewatch_[a-z0-9_]+|[a-z_]+:[a-z0-9_:]+)(?:\{(?:[^}"]|"(?:[^"\\]|\\.)*")*\})?)(\s*\[)?`)
-
-// lastValues rewrites query so that it reads the last value of each series
-// within lookback instead of the current one: every instant selector of a
-// cachewatch metric or recording rule becomes last_over_time(sel[lookback]).
-func lastValues(query, lookback string) string {
-	return selectorOrString.ReplaceAllStringFunc(query, func(m string) string {
-		sub := selectorOrString.FindStringSubmatch(m)
-		if sub[1] == "" || sub[2] != "" {
-			return m // a string, or a range selector
-		}
-		return "last_over_time(" + sub[1] + "[" + lookback + "])"
-	})
-}
-
-// paren wraps e in parentheses when it has a set operator (and, or,
-// unless), the only operators that bind looser than a comparison; other
-// expressions read as written.
-func paren(e string) string {
-	if setOperator.MatchString(e) {
-		return "(" + e + ")"
-	}
-	return e
-}
-
-var setOperator = regexp.MustCompile(`\b(and|or|unless)\b`)
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 

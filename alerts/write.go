@@ -9,9 +9,8 @@ import (
 )
 
 // WriteFiles writes the Prometheus rule file, the Grafana alert-rule and
-// notification-policy provisioning files and the Alertmanager
-// configuration for cfg into dir,
-// creating it if needed.
+// notification-policy provisioning files, the Alertmanager configuration
+// and the sloth SLO spec for cfg into dir, creating it if needed.
 func WriteFiles(dir string, cfg Config) error {
 	files, err := render(cfg)
 	if err != nil {
@@ -50,5 +49,9 @@ func render(cfg Config) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{RulesFile: rules, GrafanaFile: grafana, GrafanaRoutingFile: routing, AlertmanagerFile: am}, nil
+	sloth, err := SlothSpec(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{RulesFile: rules, GrafanaFile: grafana, GrafanaRoutingFile: routing, AlertmanagerFile: am, SlothFile: sloth}, nil
 }

@@ -43,7 +43,7 @@ func TestBuildFailsOnAlertsItCannotFollow(t *testing.T) {
 	// The same panels build with an alert that exists and fits.
 	ok := []panel{
 		{title: "p", help: help{"w", "h", rbLockContention}, scale: alertValue, unit: units.PercentUnit},
-		{title: "p", help: help{"w", "h", rbLocksLost}, scale: anyEvent, unit: units.OpsPerSecond},
+		{title: "p", help: help{"w", "h", rbDuplicateWork}, scale: anyEvent, unit: units.OpsPerSecond},
 	}
 	for _, p := range ok {
 		if _, err := p.builder(1, 6); err != nil {

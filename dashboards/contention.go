@@ -31,7 +31,7 @@ func contention() (*board, error) {
 		rows: []row{{
 			title:  "At a glance",
 			panels: contentionGlance(x, e),
-		}, {
+		}, sloRow(), {
 			title: "Symptom: callers wait for locks",
 			panels: []panel{{
 				title: "Lock acquire time p50 / p99",
@@ -77,7 +77,9 @@ func contention() (*board, error) {
 				title: "Lost locks by reason",
 				help: help{"Locks lost before their holder released them: expired, renewal failed, or owned by someone else at release.",
 					"0: every lost lock let a second worker into the critical section.", rbLocksLost},
-				unit: units.OpsPerSecond, scale: anyEvent,
+				// The ticket counts lost locks in its event window, from a
+				// few up: no line on a rate per second means the same.
+				unit: units.OpsPerSecond, scale: notComparable,
 				targets: []target{{x.rate(s.LocksLost, []string{keyGroupLabel, "reason"}), "{{key_group}} {{reason}}"}},
 			}, {
 				title: "Lease renewals by result",
@@ -109,7 +111,8 @@ func contention() (*board, error) {
 				title: "Miss bursts",
 				help: help{"Windows in which a key group's misses reached the burst threshold: a stampede in progress.",
 					"0; bursts right after a group's keys expire together point at missing TTL jitter.", rbMissBurst},
-				unit: units.OpsPerSecond, scale: anyEvent,
+				// The ticket compares bursts per minute over its window.
+				unit: units.OpsPerSecond, scale: notComparable,
 				targets: []target{{x.rate(s.MissBursts, kg), "{{key_group}}"}},
 			}},
 		}, {

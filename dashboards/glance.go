@@ -20,9 +20,10 @@ func worst(expr string) string { return "max (" + expr + ")" }
 func contentionGlance(x *exprs, e contentionExprs) []panel {
 	return []panel{{
 		kind: statPanel, title: "Callers getting errors (worst key group)",
-		help: help{"Share of cache lookups that returned an error to their caller (no value within its hard TTL to serve, the source failing), in the key group with the most.",
+		help: help{"Share of cache lookups that returned an error to their caller (no value within its hard TTL to serve, the source failing), in the key group with the most. The cache availability SLO pages when they burn its error budget fast (see the Service-level objectives row).",
 			"0.", rbCacheErrors},
-		unit: units.PercentUnit, max: 1, scale: alertValue,
+		// The SLO compares burn rates over windows, not this share.
+		unit: units.PercentUnit, max: 1, scale: notComparable,
 		targets: []target{{worst(e.errorShare), "errors"}},
 	}, {
 		kind: statPanel, title: "Stale share (worst key group)",
@@ -46,7 +47,7 @@ func contentionGlance(x *exprs, e contentionExprs) []panel {
 		kind: statPanel, title: "Locks lost",
 		help: help{"Locks lost before their holder released them, per second, all key groups and reasons.",
 			"0.", rbLocksLost},
-		unit: units.OpsPerSecond, scale: anyEvent,
+		unit: units.OpsPerSecond, scale: notComparable,
 		targets: []target{{orZero(x.rate(s.LocksLost, nil), x.rate(s.LockAttempts, nil)), "lost"}},
 	}, {
 		kind: statPanel, title: "Loader calls per kept result (worst key group)",

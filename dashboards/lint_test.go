@@ -281,6 +281,10 @@ var rules = map[string]rule{
 	},
 	"target-promql": eachTarget(func(_ map[string]any, _ map[string]any, e promExpr) []string { return nil }),
 	"target-job-instance": eachSelector(func(_ map[string]any, _ map[string]any, s selector, _ []frame) []string {
+		// An SLO's recording rules are per job: they have no instance.
+		if _, slo := sloRecordLabels(s.metric); slo && s.has("job", "=~", "$job") {
+			return nil
+		}
 		if !s.has("job", "=~", "$job") || !s.has("instance", "=~", "$instance") {
 			return []string{"not filtered by job=~\"$job\", instance=~\"$instance\""}
 		}
@@ -447,8 +451,24 @@ func boardSelectors(b boardJSON) []selector {
 }
 
 func carries(s selector, label string) bool {
+	if labels, slo := sloRecordLabels(s.metric); slo {
+		return slices.Contains(labels, label)
+	}
 	m, ok := signals.Names()[s.metric]
 	return ok && slices.Contains(m.LabelNames(), label)
+}
+
+// sloRecordLabels are the labels of a recording rule of an SLO (package
+// alerts), which boards read for the SLOs: job and the SLO's level.
+func sloRecordLabels(name string) ([]string, bool) {
+	for _, s := range alerts.SLOs(alerts.DefaultConfig()) {
+		for _, w := range append(alerts.SLOWindows(), "30d") {
+			if s.ErrorRatioRecord(w) == name {
+				return []string{"job", s.Level()}, true
+			}
+		}
+	}
+	return nil, false
 }
 
 // labelVariableRule: a board whose metrics carry label has a $label

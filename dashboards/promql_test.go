@@ -166,6 +166,14 @@ func catalogProblems(expr string) []string {
 			problems = append(problems, "a selector without a metric name")
 		}
 		for _, name := range metrics {
+			if labels, slo := sloRecordLabels(name); slo {
+				for _, mt := range s.matchers {
+					if mt.label != "__name__" && !slices.Contains(labels, mt.label) {
+						problems = append(problems, fmt.Sprintf("%s has no label %q", name, mt.label))
+					}
+				}
+				continue
+			}
 			m, ok := names[name]
 			if !ok {
 				problems = append(problems, fmt.Sprintf("%s is not in the catalog", name))

@@ -79,7 +79,7 @@ var (
 	rbLockRenewals       = runbook{alert: "CachewatchLockRenewalsFailing"}
 	rbStaleServes        = runbook{alert: "CachewatchStaleServeRatioHigh"}
 	rbStaleForever       = runbook{alert: "CachewatchStaleForever"}
-	rbCacheErrors        = runbook{alert: "CachewatchCacheErrors"}
+	rbCacheErrors        = runbook{alert: "CachewatchCacheAvailabilityBudgetBurn"}
 	rbLoaderAmplified    = runbook{alert: "CachewatchLoaderAmplification"}
 	rbMissBurst          = runbook{alert: "CachewatchMissBurst"}
 	rbWriteSkew          = runbook{alert: "CachewatchWriteSkew"}

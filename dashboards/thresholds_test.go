@@ -17,16 +17,12 @@ import (
 // one per client, the hit ratio where the alert compares its fall) or
 // other quantities on the same axis.
 var wantThresholds = []string{
-	dashboards.ContentionUID + " / Callers getting errors (worst key group)",
 	dashboards.ContentionUID + " / Stale share (worst key group)",
 	dashboards.ContentionUID + " / First-try contention (worst key group)",
 	dashboards.ContentionUID + " / Lock acquire p99 (worst key group)",
-	dashboards.ContentionUID + " / Locks lost",
 	dashboards.ContentionUID + " / Loader calls per kept result (worst key group)",
 	dashboards.ContentionUID + " / Lock acquire time p50 / p99",
 	dashboards.ContentionUID + " / Contention rate (busy first attempts / first attempts)",
-	dashboards.ContentionUID + " / Lost locks by reason",
-	dashboards.ContentionUID + " / Miss bursts",
 	dashboards.ContentionUID + " / Consecutive refresh failures",
 	dashboards.ContentionUID + " / Loader amplification (source calls per kept result)",
 	dashboards.ContentionUID + " / Duplicate recomputes",
@@ -253,16 +249,20 @@ func TestThresholdCheckCanFail(t *testing.T) {
 		}
 	}
 	breaks := map[string]func([]boardJSON){
-		// Warning 5 %, critical 25 %.
+		// Warning above 5 %.
 		"a threshold moved": setSteps("Contention rate (busy first attempts / first attempts)", func(s []any) []any {
 			s[1].(map[string]any)["value"] = 0.06
 			return s
 		}),
 		"colours swapped": setSteps("Contention rate (busy first attempts / first attempts)", func(s []any) []any {
-			s[1].(map[string]any)["color"], s[2].(map[string]any)["color"] = "red", "orange"
+			s[0].(map[string]any)["color"], s[1].(map[string]any)["color"] = "orange", "green"
 			return s
 		}),
-		"a level left out": setSteps("Contention rate (busy first attempts / first attempts)", func(s []any) []any { return s[:2] }),
+		"a severity's colour changed": setSteps("Contention rate (busy first attempts / first attempts)", func(s []any) []any {
+			s[1].(map[string]any)["color"] = "red"
+			return s
+		}),
+		"a level left out": setSteps("Contention rate (busy first attempts / first attempts)", func(s []any) []any { return s[:1] }),
 		// Critical above 0: a step at 0 would paint the healthy 0 red.
 		"0 coloured": setSteps("Locks without TTL", func(s []any) []any {
 			s[1].(map[string]any)["value"] = 0.0

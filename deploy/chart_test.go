@@ -145,14 +145,16 @@ func distinctConfig(t *testing.T) (snake, camel map[string]any, cfg alerts.Confi
 	})
 	for i, key := range keys {
 		var v any
-		switch tmpl.Config[key].Kind {
-		case alerts.KindDuration:
+		switch k := tmpl.Config[key]; {
+		case len(k.Values) > 0: // the only values it takes
+			v = k.Values[i%len(k.Values)]
+		case k.Kind == alerts.KindDuration:
 			v = fmt.Sprintf("%dm%ds", i+1, 7)
-		case alerts.KindRatio:
+		case k.Kind == alerts.KindRatio:
 			v = float64(i+1) / 128
-		case alerts.KindNumber:
+		case k.Kind == alerts.KindNumber:
 			v = float64(i+1) * 1.5
-		case alerts.KindSelector:
+		case k.Kind == alerts.KindSelector:
 			v = fmt.Sprintf(`job=~"svc-%d|other", namespace!="kube-system"`, i)
 		default:
 			v = fmt.Sprintf("https://wiki.example/cachewatch-%d", i)

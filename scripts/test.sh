@@ -40,6 +40,12 @@ if [ ! -x "$CACHEWATCH_PROMETHEUS3" ]; then
   GOBIN="$tools" go install -tags remove_all_sd github.com/prometheus/prometheus/cmd/prometheus@v0.316.0
 fi
 
+# sloth validates the SLO spec cachewatch alerts writes (alerts' tests).
+if ! command -v sloth >/dev/null; then
+  echo "building sloth into $tools (a few minutes, once)"
+  GOBIN="$tools" go install github.com/slok/sloth/cmd/sloth@v0.16.0
+fi
+
 # Nested modules: bench/ (peer libraries compared in benchmarks) and deploy/
 # (the image, chart, Kubernetes outputs and mixin, tested against
 # prometheus-operator's, Kubernetes' and go-jsonnet's Go packages).

@@ -11,15 +11,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/otlptranslator"
 
+	"github.com/cachewatch/cachewatch/alerts"
 	"github.com/cachewatch/cachewatch/signals"
 )
 
-// TestMetricsDocFresh fails when docs/metrics.md no longer matches the catalog.
+// TestMetricsDocFresh fails when docs/metrics.md no longer matches the
+// catalog and the service-level indicators generated from it.
 func TestMetricsDocFresh(t *testing.T) {
 	var want bytes.Buffer
 	if err := signals.WriteMarkdown(&want); err != nil {
 		t.Fatal(err)
 	}
+	want.Write(alerts.SLIMarkdown(alerts.DefaultConfig()))
 	got, err := os.ReadFile("../docs/metrics.md")
 	if err != nil {
 		t.Fatalf("read committed doc: %v", err)

@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register(command{name: "alerts", help: "Write the Prometheus alert rules (a rule file or a PrometheusRule), the same alerts as Grafana-managed rules, and an Alertmanager routing config.", define: defineAlerts})
+	register(command{name: "alerts", help: "Write the Prometheus alert rules (a rule file or a PrometheusRule), the same alerts as Grafana-managed rules, an Alertmanager routing config, and the SLOs as a sloth spec.", define: defineAlerts})
 }
 
 type alertsFlags struct {
@@ -27,11 +27,11 @@ type alertsFlags struct {
 
 func defineAlerts(cmd *kingpin.CmdClause) action {
 	f := &alertsFlags{overrides: map[string]*string{}, rule: alerts.PrometheusRuleOptions{Labels: map[string]string{}}}
-	cmd.Flag("out", "Directory to write "+alerts.RulesFile+", "+alerts.GrafanaFile+", "+alerts.GrafanaRoutingFile+" and "+alerts.AlertmanagerFile+
-		" to (--format rules), or "+alerts.PrometheusRuleFile+" (--format prometheusrule; default: stdout).").
+	cmd.Flag("out", "Directory to write "+alerts.RulesFile+", "+alerts.GrafanaFile+", "+alerts.GrafanaRoutingFile+", "+alerts.AlertmanagerFile+" and "+alerts.SlothFile+
+		" to (--format rules), or "+alerts.PrometheusRuleFile+" (--format prometheusrule) or "+alerts.SlothFile+" (--format sloth; default: stdout).").
 		PlaceHolder("DIR").StringVar(&f.out)
-	cmd.Flag("format", "rules: Prometheus rule file, Grafana rules, Alertmanager config; prometheusrule: a prometheus-operator PrometheusRule.").
-		Default("rules").EnumVar(&f.format, "rules", "prometheusrule")
+	cmd.Flag("format", "rules: Prometheus rule file, Grafana rules, Alertmanager config, sloth spec; prometheusrule: a prometheus-operator PrometheusRule; sloth: the SLOs as a sloth prometheus/v1 spec.").
+		Default("rules").EnumVar(&f.format, "rules", "prometheusrule", "sloth")
 	cmd.Flag("prometheusrule.name", "Name of the PrometheusRule.").Default(alerts.DefaultPrometheusRuleName).StringVar(&f.rule.Name)
 	cmd.Flag("prometheusrule.namespace", "Namespace of the PrometheusRule (default: kubectl's).").PlaceHolder("NS").StringVar(&f.rule.Namespace)
 	cmd.Flag("prometheusrule.label", "Label of the PrometheusRule, for the operator's ruleSelector (repeatable).").
@@ -57,14 +57,21 @@ func (f *alertsFlags) run(_ context.Context, c *cli) int {
 	if err != nil {
 		return c.usageError(err)
 	}
-	if f.format == "prometheusrule" {
+	switch f.format {
+	case "prometheusrule":
 		return f.writePrometheusRule(c, cfg)
+	case "sloth":
+		doc, err := alerts.SlothSpec(cfg)
+		if err != nil {
+			return c.usageError(err)
+		}
+		return writeOutput(c, f.out, alerts.SlothFile, doc)
 	}
 	if err := alerts.WriteFiles(f.out, cfg); err != nil {
 		fmt.Fprintf(c.stderr, "cachewatch %s: %s\n", c.command, oneLine(err))
 		return 1
 	}
-	fmt.Fprintf(c.stdout, "wrote %s, %s, %s and %s to %s\n", alerts.RulesFile, alerts.GrafanaFile, alerts.GrafanaRoutingFile, alerts.AlertmanagerFile, f.out)
+	fmt.Fprintf(c.stdout, "wrote %s, %s, %s, %s and %s to %s\n", alerts.RulesFile, alerts.GrafanaFile, alerts.GrafanaRoutingFile, alerts.AlertmanagerFile, alerts.SlothFile, f.out)
 	return 0
 }
 

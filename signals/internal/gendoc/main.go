@@ -1,4 +1,5 @@
-// Command gendoc writes docs/metrics.md from the signal catalog.
+// Command gendoc writes docs/metrics.md from the signal catalog, and the
+// service-level indicators package alerts generates from it.
 package main
 
 import (
@@ -7,6 +8,7 @@ import (
 	"log"
 	"os"
 
+	"github.com/cachewatch/cachewatch/alerts"
 	"github.com/cachewatch/cachewatch/signals"
 )
 
@@ -17,6 +19,7 @@ func main() {
 	if err := signals.WriteMarkdown(&buf); err != nil {
 		log.Fatal(err)
 	}
+	buf.Write(alerts.SLIMarkdown(alerts.DefaultConfig()))
 	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
