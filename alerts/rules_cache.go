@@ -305,7 +305,7 @@ func breakerOpen(cfg Config) definition {
 }
 
 // fallbackImpact names the load a Redis outage moves to the source: the
-// job's lookups a minute that fall back to the loader (Prometheus only:
+// job's lookups per minute that fall back to the loader (Prometheus only:
 // Grafana's templates cannot query).
 const fallbackImpact = `{{ with printf "sum(rate(cachewatch_cache_fallbacks_total{job=%q}[${rate_window}])) * 60 > 0" $labels.job | query }} Meanwhile {{ . | first | value | printf "%.0f" }} lookups per minute fall back to the source (the database).{{ end }}`
 

@@ -96,7 +96,7 @@ func redisUnreachable(cfg Config) definition {
 		runbook: runbook{
 			meaning: "Every command the client (a hooked go-redis client, by its `client` label) sent within `redis_unreachable_window` failed for want of a reply: connections refused or reset, timeouts, or a server that answers it cannot serve. " +
 				"It pages whatever the traffic: a circuit breaker that cuts the traffic to a trial call now and then does not slow it, and one answered command in the window keeps it quiet. " +
-				"It inhibits the Redis availability and cache availability pages and the command-error and breaker tickets of the same job: one incident, one page. The description names the load moved to the source meanwhile: lookups a minute that fell back to the loader (`cachewatch_cache_fallbacks_total`).",
+				"It inhibits the Redis availability and cache availability pages and the command-error and breaker tickets of the same job: one incident, one page. The description names the load moved to the source meanwhile: lookups per minute that fell back to the loader (`cachewatch_cache_fallbacks_total`).",
 			resolves: "It resolves once a command gets a reply again (or the job stops sending any).",
 			causes: []string{
 				"Redis down, restarting, or killed (OOM killer, eviction of its pod).",
@@ -135,6 +135,7 @@ func redisNodeUnreachable(cfg Config) definition {
 	success := func(values string) series {
 		return series{`cachewatch_exporter_last_success_timestamp_seconds{` + exp + `}`, values}
 	}
+	up := func(values string) series { return series{`cachewatch_exporter_up{` + exp + `}`, values} }
 	return definition{
 		group: groupRedis, name: "CachewatchRedisNodeUnreachable",
 		query: `sum by (job, instance, node) (
@@ -146,8 +147,12 @@ func redisNodeUnreachable(cfg Config) definition {
   )
 )`,
 		by: "job, instance, node", op: ">",
-		levels:      []level{lvl(SeverityCritical, 0, "0")},
-		worse:       "",
+		levels: []level{lvl(SeverityCritical, 0, "0")},
+		// No sample succeeded within the window.
+		guard: `group by (job, instance, node) (cachewatch_exporter_up{${exporter_selector}})
+unless on (job, instance, node)
+time() - max by (job, instance, node) (cachewatch_exporter_last_success_timestamp_seconds{${exporter_selector}}) < ${redis_unreachable_window:seconds}`,
+		guardOn:     "job, instance, node",
 		seen:        exporterSight("server"),
 		forDur:      time.Duration(cfg.RedisUnreachableFor),
 		summary:     "A Redis node is unreachable from the exporter that samples it.",
@@ -166,12 +171,12 @@ func redisNodeUnreachable(cfg Config) definition {
 		},
 		cases: []testCase{{
 			name:    "the node is gone: every sample fails to connect",
-			series:  []series{failed("_x30 4+4x29"), success("0+60x29 1740x29")},
+			series:  []series{failed("_x30 4+4x29"), success("0+60x29 1740x29"), up("1x29 0x30")},
 			quietAt: []time.Duration{30 * time.Minute},
 			want:    []want{{SeverityCritical, with(expNode, "instance", "exporter:9121"), "The exporter exporter:9121 could not reach Redis node redis:6379 in any of its 4 samples in the last 1m (refused, reset, timed out, or LOADING/MASTERDOWN-class replies)."}},
 		}, {
 			name:   "healthy: one failed sample among successes",
-			series: []series{failed("0x29 1x30"), success("0+60x59")},
+			series: []series{failed("0x29 1x30"), success("0+60x59"), up("1x59")},
 		}},
 	}
 }

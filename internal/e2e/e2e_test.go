@@ -50,6 +50,7 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: starts Redis, Prometheus and Alertmanager and runs for about a minute; skipped with -short")
 	}
+	t.Parallel()
 	began := time.Now()
 	bins := findBinaries(t)
 	ctx := context.Background()

@@ -64,6 +64,7 @@ func TestOTLPAnswersLikeScrape(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: starts Redis and two Prometheus 3 servers and runs for about a minute; skipped with -short")
 	}
+	t.Parallel()
 	bin := findPrometheus3(t)
 	redis := redistest.Start(t)
 	deadPort, err := freePort()
@@ -110,6 +111,11 @@ func TestOTLPAnswersLikeScrape(t *testing.T) {
 	}
 	records := recordedExprs(t, cfg)
 	for i, x := range ruleExprs {
+		// An SLO's 30-day ratio averages its 5m ratio, which is compared
+		// itself; inlined, it would be a subquery of 43200 steps.
+		if strings.Contains(x, "[30d])") {
+			continue
+		}
 		exprs[fmt.Sprintf("rule [%d]", i)] = inlineRecorded(x, records)
 	}
 	for i, x := range grafanaExprs {

@@ -25,6 +25,7 @@ type webhookAlert struct {
 	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
 	StartsAt    time.Time         `json:"startsAt"`
+	EndsAt      time.Time         `json:"endsAt"`
 
 	receiver string    // the Alertmanager receiver that sent it
 	received time.Time // when the webhook got it
@@ -99,6 +100,26 @@ func hasLabels(have, want map[string]string) bool {
 	return true
 }
 
+// firing returns the firing notifications that match, received after
+// from, one per alert (by labels): the first of each.
+func (w *webhook) firing(from time.Time, match func(webhookAlert) bool) []webhookAlert {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := map[string]bool{}
+	var out []webhookAlert
+	for _, a := range w.alerts {
+		if a.Status != "firing" || a.received.Before(from) || !match(a) {
+			continue
+		}
+		key := fmt.Sprint(a.Labels)
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // all returns every notified alert so far.
 func (w *webhook) all() []webhookAlert {
 	w.mu.Lock()
@@ -154,7 +175,46 @@ type scrapeJob struct {
 // rules every second and sends alerts to the Alertmanager at am.
 func startPrometheus(t *testing.T, bin, rulesFile, am string, jobs []scrapeJob) (*process, promv1.API) {
 	t.Helper()
+	s := startPrometheusServer(t, bin, rulesFile, am, time.Second, jobs)
+	return s.p, s.api
+}
+
+// promServer is a running Prometheus whose scrape jobs can change.
+type promServer struct {
+	p        *process
+	api      promv1.API
+	addr     string
+	cfg      string
+	rules    string
+	am       string
+	interval time.Duration
+}
+
+// startPrometheusServer runs a real Prometheus that scrapes jobs and
+// evaluates rules every interval, sends alerts to the Alertmanager at am,
+// and reloads its configuration when asked (setJobs).
+func startPrometheusServer(t *testing.T, bin, rulesFile, am string, interval time.Duration, jobs []scrapeJob) *promServer {
+	t.Helper()
 	dir := t.TempDir()
+	s := &promServer{cfg: filepath.Join(dir, "prometheus.yml"), rules: rulesFile, am: am, interval: interval}
+	s.writeConfig(t, jobs)
+	p, port := startOnFreePort(t, "prometheus", bin, func(port int) []string {
+		return []string{
+			"--config.file=" + s.cfg, "--storage.tsdb.path=" + filepath.Join(dir, "data"),
+			"--web.listen-address=" + loopback(port), "--web.enable-lifecycle", "--log.level=warn",
+		}
+	}, func(port int) error { return httpOK("http://" + loopback(port) + "/-/ready") })
+	s.p, s.addr = p, loopback(port)
+	client, err := api.NewClient(api.Config{Address: "http://" + s.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.api = promv1.NewAPI(client)
+	return s
+}
+
+func (s *promServer) writeConfig(t *testing.T, jobs []scrapeJob) {
+	t.Helper()
 	var scrapes []any
 	for _, j := range jobs {
 		scrapes = append(scrapes, map[string]any{
@@ -162,26 +222,30 @@ func startPrometheus(t *testing.T, bin, rulesFile, am string, jobs []scrapeJob) 
 			"static_configs": []any{map[string]any{"targets": j.targets}},
 		})
 	}
-	cfg := filepath.Join(dir, "prometheus.yml")
-	writeJSON(t, cfg, map[string]any{
-		"global":     map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-		"rule_files": []string{rulesFile},
+	every := model.Duration(s.interval).String()
+	writeJSON(t, s.cfg, map[string]any{
+		"global":     map[string]any{"scrape_interval": every, "scrape_timeout": every, "evaluation_interval": every},
+		"rule_files": []string{s.rules},
 		"alerting": map[string]any{"alertmanagers": []any{map[string]any{
-			"static_configs": []any{map[string]any{"targets": []string{am}}},
+			"static_configs": []any{map[string]any{"targets": []string{s.am}}},
 		}}},
 		"scrape_configs": scrapes,
 	})
-	p, port := startOnFreePort(t, "prometheus", bin, func(port int) []string {
-		return []string{
-			"--config.file=" + cfg, "--storage.tsdb.path=" + filepath.Join(dir, "data"),
-			"--web.listen-address=" + loopback(port), "--log.level=warn",
-		}
-	}, func(port int) error { return httpOK("http://" + loopback(port) + "/-/ready") })
-	client, err := api.NewClient(api.Config{Address: "http://" + loopback(port)})
+}
+
+// setJobs makes Prometheus scrape jobs from now on: a job left out leaves
+// service discovery, its targets and their up series gone.
+func (s *promServer) setJobs(t *testing.T, jobs []scrapeJob) {
+	t.Helper()
+	s.writeConfig(t, jobs)
+	resp, err := http.Post("http://"+s.addr+"/-/reload", "", nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("reload Prometheus: %v", err)
 	}
-	return p, promv1.NewAPI(client)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("reload Prometheus: %s", resp.Status)
+	}
 }
 
 // query runs expr at the current time and returns the number of series (or
