@@ -297,7 +297,7 @@ func coverKeyspace(ctx context.Context, e *exporter.Exporter, deadline time.Time
 	var ended []*exporter.NodeSnapshot // the last sample that ended before ctx
 	for stalls := 0; ; {
 		snaps := e.Sample(ctx)
-		if err := ctx.Err(); err != nil {
+		if err := endedErr(ctx); err != nil {
 			return ended, err
 		}
 		ended = snaps
@@ -329,6 +329,17 @@ func coverKeyspace(ctx context.Context, e *exporter.Exporter, deadline time.Time
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// endedErr returns ctx's error once it has ended, and waits for it when
+// its deadline has passed: a read cut by the connection deadline (which
+// go-redis sets from ctx's) returns before ctx's own timer has fired, and
+// that read's failure is the run's time limit, not the node's.
+func endedErr(ctx context.Context) error {
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		<-ctx.Done()
+	}
+	return ctx.Err()
 }
 
 // progressOf returns the keys scanned plus passes completed of each node.
