@@ -64,13 +64,16 @@ func hashTagged(key string) bool {
 	return end > 0
 }
 
-// leaseToken returns a random owner token for a refresh lease, naming
-// holder, the channel whose subscription shows that the holder's process
-// is alive, when there is one ("<random>@<holder>").
-func leaseToken(holder string) string {
-	var buf [96]byte // two uint64s in base 36 (at most 13 digits each), '@', a wake channel
-	b := strconv.AppendUint(buf[:0], rand.Uint64(), 36)
-	b = strconv.AppendUint(b, rand.Uint64(), 36)
+// leaseToken returns the value of a refresh lease offered by this client:
+// its identity around a random token (lockholder), followed by the channel
+// whose subscription shows that the holder's process is alive, when there
+// is one ("<value>@<holder>"). One allocation.
+func (c *Client) leaseToken(holder string) string {
+	var rnd [26]byte // two uint64s in base 36, at most 13 digits each
+	r := strconv.AppendUint(rnd[:0], rand.Uint64(), 36)
+	r = strconv.AppendUint(r, rand.Uint64(), 36)
+	var buf [256]byte
+	b := c.holder.Append(buf[:0], string(r), c.now())
 	if holder != "" {
 		b = append(append(b, '@'), holder...)
 	}

@@ -126,7 +126,7 @@ func (ca *Cache[T]) readMany(ctx context.Context, keyList, tokens []string) ([]s
 func (ca *Cache[T]) readManyPatiently(ctx context.Context, keyList []string) ([]stored, []string, error) {
 	tokens := make([]string, len(keyList))
 	for i := range keyList {
-		tokens[i] = leaseToken(ca.c.hub.holder())
+		tokens[i] = ca.c.leaseToken(ca.c.hub.holder())
 	}
 	var states []stored
 	mayHaveRun, err := ca.patiently(ctx, "", func() (err error) {

@@ -53,7 +53,7 @@ const (
 // reached Redis, has its lease released as an orphan.
 func (l *lookup[T]) read(ctx context.Context) (stored, error) {
 	ca := l.ca
-	l.token = leaseToken(ca.c.hub.holder())
+	l.token = ca.c.leaseToken(ca.c.hub.holder())
 	var s stored
 	mayHaveRun, err := ca.patiently(ctx, l.key, func() (err error) {
 		s, err = ca.readOnce(ctx, l.k, l.token)

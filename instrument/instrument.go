@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -29,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cachewatch/cachewatch/internal/emit"
+	"github.com/cachewatch/cachewatch/internal/lockholder"
 	"github.com/cachewatch/cachewatch/internal/origin"
 	"github.com/cachewatch/cachewatch/keygroup"
 )
@@ -113,6 +115,8 @@ type Client struct {
 	log    *slog.Logger
 	clock  clockwork.Clock
 	name   string
+	// holder is the identity the client's locks and leases carry.
+	holder *lockholder.Identity
 	// hub is the one pub/sub connection of the Client's Caches: wake-ups
 	// and invalidation notices.
 	hub *hub
@@ -135,7 +139,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{rdb: rdb, reg: reg, m: m, groups: opts.KeyGroups, log: opts.Logger, clock: opts.Clock, name: opts.Name}
+	c := &Client{rdb: rdb, reg: reg, m: m, groups: opts.KeyGroups, log: opts.Logger, clock: opts.Clock, name: opts.Name,
+		holder: lockholder.NewIdentity(opts.Name)}
 	if c.groups == nil {
 		c.groups = emit.SharedClassifier(sinks)
 	}
@@ -169,9 +174,10 @@ func redisErr(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrRedis, op, err)
 }
 
-// shortToken shortens an owner token for logs: enough to correlate lines,
-// not enough to forge a release.
+// shortToken shortens an owner token (or the random part of a lock value)
+// for logs: enough to correlate lines, not enough to forge a release.
 func shortToken(tok string) string {
+	tok = strings.TrimPrefix(tok, lockholder.Version+"|")
 	if len(tok) > 8 {
 		return tok[:8]
 	}

@@ -2,8 +2,6 @@ package instrument
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cachewatch/cachewatch/internal/ctxsleep"
+	"github.com/cachewatch/cachewatch/internal/lockholder"
 	"github.com/cachewatch/cachewatch/internal/luascript"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -133,7 +132,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 			return nil, err
 		}
 	}
-	token, err := newToken()
+	token, err := c.lockValue()
 	if err != nil {
 		return nil, err
 	}
@@ -362,7 +361,9 @@ func (l *Lock) Key() string {
 	return l.key
 }
 
-// Token returns the random owner token stored in the lock key.
+// Token returns the value stored in the lock key: the holder's identity
+// (service, host, pid, process instance, acquisition time) around a random
+// owner token, in the documented format of docs/design.md.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
@@ -621,13 +622,15 @@ func lockTTL(ttl time.Duration) (time.Duration, error) {
 	return ttl, nil
 }
 
-// newToken returns a random owner token: 128 bits from crypto/rand.
-func newToken() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("cachewatch: lock token: %w", err)
+// lockValue returns the value a lock of this client holds: its holder's
+// identity and a random token of 128 bits from crypto/rand (lockholder).
+// The scripts compare it whole, as they compared the bare token.
+func (c *Client) lockValue() (string, error) {
+	token, err := lockholder.NewToken()
+	if err != nil {
+		return "", fmt.Errorf("cachewatch: %w", err)
 	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+	return c.holder.Value(token, c.now()), nil
 }
 
 // fenceKeyFor returns the fencing counter's key, on the lock key's hash slot

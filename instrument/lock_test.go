@@ -21,6 +21,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/keygrouptest"
+	"github.com/cachewatch/cachewatch/internal/lockholder"
 	"github.com/cachewatch/cachewatch/internal/locktest"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
@@ -572,12 +573,12 @@ func TestLockSpanEventsAndDebugLog(t *testing.T) {
 	}
 	out := logs.String()
 	for _, s := range []string{"outcome=acquired", "outcome=released", "outcome=lost_expired", "key=lock:{span}",
-		"token=" + l.Token()[:8], "key_group="} {
+		"token=" + lockholder.Parse(l.Token()).Token[:8], "key_group="} {
 		if !strings.Contains(out, s) {
 			t.Fatalf("debug log lacks %q:\n%s", s, out)
 		}
 	}
-	if strings.Contains(out, l.Token()) || strings.Contains(out, short.Token()) {
+	if strings.Contains(out, lockholder.Parse(l.Token()).Token) || strings.Contains(out, lockholder.Parse(short.Token()).Token) {
 		t.Fatalf("debug log carries a full owner token:\n%s", out)
 	}
 }

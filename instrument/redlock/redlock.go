@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,7 @@ import (
 	"github.com/cachewatch/cachewatch/internal/backoff"
 	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 	"github.com/cachewatch/cachewatch/internal/emit"
+	"github.com/cachewatch/cachewatch/internal/lockholder"
 	"github.com/cachewatch/cachewatch/internal/origin"
 	"github.com/cachewatch/cachewatch/keygroup"
 	"github.com/cachewatch/cachewatch/signals"
@@ -92,6 +94,7 @@ type Redlock struct {
 	tracer  trace.Tracer
 	log     *slog.Logger
 	clock   clockwork.Clock
+	holder  *lockholder.Identity // what each hold's value names (NewMutex)
 
 	// Curried with Options.Name (attempts and acquire with the mode of
 	// Options.Backoff too).
@@ -159,17 +162,34 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	if r.clock == nil {
 		r.clock = clockwork.NewRealClock()
 	}
+	r.holder = lockholder.NewIdentity(name)
 	return r, nil
 }
 
 // NewMutex returns an instrumented mutex for name. options go to redsync
 // (WithExpiry, WithDriftFactor, WithTimeoutFactor, …). Like a redsync
 // mutex, one Mutex serves one holder at a time: give each goroutine its own.
+//
+// Each hold's value names its holder in the format of the instrument
+// package's locks (service Options.Name, host, pid, process instance,
+// acquisition time, around a random token), unless options give redsync a
+// WithGenValueFunc of their own.
 func (r *Redlock) NewMutex(name string, options ...redsync.Option) *Mutex {
+	options = append([]redsync.Option{redsync.WithGenValueFunc(r.value)}, options...)
 	m := &Mutex{r: r, mu: r.rs.NewMutex(name, options...), group: r.groups.Classify(name)}
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
 	m.cancel(errNotHeld)
 	return m
+}
+
+// value is the value of a hold: the holder's identity around a random
+// token (lockholder), as instrument's locks hold.
+func (r *Redlock) value() (string, error) {
+	token, err := lockholder.NewToken()
+	if err != nil {
+		return "", fmt.Errorf("cachewatch: redlock: %w", err)
+	}
+	return r.holder.Value(token, r.clock.Now()), nil
 }
 
 // errNotHeld is the cause of a Mutex's Context before its first Lock;
@@ -386,7 +406,7 @@ func (r *Redlock) logf(ctx context.Context, m *Mutex, outcome string, extra ...s
 	if !r.log.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	token := m.mu.Value()
+	token := strings.TrimPrefix(m.mu.Value(), lockholder.Version+"|")
 	if len(token) > 8 {
 		token = token[:8]
 	}
