@@ -16,7 +16,7 @@
 // waiting workers, a dead exporter, a job leaving service discovery, and
 // the demo's two fleets, every case at once in about five minutes; with
 // CACHEWATCH_ONCALL_LONG=1 it also runs the long observations in real time
-// (about an hour). TestOTLPAnswersLikeScrape proves the OpenTelemetry
+// (about 80 minutes). TestOTLPAnswersLikeScrape proves the OpenTelemetry
 // pipeline answers every query as the scraped one does.
 //
 // It needs the Debian packages redis-server, prometheus and
