@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/probe"
 )
 
 // defaultListen is the exporter's default port.
@@ -39,6 +40,7 @@ type exporterFlags struct {
 	notifications string
 	targetsFile   string
 	missBurst     uint64
+	probe         probeFlags
 }
 
 func defineExporter(cmd *kingpin.CmdClause) action {
@@ -57,6 +59,7 @@ func defineExporter(cmd *kingpin.CmdClause) action {
 		Default(exporter.DefaultLockReconcile.String()).DurationVar(&f.reconcile)
 	cmd.Flag("targets.file", "YAML file of Redis targets, each with its own credentials, sampled apart and labelled target (instead of --redis.*).").
 		PlaceHolder("FILE").StringVar(&f.targetsFile)
+	f.probe.register(cmd)
 	return f.run
 }
 
@@ -87,6 +90,9 @@ func (f *exporterFlags) validate() ([]exporter.Options, error) {
 	}
 	if err := f.validateWeb(); err != nil {
 		return nil, err
+	}
+	if f.probe.modulesFile != "" {
+		return nil, nil // no target of its own: the probed ones (probeSampling)
 	}
 	all, err := f.targets()
 	if err != nil {
@@ -176,12 +182,16 @@ func (f *exporterFlags) run(ctx context.Context, c *cli) int {
 		}
 		exporters = append(exporters, e)
 	}
-	return f.serve(ctx, exporters, c.logger)
+	prober, err := f.prober(c.logger)
+	if err != nil {
+		return c.usageError(err)
+	}
+	return f.serve(ctx, exporters, prober, c.logger)
 }
 
 // serve samples every target in the background and serves their last
 // samples until ctx is done.
-func (f *exporterFlags) serve(ctx context.Context, exporters []*exporter.Exporter, logger *slog.Logger) int {
+func (f *exporterFlags) serve(ctx context.Context, exporters []*exporter.Exporter, prober *probe.Prober, logger *slog.Logger) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, e := range exporters {
@@ -191,13 +201,18 @@ func (f *exporterFlags) serve(ctx context.Context, exporters []*exporter.Exporte
 		}
 	}
 	mux := http.NewServeMux()
+	links := []web.LandingLinks{{Address: f.path, Text: "Metrics"}}
+	if prober != nil {
+		mux.Handle(probePath, prober)
+		links = append(links, web.LandingLinks{Address: probePath + "?target=redis://localhost:6379", Text: "Probe"})
+	}
 	mux.Handle(f.path, promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
 	if f.path != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "cachewatch exporter",
 			Description: "Lock, keyspace expiry, script and queue state sampled from Redis",
 			Version:     versionString(),
-			Links:       []web.LandingLinks{{Address: f.path, Text: "Metrics"}},
+			Links:       links,
 			Profiling:   "false", // no /debug/pprof handlers are served
 
 		})
@@ -219,6 +234,9 @@ func (f *exporterFlags) serve(ctx context.Context, exporters []*exporter.Exporte
 	var sampled sync.WaitGroup
 	for _, e := range exporters {
 		sampled.Go(func() { _ = e.Run(ctx) })
+	}
+	if prober != nil {
+		sampled.Go(func() { _ = prober.Run(ctx) })
 	}
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
