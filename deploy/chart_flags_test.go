@@ -86,6 +86,7 @@ var wiredFlags = map[string]wiredFlag{
 	"web.config.file":     {"web.configSecret", "exporter-web", "--web.config.file=/etc/cachewatch/web/config/web-config.yml"},
 	"targets.file": {"targets", []any{map[string]any{"name": "orders", "url": "redis://orders-redis:6379"}},
 		"--targets.file=/etc/cachewatch/targets/targets.yml"},
+	"probe.modules-file": {"probe.enabled", true, "--probe.modules-file=/etc/cachewatch/probe/modules.yml"},
 }
 
 // unexposedFlags are flags no value sets, and why.
@@ -116,8 +117,8 @@ func TestChartExposesEveryExporterFlag(t *testing.T) {
 	defaults := chartValues(t)
 	schema := chartSchema(t)
 	// Flags that exclude others are set in renders of their own.
-	renders := map[string]map[string]any{"": {}, "redis.addr": {}, "targets.file": {}}
-	want := map[string]map[string][]string{"": {}, "redis.addr": {}, "targets.file": {}} // render → flag → arguments
+	renders := map[string]map[string]any{"": {}, "redis.addr": {}, "targets.file": {}, "probe.modules-file": {}}
+	want := map[string]map[string][]string{"": {}, "redis.addr": {}, "targets.file": {}, "probe.modules-file": {}} // render → flag → arguments
 	for _, f := range exporterHelpFlags(t) {
 		if _, ok := unexposedFlags[f.name]; ok {
 			continue
@@ -151,7 +152,7 @@ func TestChartExposesEveryExporterFlag(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", render, err)
 		}
-		args := decodeAll(t, out).Deployments[0].Spec.Template.Spec.Containers[0].Args
+		args := podSpec(t, decodeAll(t, out)).Containers[0].Args
 		for _, flagArgs := range want[render] {
 			n++
 			for _, a := range flagArgs {
@@ -343,7 +344,7 @@ func checkTargets(t *testing.T, o objects, vc valuesCase) {
 	if err := decodeStrict([]byte(files[0].data), &tf); err != nil {
 		t.Fatalf("targets.yml: %v\n%s", err, files[0].data)
 	}
-	mounts := secretMounts(o)
+	mounts := secretMounts(t, o)
 	for i, entry := range tf.Targets {
 		g := given[i].(map[string]any)
 		if entry.Name != g["name"] || entry.URL != fmt.Sprint(g["url"]) && g["url"] != nil || len(entry.Addrs) != len(asList(g["addrs"])) ||
@@ -364,8 +365,8 @@ type corev1ConfigMapData struct{ name, data string }
 
 // secretMounts maps each file path the exporter can read to the Secret
 // mounted there.
-func secretMounts(o objects) map[string]string {
-	pod := o.Deployments[0].Spec.Template.Spec
+func secretMounts(t *testing.T, o objects) map[string]string {
+	pod := podSpec(t, o)
 	secretOf := map[string]string{}
 	files := map[string][]string{}
 	for _, v := range pod.Volumes {

@@ -104,6 +104,8 @@ func typeMeta(doc []byte) (apiVersion, kind string, err error) {
 // output, by kind.
 type objects struct {
 	Deployments     []appsv1.Deployment
+	StatefulSets    []appsv1.StatefulSet
+	Probes          []monitoringv1.Probe
 	Services        []corev1.Service
 	ServiceAccounts []corev1.ServiceAccount
 	ConfigMaps      []corev1.ConfigMap
@@ -126,6 +128,10 @@ func decodeAll(t *testing.T, stream []byte) objects {
 		switch apiVersion + " " + kind {
 		case "apps/v1 Deployment":
 			target = slot(&o.Deployments)
+		case "apps/v1 StatefulSet":
+			target = slot(&o.StatefulSets)
+		case "monitoring.coreos.com/v1 Probe":
+			target = slot(&o.Probes)
 		case "v1 Service":
 			target = slot(&o.Services)
 		case "v1 ServiceAccount":
@@ -162,4 +168,18 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// podSpec is the exporter's pod: the Deployment's, or in probe mode the
+// StatefulSet's.
+func podSpec(t *testing.T, o objects) corev1.PodSpec {
+	t.Helper()
+	switch {
+	case len(o.Deployments) == 1 && len(o.StatefulSets) == 0:
+		return o.Deployments[0].Spec.Template.Spec
+	case len(o.StatefulSets) == 1 && len(o.Deployments) == 0:
+		return o.StatefulSets[0].Spec.Template.Spec
+	}
+	t.Fatalf("%d Deployments and %d StatefulSets, want one of either", len(o.Deployments), len(o.StatefulSets))
+	return corev1.PodSpec{}
 }

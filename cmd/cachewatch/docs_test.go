@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/cmd/cachewatch/demo"
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/probe"
 	"github.com/cachewatch/cachewatch/internal/doccheck"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 )
@@ -217,11 +219,39 @@ func TestDocsYAMLBlocksLoad(t *testing.T) {
 					t.Errorf("%s: target %s: %v", b, tg.Name, err)
 				}
 			}
+		case "check: probe-modules":
+			checkModulesBlock(t, b)
+		case "check: prometheus-config":
+			path := filepath.Join(t.TempDir(), "prometheus.yml")
+			// Debian's Prometheus (scripts/test.sh) is built without
+			// Kubernetes discovery: promtool checks the rest of the job.
+			text := kubernetesSD.ReplaceAllString(b.Text, "static_configs:\n$1- targets: [redis:6379]\n")
+			if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			metrictest.RunTool(t, metrictest.Promtool(t), "check", "config", path)
 		default:
-			t.Errorf("%s: a YAML block needs <!-- check: targets-file --> (or a check of its own here)", b)
+			t.Errorf("%s: a YAML block needs <!-- check: targets-file -->, probe-modules or prometheus-config (or a check of its own here)", b)
 		}
 	}
 }
+
+// checkModulesBlock loads a modules file block as the exporter does, its
+// password variables set.
+func checkModulesBlock(t *testing.T, b doccheck.Block) {
+	t.Helper()
+	for _, m := range passwordEnv.FindAllStringSubmatch(b.Text, -1) {
+		t.Setenv(m[1], "doc-password")
+	}
+	if _, err := probe.ParseModules([]byte(b.Text)); err != nil {
+		t.Errorf("%s: %v", b, err)
+	}
+}
+
+var (
+	passwordEnv  = regexp.MustCompile(`password_env: (\S+)`)
+	kubernetesSD = regexp.MustCompile(`kubernetes_sd_configs:\n( +)- role: \w+\n`)
+)
 
 // The Quick start promises the demo's own length.
 func TestReadmeDemoDuration(t *testing.T) {

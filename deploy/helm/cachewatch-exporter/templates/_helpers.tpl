@@ -92,8 +92,12 @@ targets file); a test fails on a flag that has neither.
   (list "keygroup.min-keys" $v.keygroup.minKeys)
   (list "server.miss-burst" $v.server.missBurst)
   (list "server.max-info-bytes" $v.server.maxInfoBytes)
+  (list "probe.idle-timeout" $v.probe.idleTimeout)
+  (list "probe.max-targets" $v.probe.maxTargets)
 -}}
-{{- if $v.targets -}}
+{{- if $v.probe.enabled -}}
+{{- $flags = append $flags (list "probe.modules-file" "/etc/cachewatch/probe/modules.yml") -}}
+{{- else if $v.targets -}}
 {{- $flags = append $flags (list "targets.file" "/etc/cachewatch/targets/targets.yml") -}}
 {{- else -}}
 {{- $flags = concat $flags (list
@@ -240,4 +244,31 @@ names, its password and CA as the paths where their Secrets are mounted.
 {{- $out = append $out $e -}}
 {{- end -}}
 {{- toYaml (dict "targets" $out) -}}
+{{- end -}}
+
+{{/*
+The probe modules file from .Values.probe.modules: each module's fields under
+the file's names, its password and CA as the paths where their Secrets are
+mounted.
+*/}}
+{{- define "cachewatch-exporter.modulesFile" -}}
+{{- $fields := dict "username" "username" "mode" "mode" "tls" "tls" "tlsServerName" "tls_server_name"
+  "tlsInsecureSkipVerify" "tls_insecure_skip_verify" "queues" "queues" "lockPatterns" "lock_patterns"
+  "interval" "interval" "keysPerSecond" "keys_per_second" -}}
+{{- $out := dict -}}
+{{- range $name, $m := .Values.probe.modules -}}
+{{- $e := dict -}}
+{{- range $from, $to := $fields -}}
+{{- if hasKey ($m | default dict) $from }}{{ $_ := set $e $to (get $m $from) }}{{ end -}}
+{{- end -}}
+{{- if ($m | default dict).existingSecret }}{{ $_ := set $e "password_file" (printf "/etc/cachewatch/probe/%s/password/password" $name) }}{{ end -}}
+{{- if ($m | default dict).caSecret }}{{ $_ := set $e "tls_ca_file" (printf "/etc/cachewatch/probe/%s/tls/%s" $name ($m.caSecretKey | default "ca.crt")) }}{{ end -}}
+{{- $_ := set $out $name $e -}}
+{{- end -}}
+{{- toYaml (dict "modules" $out) -}}
+{{- end -}}
+
+{{/* The headless Service naming each probe replica. */}}
+{{- define "cachewatch-exporter.shardsService" -}}
+{{- printf "%s-shards" (include "cachewatch-exporter.fullname" . | trunc 56 | trimSuffix "-") -}}
 {{- end -}}

@@ -9,7 +9,14 @@ and never repeat what it holds.
 {{- if hasKey $r "password" -}}
 {{- fail "redis.password is not a value: a password in values is stored in the release; put it in a Secret and set redis.existingSecret (and redis.existingSecretPasswordKey)" -}}
 {{- end -}}
-{{- if .Values.targets -}}
+{{- if .Values.probe.enabled -}}
+{{- if or .Values.targets $r.url $r.addrs $r.user $r.existingSecret $r.tls.enabled $r.tls.caSecret $r.tls.serverName $r.tls.insecureSkipVerify (ne $r.mode "auto") -}}
+{{- fail "probe.enabled and targets or redis.*: a probing exporter samples only the targets Prometheus names (credentials in probe.modules)" -}}
+{{- end -}}
+{{- if and .Values.probe.targets (not (hasKey .Values.probe.modules .Values.probe.module)) -}}
+{{- fail (printf "probe.module %s is not one of probe.modules" .Values.probe.module) -}}
+{{- end -}}
+{{- else if .Values.targets -}}
 {{- if or $r.url $r.addrs $r.user $r.existingSecret $r.tls.enabled $r.tls.caSecret $r.tls.serverName $r.tls.insecureSkipVerify (ne $r.mode "auto") -}}
 {{- fail "targets and redis.url/redis.addrs/redis.mode/redis.user/redis.existingSecret/redis.tls.*: set the connection in one place (each target has its own)" -}}
 {{- end -}}
