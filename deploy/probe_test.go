@@ -97,9 +97,9 @@ func checkProbe(t *testing.T, i int, p monitoringv1.Probe, prober string) {
 	}
 	rl := sc.RelabelConfigs
 	if len(rl) != 2 || strings.ToLower(rl[0].Action) != "hashmod" || rl[0].Modulus != 3 ||
-		len(rl[0].SourceLabels) != 1 || rl[0].SourceLabels[0] != "__param_target" || rl[0].TargetLabel == nil ||
+		len(rl[0].SourceLabels) != 1 || rl[0].SourceLabels[0] != "__param_target" || rl[0].TargetLabel == "" ||
 		strings.ToLower(rl[1].Action) != "keep" || rl[1].Regex != fmt.Sprint(i) ||
-		len(rl[1].SourceLabels) != 1 || string(rl[1].SourceLabels[0]) != *rl[0].TargetLabel {
+		len(rl[1].SourceLabels) != 1 || string(rl[1].SourceLabels[0]) != rl[0].TargetLabel {
 		t.Errorf("Probe %d: relabelling %+v, want hashmod of __param_target over 3, keep %d", i, rl, i)
 	}
 }

@@ -261,14 +261,14 @@ func TestProbeRefusals(t *testing.T) {
 func TestModulesRefused(t *testing.T) {
 	t.Setenv("PROBE_TEST_EMPTY", "")
 	for yml, want := range map[string]string{
-		"modules:\n  a:\n    password: hunter2\n":               "unknown field password (use password_file or password_env)",
-		"modules:\n  a:\n    password_env: PROBE_TEST_EMPTY\n":  "$PROBE_TEST_EMPTY is empty or unset",
-		"modules:\n  a:\n    mode: sentinel\n":                  `mode "sentinel"`,
-		"modules:\n  a:\n    password_file: /nonexistent/pw\n":  "password_file:",
-		"modules:\n  'a b':\n    mode: auto\n":                  `module "a b": a name is`,
-		"modules: {}\n":                                         "no modules",
-		"modules:\n  a:\n    interval: hunter2\n":               "a value of the wrong type",
-		"modules:\n  a:\n    keys_per_second: -1\n":             "must not be negative",
+		"modules:\n  a:\n    password: hunter2\n":                   "unknown field password (use password_file or password_env)",
+		"modules:\n  a:\n    password_env: PROBE_TEST_EMPTY\n":      "$PROBE_TEST_EMPTY is empty or unset",
+		"modules:\n  a:\n    mode: sentinel\n":                      `mode "sentinel"`,
+		"modules:\n  a:\n    password_file: /nonexistent/pw\n":      "password_file:",
+		"modules:\n  'a b':\n    mode: auto\n":                      `module "a b": a name is`,
+		"modules: {}\n":                                             "no modules",
+		"modules:\n  a:\n    interval: hunter2\n":                   "a value of the wrong type",
+		"modules:\n  a:\n    keys_per_second: -1\n":                 "must not be negative",
 		"modules:\n  a:\n    password_file: x\n    password_env: Y": "not both",
 	} {
 		_, err := probe.ParseModules([]byte(yml))
