@@ -146,7 +146,7 @@ func TestChartProbeRefusals(t *testing.T) {
 		"password in a module": {func(v map[string]any) {
 			v["probe"].(map[string]any)["modules"] = map[string]any{"orders": map[string]any{"password": "hunter2"}}
 		}, "additional properties 'password' not allowed"},
-		"shards 0": {func(v map[string]any) { v["probe"].(map[string]any)["shards"] = 0 }, "probe.shards"},
+		"shards 0": {func(v map[string]any) { v["probe"].(map[string]any)["shards"] = 0 }, "/probe/shards"},
 	} {
 		v := shardedValues()
 		c.edit(v)
