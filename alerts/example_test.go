@@ -30,6 +30,6 @@ func Example() {
 	}
 	// Output:
 	// critical 30s > 0
-	// max by (job, node, key_group) (cachewatch_exporter_locks_without_ttl{job="cachewatch-exporter"}) > 0
+	// max by (job, target, node, key_group) (cachewatch_exporter_locks_without_ttl{job="cachewatch-exporter"}) > 0
 	// cachewatchlockswithoutttl
 }

@@ -14,9 +14,9 @@ func freshnessDefinitions(cfg Config) []definition {
 	}
 	interval := series{`cachewatch_exporter_sample_interval_seconds{` + exp + `}`, "15x59"}
 	return []definition{{
-		group: groupExporter, name: "CachewatchLockStateStale", by: "job, instance, node",
-		query: `(time() - min by (job, instance, node) (cachewatch_exporter_data_timestamp_seconds{${exporter_selector}, family="locks"}))
-/ max by (job, instance, node) (cachewatch_exporter_sample_interval_seconds{${exporter_selector}})`,
+		group: groupExporter, name: "CachewatchLockStateStale", by: "job, instance, target, node",
+		query: `(time() - min by (job, instance, target, node) (cachewatch_exporter_data_timestamp_seconds{${exporter_selector}, family="locks"}))
+/ max by (job, instance, target, node) (cachewatch_exporter_sample_interval_seconds{${exporter_selector}})`,
 		op:          ">",
 		levels:      []level{lvl(SeverityWarning, cfg.LockStateStaleIntervals, num(cfg.LockStateStaleIntervals)+" intervals")},
 		forDur:      time.Duration(cfg.LockStateStaleFor),

@@ -171,11 +171,11 @@ func exporterSight(family string) *sight {
 	fam := `family="` + family + `"`
 	return &sight{
 		who: "no exporter scraped, sampling the node and refreshing these figures",
-		on:  "job, node",
-		healthy: `max by (job, node) (cachewatch_exporter_up{${exporter_selector}}) == 1
-and on (job, node)
-(time() - max by (job, node) (cachewatch_exporter_data_timestamp_seconds{${exporter_selector}, ` + fam + `}))
-<= ${lock_state_stale_intervals:num} * max by (job, node) (cachewatch_exporter_sample_interval_seconds{${exporter_selector}})`,
+		on:  "job, target, node",
+		healthy: `max by (job, target, node) (cachewatch_exporter_up{${exporter_selector}}) == 1
+and on (job, target, node)
+(time() - max by (job, target, node) (cachewatch_exporter_data_timestamp_seconds{${exporter_selector}, ` + fam + `}))
+<= ${lock_state_stale_intervals:num} * max by (job, target, node) (cachewatch_exporter_sample_interval_seconds{${exporter_selector}})`,
 		exists: "group by (job) (" + upMetric + "{${exporter_selector}})",
 		fixture: []series{
 			{`cachewatch_exporter_up{` + exp + `}`, "1x59"},

@@ -61,10 +61,10 @@ func exporterDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: groupExporter, name: "CachewatchExporterSampleFailing",
-		query: `min by (job, instance, node) (cachewatch_exporter_up{${exporter_selector}})`, by: "job, instance, node", op: "<",
+		query: `min by (job, instance, target, node) (cachewatch_exporter_up{${exporter_selector}})`, by: "job, instance, target, node", op: "<",
 		levels: []level{
 			{severity: SeverityWarning, threshold: 1, text: "1"},
-			{severity: SeverityCritical, threshold: 1, text: "1", also: blindCritical("job, node"), alsoOn: "job, node"},
+			{severity: SeverityCritical, threshold: 1, text: "1", also: blindCritical("job, target, node"), alsoOn: "job, target, node"},
 		},
 		forDur:      time.Duration(cfg.ExporterFailingFor),
 		summary:     "The cachewatch exporter cannot sample a Redis node.",
@@ -102,7 +102,7 @@ func exporterDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: groupExporter, name: "CachewatchExporterSampleErrors",
-		query: `sum by (job, instance, node, stage) (rate(cachewatch_exporter_sample_errors_total{${exporter_selector}}[${rate_window}])) * 60`, by: "job, instance, node, stage", op: ">",
+		query: `sum by (job, instance, target, node, stage) (rate(cachewatch_exporter_sample_errors_total{${exporter_selector}}[${rate_window}])) * 60`, by: "job, instance, target, node, stage", op: ">",
 		levels:      []level{lvl(SeverityInfo, 0, "0")},
 		forDur:      time.Duration(cfg.ExporterErrorsFor),
 		summary:     "The exporter keeps failing one sampling stage; its other figures are still served.",
@@ -128,7 +128,7 @@ func exporterDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: groupExporter, name: "CachewatchExporterKeyspaceCoverageLow",
-		query: `min by (job, instance, node) (cachewatch_exporter_keyspace_coverage_ratio{${exporter_selector}})`, by: "job, instance, node", op: "<",
+		query: `min by (job, instance, target, node) (cachewatch_exporter_keyspace_coverage_ratio{${exporter_selector}})`, by: "job, instance, target, node", op: "<",
 		levels:      []level{lvl(SeverityWarning, cfg.KeyspaceCoverage, pct(cfg.KeyspaceCoverage))},
 		forDur:      time.Duration(cfg.KeyspaceCoverageFor),
 		summary:     "The exporter does not cover the whole keyspace: lock and expiry figures are partial.",

@@ -8,9 +8,9 @@ import (
 // figures.
 var keyspaceRecording = []recording{{
 	record: "node:cachewatch_exporter_server_keyspace_lookups:rate${rate_window}",
-	expr: `sum by (job, node) (rate(cachewatch_exporter_server_keyspace_hits_total{${exporter_selector}}[${rate_window}]))
+	expr: `sum by (job, target, node) (rate(cachewatch_exporter_server_keyspace_hits_total{${exporter_selector}}[${rate_window}]))
 +
-sum by (job, node) (rate(cachewatch_exporter_server_keyspace_misses_total{${exporter_selector}}[${rate_window}]))`,
+sum by (job, target, node) (rate(cachewatch_exporter_server_keyspace_misses_total{${exporter_selector}}[${rate_window}]))`,
 }, {
 	record: "node:cachewatch_exporter_server_keyspace_hit:ratio_rate${rate_window}",
 	expr:   hitRatio("${rate_window}"),
@@ -20,8 +20,8 @@ sum by (job, node) (rate(cachewatch_exporter_server_keyspace_misses_total{${expo
 }}
 
 func hitRatio(window string) string {
-	hits := `sum by (job, node) (rate(cachewatch_exporter_server_keyspace_hits_total{${exporter_selector}}[` + window + `]))`
-	misses := `sum by (job, node) (rate(cachewatch_exporter_server_keyspace_misses_total{${exporter_selector}}[` + window + `]))`
+	hits := `sum by (job, target, node) (rate(cachewatch_exporter_server_keyspace_hits_total{${exporter_selector}}[` + window + `]))`
+	misses := `sum by (job, target, node) (rate(cachewatch_exporter_server_keyspace_misses_total{${exporter_selector}}[` + window + `]))`
 	return hits + "\n/\n(" + hits + " + " + misses + ")"
 }
 
@@ -29,14 +29,14 @@ func keyspaceDefinitions(cfg Config) []definition {
 	locks, keys, server, queues := exporterSight("locks"), exporterSight("keys"), exporterSight("server"), exporterSight("queues")
 	kgNode := with(expNode, "key_group", "lock:report:*")
 	byGroup := func(m string) string {
-		return "max by (job, node, key_group) (" + m + "{${exporter_selector}})"
+		return "max by (job, target, node, key_group) (" + m + "{${exporter_selector}})"
 	}
 	lockSeries := func(m, v string) []series {
 		return []series{{m + `{` + exp + `, key_group="lock:report:*"}`, v}}
 	}
 	return []definition{{
 		group: groupKeyspace, name: "CachewatchLocksWithoutTTL",
-		query: byGroup("cachewatch_exporter_locks_without_ttl"), by: "job, node, key_group", op: ">",
+		query: byGroup("cachewatch_exporter_locks_without_ttl"), by: "job, target, node, key_group", op: ">",
 		levels:      []level{lvl(SeverityCritical, 0, "0")},
 		seen:        locks,
 		forDur:      time.Duration(cfg.LocksWithoutTTLFor),
@@ -63,7 +63,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: groupKeyspace, name: "CachewatchLocksLongHeld",
-		query: byGroup("cachewatch_exporter_locks_long_held"), by: "job, node, key_group", op: ">",
+		query: byGroup("cachewatch_exporter_locks_long_held"), by: "job, target, node, key_group", op: ">",
 		levels:      []level{lvl(SeverityWarning, 0, "0")},
 		seen:        locks,
 		forDur:      time.Duration(cfg.LocksLongHeldFor),
@@ -90,9 +90,9 @@ func keyspaceDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: groupKeyspace, name: "CachewatchExpirySynchronised",
-		query: byGroup("cachewatch_exporter_expiry_synchronisation"), by: "job, node, key_group", op: ">",
+		query: byGroup("cachewatch_exporter_expiry_synchronisation"), by: "job, target, node, key_group", op: ">",
 		levels: []level{lvl(SeverityWarning, cfg.ExpirySync, num(cfg.ExpirySync))},
-		guard:  byGroup("cachewatch_exporter_keys_sampled") + " >= ${expiry_sync_min_keys:num}", guardOn: "job, node, key_group",
+		guard:  byGroup("cachewatch_exporter_keys_sampled") + " >= ${expiry_sync_min_keys:num}", guardOn: "job, target, node, key_group",
 		seen:        keys,
 		forDur:      time.Duration(cfg.ExpirySyncFor),
 		summary:     "Many keys of a group expire in the same second: a stampede is coming.",
@@ -123,9 +123,9 @@ func keyspaceDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: groupKeyspace, name: "CachewatchServerHitRatioDrop",
-		query: "node:cachewatch_exporter_server_keyspace_hit:ratio_rate1h - node:cachewatch_exporter_server_keyspace_hit:ratio_rate${rate_window}", by: "job, node", op: ">",
+		query: "node:cachewatch_exporter_server_keyspace_hit:ratio_rate1h - node:cachewatch_exporter_server_keyspace_hit:ratio_rate${rate_window}", by: "job, target, node", op: ">",
 		levels: []level{lvl(SeverityWarning, cfg.HitRatioDrop, pct(cfg.HitRatioDrop))},
-		guard:  "node:cachewatch_exporter_server_keyspace_lookups:rate${rate_window} > ${min_lookups_per_second:num}", guardOn: "job, node",
+		guard:  "node:cachewatch_exporter_server_keyspace_lookups:rate${rate_window} > ${min_lookups_per_second:num}", guardOn: "job, target, node",
 		seen:        server,
 		forDur:      time.Duration(cfg.HitRatioDropFor),
 		summary:     "The Redis server's hit ratio dropped sharply.",
@@ -160,7 +160,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: groupKeyspace, name: "CachewatchQueueOldestAgeHigh",
-		query: `max by (job, node, queue) (cachewatch_exporter_queue_oldest_age_seconds{${exporter_selector}})`, by: "job, node, queue", op: ">",
+		query: `max by (job, target, node, queue) (cachewatch_exporter_queue_oldest_age_seconds{${exporter_selector}})`, by: "job, target, node, queue", op: ">",
 		levels:      []level{lvl(SeverityWarning, time.Duration(cfg.QueueOldestAge).Seconds(), d(cfg.QueueOldestAge))},
 		seen:        queues,
 		forDur:      time.Duration(cfg.QueueOldestAgeFor),
@@ -187,7 +187,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: groupKeyspace, name: "CachewatchStreamLagHigh",
-		query: `max by (job, node, queue, group) (cachewatch_exporter_stream_group_lag{${exporter_selector}})`, by: "job, node, queue, group", op: ">",
+		query: `max by (job, target, node, queue, group) (cachewatch_exporter_stream_group_lag{${exporter_selector}})`, by: "job, target, node, queue, group", op: ">",
 		levels:      []level{lvl(SeverityWarning, cfg.StreamLag, num(cfg.StreamLag))},
 		seen:        queues,
 		forDur:      time.Duration(cfg.StreamFor),
@@ -213,7 +213,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		}},
 	}, {
 		group: groupKeyspace, name: "CachewatchStreamPendingStuck",
-		query: `max by (job, node, queue, group) (cachewatch_exporter_stream_group_oldest_pending_age_seconds{${exporter_selector}})`, by: "job, node, queue, group", op: ">",
+		query: `max by (job, target, node, queue, group) (cachewatch_exporter_stream_group_oldest_pending_age_seconds{${exporter_selector}})`, by: "job, target, node, queue, group", op: ">",
 		levels:      []level{lvl(SeverityWarning, time.Duration(cfg.StreamPendingAge).Seconds(), d(cfg.StreamPendingAge))},
 		seen:        queues,
 		forDur:      time.Duration(cfg.StreamFor),

@@ -11,9 +11,9 @@ var redisRecording = []recording{{
 	seen:   "cachewatch_redis_script_duration_seconds_count",
 }, {
 	record: "node_command:cachewatch_exporter_server_script_seconds_per_call:ratio_rate${rate_window}",
-	expr: `sum by (job, node, command) (rate(cachewatch_exporter_server_command_seconds_total{${exporter_selector}, ` + scriptCommands + `}[${rate_window}]))
+	expr: `sum by (job, target, node, command) (rate(cachewatch_exporter_server_command_seconds_total{${exporter_selector}, ` + scriptCommands + `}[${rate_window}]))
 /
-sum by (job, node, command) (rate(cachewatch_exporter_server_command_calls_total{${exporter_selector}, ` + scriptCommands + `}[${rate_window}]))`,
+sum by (job, target, node, command) (rate(cachewatch_exporter_server_command_calls_total{${exporter_selector}, ` + scriptCommands + `}[${rate_window}]))`,
 }, {
 	record: "client:cachewatch_redis_command_duration_seconds_count:rate${rate_window}",
 	expr:   `sum by (job, client) (rate(cachewatch_redis_command_duration_seconds_count{${service_selector}}[${rate_window}]))`,
@@ -138,7 +138,7 @@ func redisNodeUnreachable(cfg Config) definition {
 	up := func(values string) series { return series{`cachewatch_exporter_up{` + exp + `}`, values} }
 	return definition{
 		group: groupRedis, name: "CachewatchRedisNodeUnreachable",
-		query: `sum by (job, instance, node) (
+		query: `sum by (job, instance, target, node) (
   cachewatch_exporter_sample_errors_total{${exporter_selector}, stage="connect", class=~"connection|timeout"}
   - (
     cachewatch_exporter_sample_errors_total{${exporter_selector}, stage="connect", class=~"connection|timeout"} offset ${redis_unreachable_window}
@@ -146,13 +146,13 @@ func redisNodeUnreachable(cfg Config) definition {
     0 * cachewatch_exporter_sample_errors_total{${exporter_selector}, stage="connect", class=~"connection|timeout"}
   )
 )`,
-		by: "job, instance, node", op: ">",
+		by: "job, instance, target, node", op: ">",
 		levels: []level{lvl(SeverityCritical, 0, "0")},
 		// No sample succeeded within the window.
-		guard: `group by (job, instance, node) (cachewatch_exporter_up{${exporter_selector}})
-unless on (job, instance, node)
-time() - max by (job, instance, node) (cachewatch_exporter_last_success_timestamp_seconds{${exporter_selector}}) < ${redis_unreachable_window:seconds}`,
-		guardOn:     "job, instance, node",
+		guard: `group by (job, instance, target, node) (cachewatch_exporter_up{${exporter_selector}})
+unless on (job, instance, target, node)
+time() - max by (job, instance, target, node) (cachewatch_exporter_last_success_timestamp_seconds{${exporter_selector}}) < ${redis_unreachable_window:seconds}`,
+		guardOn:     "job, instance, target, node",
 		seen:        exporterSight("server"),
 		forDur:      time.Duration(cfg.RedisUnreachableFor),
 		summary:     "A Redis node is unreachable from the exporter that samples it.",
@@ -187,11 +187,11 @@ func serverScriptsSlow(cfg Config) definition {
 	}
 	return definition{
 		group: groupRedis, name: "CachewatchRedisScriptsSlow",
-		query: "node_command:cachewatch_exporter_server_script_seconds_per_call:ratio_rate${rate_window}", by: "job, node, command", op: ">",
+		query: "node_command:cachewatch_exporter_server_script_seconds_per_call:ratio_rate${rate_window}", by: "job, target, node, command", op: ">",
 		levels: []level{lvl(SeverityWarning, time.Duration(cfg.ServerScriptMean).Seconds(), d(cfg.ServerScriptMean))},
-		guard: `sum by (job, node, command) (rate(cachewatch_exporter_server_command_calls_total{${exporter_selector}, ` + scriptCommands + `}[${rate_window}]))
+		guard: `sum by (job, target, node, command) (rate(cachewatch_exporter_server_command_calls_total{${exporter_selector}, ` + scriptCommands + `}[${rate_window}]))
 > ${min_commands_per_second:num}`,
-		guardOn:     "job, node, command",
+		guardOn:     "job, target, node, command",
 		seen:        exporterSight("server"),
 		forDur:      time.Duration(cfg.ScriptP99For),
 		summary:     "Lua scripts take long on the Redis server and block every other command.",
