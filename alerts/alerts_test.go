@@ -250,7 +250,9 @@ type catalogCheck struct {
 	recording map[string]bool
 }
 
-var targetLabels = map[string]bool{"job": true, "instance": true}
+// target is the exporter's own target label (exporter.TargetLabel), on every
+// series of a multi-target exporter (--targets.file, /probe).
+var targetLabels = map[string]bool{"job": true, "instance": true, "target": true}
 
 func newCatalogCheck(groups []Group) *catalogCheck {
 	c := &catalogCheck{metrics: map[string]signals.Metric{}, labels: map[string]bool{}, recording: map[string]bool{}}
