@@ -7,6 +7,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/internal/burst"
 	"github.com/cachewatch/cachewatch/keygroup"
+	"github.com/cachewatch/cachewatch/signals"
 )
 
 // Label value indexes of the per-key-group metrics.
@@ -31,7 +32,17 @@ const (
 	numLostReasons
 )
 
+// Lease-end outcomes the wire shows (signals.LockLeaseEnds).
+const (
+	endReleased = iota
+	endRefused
+	endExpired
+	endLost
+	numEnds
+)
+
 var (
+	endNames           = [numEnds]string{signals.EndReleased, signals.EndRefused, signals.EndExpired, signals.EndLost}
 	lookupResultNames  = [numLookupResults]string{"hit", "miss"}
 	attemptResultNames = [numAttemptResults]string{"acquired", "busy", "error"}
 	attemptNames       = [2]string{"first", "retry"}
@@ -45,6 +56,7 @@ type groupMetrics struct {
 	lookups  [numLookupResults]lazyCounter
 	attempts [numAttemptResults][2]lazyCounter // [result][first, retry]
 	lost     [numLostReasons]lazyCounter
+	ends     [numEnds]lazyCounter
 	bursts   lazyCounter
 	misses   *burst.Group                    // its misses, counted for the burst detector
 	acquired [numAttemptResults]lazyObserver // by attempt result; busy unused

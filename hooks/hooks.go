@@ -207,6 +207,7 @@ var _ redis.Hook = (*Hook)(nil)
 type vecs struct {
 	cmdDur, pipeDur, scriptDur, acquire                 *emit.HistogramVec
 	cmdErrs, noscript, lookups, attempts, lost, bursted *emit.CounterVec
+	ends                                                *emit.CounterVec
 }
 
 // New returns a Hook for opts. It registers the hook's metrics with
@@ -316,6 +317,7 @@ func (h *Hook) register(s emit.Sinks) (*vecs, error) {
 	counter(CacheLookups, &v.bursted, signals.MissBursts)
 	counter(Locks, &v.attempts, signals.LockAttempts)
 	counter(Locks, &v.lost, signals.LocksLost)
+	counter(Locks, &v.ends, signals.LockLeaseEnds)
 	histogram(Locks, &v.acquire, signals.LockAcquireDuration)
 	if err != nil {
 		return nil, fmt.Errorf("hooks: %w", err)
@@ -391,6 +393,9 @@ func newGroupMetrics(v *vecs, client, group, mode string, bursts *burst.Detector
 	}
 	for i := range g.lost {
 		g.lost[i] = newLazyCounter(v.lost, client, group, lostReasonNames[i])
+	}
+	for i := range g.ends {
+		g.ends[i] = newLazyCounter(v.ends, client, group, endNames[i])
 	}
 	g.defers = mode == signals.ModeWait
 	g.tryOnceBusy = newLazyCounter(v.attempts, client, group, attemptResultNames[attemptBusy], attemptNames[0], signals.ModeTryOnce)

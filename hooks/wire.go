@@ -283,15 +283,16 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 	if s.role == RoleNone || noscript || !h.on(Locks) {
 		return
 	}
-	reason := -1
-	if s.role != RoleAcquire { // most replies lose no lock: look no further then
+	reason, end := -1, -1
+	if s.role != RoleAcquire { // most replies (a renewal's) end no lease: look no further then
 		n, ok := intReply(cmd)
 		if err != nil || !ok {
 			return
 		}
-		if reason = lostReason(s.role, n); reason < 0 {
+		if end = leaseEnd(s.role, n); end < 0 {
 			return
 		}
+		reason = lostReason(s.role, n)
 	}
 	if isInstrumented(ctx) {
 		return
@@ -309,7 +310,25 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 		h.lockAttempt(ctx, key, token, hasToken, attemptResult(err), f)
 		return
 	}
-	h.lockLost(s.role, key, token, hasToken, reason, uint32(f.end/time.Millisecond))
+	h.lockEnd(s.role, key, token, hasToken, reason, end, uint32(f.end/time.Millisecond))
+}
+
+// leaseEnd is the lease-end outcome of an owner-checked release's or
+// extension's reply, or -1 when the reply ends no lease. A release
+// answered 0 is refused: the lock was gone or someone else's, which only
+// a release that answers -1 for a gone lock tells apart (expired).
+func leaseEnd(role Role, n int64) int {
+	switch {
+	case n == 1 && role.releases():
+		return endReleased
+	case n == 0 && role.releases():
+		return endRefused
+	case n == -1 && role.releases():
+		return endExpired
+	case n == 0 && role == RoleExtend:
+		return endLost
+	}
+	return -1
 }
 
 // lostReason is the lost-lock reason of an owner-checked release's or
@@ -329,16 +348,20 @@ func lostReason(role Role, n int64) int {
 	return -1
 }
 
-// lockLost counts a lost lock from an owner-checked release or extension.
-// A release by a token whose last attempt was answered busy is the cleanup
-// after a failed acquisition (redsync releases on every pool then), not a
-// lost lock.
-func (h *Hook) lockLost(role Role, key, token string, hasToken bool, reason int, nowMs uint32) {
+// lockEnd counts the end of a lease (and a lost lock, reason ≥ 0) from an
+// owner-checked release or extension. A release by a token whose last
+// attempt was answered busy is the cleanup after a failed acquisition
+// (redsync releases on every pool then): no lease of it ended.
+func (h *Hook) lockEnd(role Role, key, token string, hasToken bool, reason, end int, nowMs uint32) {
 	kh := h.byGroup.keyHash(key)
 	if role.releases() && hasToken && h.retries.mayWait(kh) {
 		if i, v := h.retries.find(h.retries.hash(kh, token)); i >= 0 && !h.retries.expired(v, nowMs) {
 			return
 		}
 	}
-	h.byGroup.forKey(key, kh).lost[reason].Inc()
+	g := h.byGroup.forKey(key, kh)
+	if reason >= 0 {
+		g.lost[reason].Inc()
+	}
+	g.ends[end].Inc()
 }

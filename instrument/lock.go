@@ -450,7 +450,7 @@ func (l *Lock) extend(ctx, callCtx context.Context, ttl time.Duration) error {
 	case n == 0:
 		renewals.WithLabelValues(l.group, "lost").Inc()
 		l.mu.Lock()
-		l.lose(l.goneReason())
+		l.lose(l.goneReason(), signals.EndLost)
 		l.mu.Unlock()
 		return fmt.Errorf("%w: %q: extend found another owner or none", ErrNotOwner, l.key)
 	}
@@ -528,14 +528,14 @@ func (l *Lock) Release(ctx context.Context) error {
 	defer l.span.End()
 	switch {
 	case err != nil:
-		l.finish("release_error", errReleased)
+		l.finish("release_error", signals.EndReleaseFailed, errReleased)
 		return l.c.lockErr(ctx, l.key, err)
 	case n == 0:
-		l.lose(l.goneReason())
+		l.lose(l.goneReason(), signals.EndTakenOver)
 		return fmt.Errorf("%w: %q: the lease had ended", ErrNotOwner, l.key)
 	}
 	l.span.AddEvent("lease released")
-	l.finish("released", errReleased)
+	l.finish("released", signals.EndReleased, errReleased)
 	return nil
 }
 
@@ -567,25 +567,33 @@ func (l *Lock) expire(gen int) {
 		return // re-armed by a renewal meanwhile
 	}
 	if l.renew {
-		l.lose(lostRenewFailed)
+		l.lose(lostRenewFailed, signals.EndLost)
 	} else {
-		l.lose(lostExpired)
+		l.lose(lostExpired, signals.EndExpired)
 	}
 }
 
-// lose counts the lock as lost (once) and ends its Context. l.mu is held.
-func (l *Lock) lose(reason string) {
+// lose counts the lock as lost (once) and ends its Context. Within the
+// lease, Redis reporting another owner (or none) ends it as ifNotOwner
+// says: lost on renewal, taken_over on release; past it, it expired.
+// l.mu is held.
+func (l *Lock) lose(reason, ifNotOwner string) {
 	if l.finished {
 		return
 	}
 	l.c.m.locksLost.WithLabelValues(l.group, reason).Inc()
 	l.span.AddEvent("lease lost", trace.WithAttributes(attribute.String("cachewatch.lock.reason", reason)))
-	l.finish("lost_"+reason, fmt.Errorf("%w: %s", ErrLockLost, reason))
+	end := ifNotOwner
+	if reason == lostExpired {
+		end = signals.EndExpired
+	}
+	l.finish("lost_"+reason, end, fmt.Errorf("%w: %s", ErrLockLost, reason))
 }
 
-// finish observes the hold time, stops the timer and ends the Context with
-// cause. l.mu is held.
-func (l *Lock) finish(outcome string, cause error) {
+// finish counts the lease's end (end, a signals.End* outcome), observes
+// the hold time, stops the timer and ends the Context with cause. l.mu is
+// held.
+func (l *Lock) finish(outcome, end string, cause error) {
 	if l.finished {
 		return
 	}
@@ -594,7 +602,8 @@ func (l *Lock) finish(outcome string, cause error) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	l.c.m.lockHold.WithLabelValues(l.group).ObserveContext(l.ctx, l.c.now().Sub(l.taken).Seconds())
+	l.c.m.leaseEnds.WithLabelValues(l.group, end).Inc()
+	l.c.m.lockHold.WithLabelValues(l.group, end).ObserveContext(l.ctx, l.c.now().Sub(l.taken).Seconds())
 	l.c.logLock(l.ctx, outcome, l.group, l.key, l.token)
 	l.cancel(cause)
 }

@@ -275,6 +275,9 @@ func TestLockRenewalFailsWhileRedisPaused(t *testing.T) {
 	if got := metrictest.Sum(t, reg, "cachewatch_locks_lost_total"); got != 1 {
 		t.Fatalf("locks_lost_total = %v, want 1", got)
 	}
+	if got := metrictest.Sum(t, reg, "cachewatch_lock_lease_ends_total", "outcome", "lost"); got != 1 {
+		t.Fatalf("lock_lease_ends_total{outcome=lost} = %v, want 1", got)
+	}
 }
 
 func TestLockRedisPausedMidAcquire(t *testing.T) {

@@ -14,6 +14,7 @@ type metrics struct {
 	lockAttempts       *emit.CounterVec
 	lockHold           *emit.HistogramVec
 	locksLost          *emit.CounterVec
+	leaseEnds          *emit.CounterVec
 	lockRenewals       *emit.CounterVec
 	lookups            *emit.CounterVec
 	staleAge           *emit.HistogramVec
@@ -43,6 +44,7 @@ func newMetrics(s emit.Sinks, client string) (*metrics, error) {
 		lockAttempts:       counter(&r, signals.LockAttempts),
 		lockHold:           histogram(&r, signals.LockHoldDuration),
 		locksLost:          counter(&r, signals.LocksLost),
+		leaseEnds:          counter(&r, signals.LockLeaseEnds),
 		lockRenewals:       counter(&r, signals.LockRenewals),
 		lookups:            counter(&r, signals.CacheLookups),
 		staleAge:           histogram(&r, signals.StaleAge),

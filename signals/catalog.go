@@ -8,6 +8,7 @@ const (
 	LockAttempts               ID = "cachewatch_lock_attempts_total"
 	LockHoldDuration           ID = "cachewatch_lock_hold_duration_seconds"
 	LocksLost                  ID = "cachewatch_locks_lost_total"
+	LockLeaseEnds              ID = "cachewatch_lock_lease_ends_total"
 	LockRenewals               ID = "cachewatch_lock_renewals_total"
 	CacheLookups               ID = "cachewatch_cache_lookups_total"
 	StaleAge                   ID = "cachewatch_cache_stale_age_seconds"
@@ -137,6 +138,19 @@ const (
 	ModeTryOnce = "try_once"
 )
 
+// Outcomes of a lock lease's end (label OutcomeLabel of LockLeaseEnds and
+// LockHoldDuration). Refused is the hook's only: the client knows which
+// end a refused release follows and counts that end instead.
+const (
+	OutcomeLabel     = "outcome"
+	EndReleased      = "released"
+	EndExpired       = "expired"
+	EndLost          = "lost"
+	EndTakenOver     = "taken_over"
+	EndRefused       = "refused"
+	EndReleaseFailed = "error"
+)
+
 // The causes of a Cache's fallback to the loader (CacheFallbacks' cause
 // label): the ways Redis fails. Slowness is not among them.
 const (
@@ -162,6 +176,12 @@ var (
 			"the hook infers it on the wire: a busy first attempt not retried with the same key and token within hooks.Options.RetryHorizon " +
 			"was a try-once caller's, and is counted once that horizon has passed; hooks.Options.TryOnce names key groups that are always try-once). " +
 			"Contention alerts and the lock-wait SLI count only wait"}
+	leaseEnd = Label{Name: OutcomeLabel,
+		Values: []string{EndReleased, EndExpired, EndLost, EndTakenOver, EndRefused, EndReleaseFailed},
+		Doc: "released: its holder released it; expired: it ran out before its holder released it, while the holder was still working (the dangerous end); " +
+			"lost: its renewal failed until it ran out; taken_over: another holder took it within the lease (its holder found dead, or the key rewritten); " +
+			"refused (the hook only): a release answered 0, the lock was gone or someone else's, which the wire cannot tell apart; " +
+			"error: the release got no answer from Redis, and the key ends at its TTL"}
 )
 
 // Instrumented client and hook signals.
@@ -188,8 +208,8 @@ var clientMetrics = map[ID]*Metric{
 	},
 	LockHoldDuration: {
 		Name: string(LockHoldDuration), Kind: Histogram, Unit: "seconds",
-		Help:    "Time a lock was held, from acquisition to release or loss.",
-		Labels:  []Label{client, keyGroup},
+		Help:    "Time a lock was held, from acquisition to release or loss, by how the lease ended.",
+		Labels:  []Label{client, keyGroup, leaseEnd},
 		Buckets: workBuckets, Sources: []Source{Instrument},
 		OTel: OTelInstrument{"cachewatch.lock.hold.duration", OTelHistogram, "s"},
 	},
@@ -201,6 +221,13 @@ var clientMetrics = map[ID]*Metric{
 				Doc: "expired_or_not_owner: an owner-checked release answered 0 and the wire cannot tell an expiry from another owner (third-party release scripts)"}},
 		Sources: []Source{Instrument, Hooks},
 		OTel:    OTelInstrument{"cachewatch.locks.lost", OTelCounter, "{lock}"},
+	},
+	LockLeaseEnds: {
+		Name: string(LockLeaseEnds), Kind: Counter,
+		Help:    "Lock leases ended, by outcome: each lease the client took ends once (released, expired, lost, taken_over, error); the hook counts what owner-checked releases and renewals answer on the wire (released, refused, expired where the library's reply tells it, lost).",
+		Labels:  []Label{client, keyGroup, leaseEnd},
+		Sources: []Source{Instrument, Hooks},
+		OTel:    OTelInstrument{"cachewatch.lock.lease.ends", OTelCounter, "{lease}"},
 	},
 	LockRenewals: {
 		Name: string(LockRenewals), Kind: Counter,
@@ -740,7 +767,7 @@ var exporterMetrics = map[ID]*Metric{
 // order is the catalog's stable order: client signals, hook signals,
 // exporter signals.
 var order = []ID{
-	LockAcquireDuration, LockAttempts, LockHoldDuration, LocksLost, LockRenewals,
+	LockAcquireDuration, LockAttempts, LockHoldDuration, LocksLost, LockLeaseEnds, LockRenewals,
 	CacheLookups, StaleAge, RefreshFailures, RefreshConsecutiveFailures, HardTTLExpired,
 	InvalidatedKeys, RecomputeDuration, SourceCalls, WriteSkew, StaleWritesRefused, DuplicateRecompute, IdempotencyChecks,
 	MissBursts, Retries, BackoffDelay, CircuitBreakerState, SourceInFlight, CacheFallbacks, KeyGroupOverflow,

@@ -102,6 +102,7 @@ type Redlock struct {
 	acquire  *emit.HistogramVec
 	hold     *emit.HistogramVec
 	lost     *emit.CounterVec
+	ends     *emit.CounterVec
 	renewals *emit.CounterVec
 	retries  *emit.CounterVec
 	delays   *emit.HistogramVec
@@ -142,6 +143,7 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	r.acquire = histogram(signals.LockAcquireDuration).MustCurryWith(mode)
 	r.hold = histogram(signals.LockHoldDuration)
 	r.lost = counter(signals.LocksLost)
+	r.ends = counter(signals.LockLeaseEnds)
 	r.renewals = counter(signals.LockRenewals)
 	r.retries = counter(signals.Retries)
 	r.delays = histogram(signals.BackoffDelay)
@@ -330,13 +332,10 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	m.state.Lock()
 	defer m.state.Unlock()
 	defer m.cancel(errReleased) // no effect if the loss came first
-	if !m.taken.IsZero() {
-		r.hold.WithLabelValues(m.group).Observe(r.clock.Since(m.taken).Seconds())
-	}
 	held := !m.taken.IsZero()
-	m.taken = time.Time{}
 	switch {
 	case ok:
+		m.ended(signals.EndReleased)
 		span.AddEvent("lease released")
 		r.logf(ctx, m, "released")
 		return nil
@@ -346,6 +345,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		}
 		return fmt.Errorf("%w: redlock %q: %v", instrument.ErrNotOwner, m.Name(), err)
 	}
+	m.ended(signals.EndReleaseFailed)
 	r.logf(ctx, m, "release_error")
 	return fmt.Errorf("%w: redlock %q unlock: %w", instrument.ErrRedis, m.Name(), err)
 }
@@ -367,8 +367,6 @@ func (m *Mutex) Extend(ctx context.Context) error {
 		r.renewals.WithLabelValues(m.group, "lost").Inc()
 		m.state.Lock()
 		if !m.taken.IsZero() {
-			r.hold.WithLabelValues(m.group).Observe(r.clock.Since(m.taken).Seconds())
-			m.taken = time.Time{}
 			m.lose(ctx, trace.SpanFromContext(ctx))
 		}
 		m.state.Unlock()
@@ -391,10 +389,29 @@ func (m *Mutex) lose(ctx context.Context, span trace.Span) {
 
 // loseFor counts a lost lock and ends its hold's Context. m.state is held.
 func (m *Mutex) loseFor(ctx context.Context, span trace.Span, reason string) {
+	end := signals.EndExpired
+	switch reason {
+	case "renew_failed":
+		end = signals.EndLost
+	case "not_owner":
+		end = signals.EndTakenOver
+	}
+	m.ended(end)
 	m.cancel(fmt.Errorf("%w: %s", instrument.ErrLockLost, reason))
 	m.r.lost.WithLabelValues(m.group, reason).Inc()
 	span.AddEvent("lease lost", trace.WithAttributes(attribute.String("cachewatch.lock.reason", reason)))
 	m.r.logf(ctx, m, "lost_"+reason)
+}
+
+// ended counts the end of the current hold, once: its outcome and hold
+// time. m.state is held.
+func (m *Mutex) ended(outcome string) {
+	if m.taken.IsZero() {
+		return
+	}
+	m.r.ends.WithLabelValues(m.group, outcome).Inc()
+	m.r.hold.WithLabelValues(m.group, outcome).Observe(m.r.clock.Since(m.taken).Seconds())
+	m.taken = time.Time{}
 }
 
 func isNotOwner(err error) bool {
@@ -485,8 +502,6 @@ func (m *Mutex) giveUp(ctx context.Context) {
 	m.state.Lock()
 	defer m.state.Unlock()
 	if !m.taken.IsZero() {
-		m.r.hold.WithLabelValues(m.group).Observe(m.r.clock.Since(m.taken).Seconds())
-		m.taken = time.Time{}
 		m.loseFor(ctx, trace.SpanFromContext(ctx), "renew_failed")
 	}
 }
