@@ -88,7 +88,7 @@ func checkProbe(t *testing.T, i int, p monitoringv1.Probe, prober string) {
 	t.Helper()
 	s := p.Spec
 	if !strings.HasPrefix(s.ProberSpec.URL, prober) || s.ProberSpec.Path != "/probe" || s.Module != "orders" ||
-		s.JobName != "cachewatch-probe" || p.Labels["prometheus"] != "main" || s.Interval != "30s" {
+		s.JobName != "cachewatch-exporter" || p.Labels["prometheus"] != "main" || s.Interval != "30s" {
 		t.Errorf("Probe %d: prober %+v, module %q, job %q, labels %v, interval %q", i, s.ProberSpec, s.Module, s.JobName, p.Labels, s.Interval)
 	}
 	sc := s.Targets.StaticConfig
