@@ -49,7 +49,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"A `PERSIST` or a `SET` without `KEEPTTL` on a lock key.",
 				"A key that matches the lock pattern but is not a lock (tune `--locks.pattern`).",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Locks without TTL* and *Locks held*; `cachewatch doctor` lists the findings.",
+			confirm: "Start from **" + boardKeyspace + "**, table *Lock holders (longest-held)*: the service and host each group's oldest locks name as their holder, and for how long; " + holdersCLI + " Then panels *Locks without TTL* and *Locks held*.",
 			fix:     "Take locks with one `SET key token NX PX ttl` (what `instrument.Client.Lock` does; it refuses a lock without expiry). After checking the owner is gone, delete the stuck key with `UNLINK`.",
 		},
 		cases: []testCase{{
@@ -76,7 +76,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 				"Work under the lock that waits on something slow (an external API, a queue).",
 				"A lock TTL set far too long for the work, outliving a crashed owner.",
 			},
-			confirm: "On **" + boardKeyspace + "**, panels *Long-held locks* and *Locks by remaining TTL*; on **" + boardContention + "**, *Lock hold time p50 / p99* and *Lock acquire time p50 / p99* for waiters piling up.",
+			confirm: "Start from **" + boardKeyspace + "**, table *Lock holders (longest-held)*: the service and host each group's oldest locks name as their holder, and for how long; " + holdersCLI + " Then panels *Long-held locks* and *Locks by remaining TTL*; on **" + boardContention + "**, *Lock hold time p50 / p99* and *Lock acquire time p50 / p99* for waiters piling up.",
 			fix:     "Bound the work under a lock with a context deadline; stop renewing when the work is stuck; keep `LockOptions.TTL` close to the expected work time (with renewal for the long tail).",
 		},
 		cases: []testCase{{
@@ -240,3 +240,7 @@ func keyspaceDefinitions(cfg Config) []definition {
 		}},
 	}}
 }
+
+// holdersCLI is where the lock runbooks go from the holders table: the
+// commands that name each lock's key and process.
+const holdersCLI = "`cachewatch locks --redis.url …` lists every lock with its key, holder (service, host, pid), held for and TTL left, and `cachewatch doctor` names the holder of each lock it flags."

@@ -47,6 +47,9 @@ const (
 	// statPanel is one big number of a board's first row: the figure
 	// now, coloured by its alert's thresholds, over a sparkline.
 	statPanel
+	// tablePanel lists the series of its one query now, one row each
+	// (table.go).
+	tablePanel
 )
 
 type panel struct {
@@ -294,8 +297,11 @@ func (p panel) builder(id, span uint32) (cog.Builder[dashboard.Panel], error) {
 			RefId(string(rune('A' + i))).
 			Expr(t.expr).
 			LegendFormat(t.legend)
-		if p.kind == heatmapPanel {
+		switch p.kind {
+		case heatmapPanel:
 			q.Format(prometheus.PromQueryFormatHeatmap)
+		case tablePanel:
+			q.Format(prometheus.PromQueryFormatTable).Instant()
 		}
 		parts.targets = append(parts.targets, q)
 	}
@@ -309,6 +315,8 @@ func (p panel) builder(id, span uint32) (cog.Builder[dashboard.Panel], error) {
 		return p.heatmap(parts), nil
 	case statPanel:
 		return p.stat(parts), nil
+	case tablePanel:
+		return p.table(parts), nil
 	}
 	return p.timeSeries(parts), nil
 }

@@ -57,6 +57,13 @@ func keyspace() (*board, error) {
 				unit: units.Short, scale: alertValue,
 				targets: []target{{x.nodeMax(s.LocksLongHeld, kg), "{{node}} {{key_group}}"}},
 			}, {
+				kind:  tablePanel,
+				title: "Lock holders (longest-held)",
+				help: help{"Who holds the longest-held locks of each group now: the service and host the lock's value names (instrument's holder value, bsm/redislock's metadata; `opaque` for a bare token), and how long that holder has held its longest-held lock of the group. One row per node, group, service and host, for the holders of each group's N longest-held locks (`--locks.holders`). Keys, tokens and process ids are not labels: `cachewatch locks` lists every lock with its key, process and TTL." + haMax,
+					"holders held for less than their lock's TTL; a holder held far longer, or one whose service is gone, is where the long-held and no-TTL runbooks start.", rbLocksLongHeld},
+				unit:    units.Seconds,
+				targets: []target{{x.nodeMax(s.LockHolderHeld, []string{keyGroupLabel, "service", "host"}), heldForColumn}},
+			}, {
 				title: "Locks by remaining TTL",
 				help: help{"Lock keys whose remaining TTL is at most 1 s, 10 s, 1 min, and all locks with a TTL (cumulative; locks without expiry are counted separately)." + haMax,
 					"most locks far from 0; many within 1 s means holders run out of lease.", rbLocksLost},

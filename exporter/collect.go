@@ -249,6 +249,7 @@ func collectPass(m emitter, p *Pass) {
 		for _, x := range g.LocksExpiring {
 			m.gauge(signals.LocksExpiring, float64(x.Keys), group, x.Label)
 		}
+		collectHolders(m, group, g.Holders, p.LocksAsOf)
 	}
 }
 

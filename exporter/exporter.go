@@ -78,6 +78,7 @@ const (
 	DefaultLockScanBudget = sampler.DefaultLockScanBudget
 	DefaultLockReconcile  = sampler.DefaultLockReconcile
 	DefaultMaxLocks       = sampler.DefaultMaxLocks
+	DefaultLockHolders    = sampler.DefaultLockHolders
 	DefaultMaxQueueReply  = sampler.DefaultMaxQueueReply
 	DefaultMaxInfoReply   = sampler.DefaultMaxInfoReply
 	DefaultMaxReply       = sampler.DefaultMaxReply
@@ -121,6 +122,12 @@ type Options struct {
 	// MaxLocks bounds the lock keys indexed per node; with more, the lock
 	// series are left out. Default DefaultMaxLocks.
 	MaxLocks int
+	// LockHolders is how many of each lock group's longest-held locks have
+	// their holder (service and host, as the lock's value names them)
+	// exported, as lock_holder_held_seconds: at most LockHolders series per
+	// node and lock group, whatever the number of services. Default
+	// DefaultLockHolders; negative exports none.
+	LockHolders int
 	// MemorySample > 0 reads MEMORY USAGE of one key in MemorySample in
 	// the whole-keyspace pass (paced with it) and exports the estimated
 	// memory per key group. 0 (the default) reads none.
@@ -251,7 +258,7 @@ func (opts Options) config() (sampler.Config, error) {
 		KeyGroups: opts.KeyGroups, MemorySample: opts.MemorySample, HotKeys: opts.HotKeys,
 		LockPatterns: opts.LockPatterns, LockGroups: opts.LockGroups, Notify: opts.LockNotifications.notify(),
 		LockScanBudget: opts.LockScanBudget, LockReconcile: opts.LockReconcile, LockScanCount: opts.LockScanCount,
-		MaxLocks: opts.MaxLocks, LongHeld: opts.LongHeld, Queues: opts.Queues, MissBurst: opts.MissBurst,
+		MaxLocks: opts.MaxLocks, LockHolders: lockHolders(opts.LockHolders), LongHeld: opts.LongHeld, Queues: opts.Queues, MissBurst: opts.MissBurst,
 		Clock: opts.Clock, Logger: opts.Logger,
 	}.WithDefaults()
 }
@@ -291,4 +298,16 @@ func (e *Exporter) Close() error {
 		e.unobserve = nil
 	}
 	return errors.Join(errs...)
+}
+
+// lockHolders is the sampler's count of holders per lock group: n, the
+// default for 0, none for a negative n.
+func lockHolders(n int) int {
+	switch {
+	case n == 0:
+		return DefaultLockHolders
+	case n < 0:
+		return 0
+	}
+	return n
 }

@@ -64,6 +64,7 @@ const (
 	LockNotifications        ID = "cachewatch_exporter_lock_notifications"
 	LockIndexRepairs         ID = "cachewatch_exporter_lock_index_repairs_total"
 	LockNotificationsRefused ID = "cachewatch_exporter_lock_notifications_refused"
+	LockHolderHeld           ID = "cachewatch_exporter_lock_holder_held_seconds"
 	ExporterDataTimestamp    ID = "cachewatch_exporter_data_timestamp_seconds"
 	ExporterSampleInterval   ID = "cachewatch_exporter_sample_interval_seconds"
 	KeysMemory               ID = "cachewatch_exporter_keys_memory_bytes"
@@ -570,6 +571,16 @@ var exporterMetrics = map[ID]*Metric{
 		Sources: []Source{Exporter},
 		OTel:    OTelInstrument{"cachewatch.exporter.lock.index_repairs", OTelObservableCounter, "{key}"},
 	},
+	LockHolderHeld: {
+		Name: string(LockHolderHeld), Kind: Gauge, Unit: "seconds",
+		Help: "How long a holder has held its longest-held lock of the group, for the holders of the group's N longest-held locks (N: --locks.holders, default 5): " +
+			"who holds a lock, by the service and host its value names (instrument's holder value, bsm/redislock's metadata). Bounded: at most N series per node and lock group, whatever the number of services; keys, tokens and process ids are never labels (`cachewatch locks` and doctor name them).",
+		Labels: []Label{node, keyGroup,
+			{Name: "service", Doc: "the holder's service (instrument's client `Name`, or redislock metadata's), from the lock's value; `opaque` for a value that names no holder (a bare token)"},
+			{Name: "host", Doc: "the holder's host, from the lock's value; empty when it names none"}},
+		Sources: []Source{Exporter},
+		OTel:    OTelInstrument{"cachewatch.exporter.lock.holder.held", OTelObservableGauge, "s"},
+	},
 	ExporterDataTimestamp: {
 		Name: string(ExporterDataTimestamp), Kind: Gauge, Unit: "seconds",
 		Help: "Unix time of the oldest observation behind a series family's figures (their age is time() minus it). It stays while the family's series are left out (a failing stage), so the age keeps growing.",
@@ -779,7 +790,7 @@ var order = []ID{
 	ExporterTruncated, ExporterErrors, ExporterKeyspaceCoverage,
 	ExporterDataTimestamp, ExporterSampleInterval,
 	LocksHeld, LocksWithoutTTL, LocksLongHeld, LocksExpiring, LockNotifications, LockIndexRepairs,
-	LockNotificationsRefused,
+	LockNotificationsRefused, LockHolderHeld,
 	KeysSampled, KeysWithoutTTL, KeysExpiring, KeysMemory, ExpirySync,
 	ServerKeyspaceHits, ServerKeyspaceMisses, ServerExpiredKeys, ServerEvictedKeys, ServerMissBursts,
 	ServerCommandCalls, ServerCommandSeconds, ServerCommandFailed, ServerCommandLatency, ServerCommandDuration,

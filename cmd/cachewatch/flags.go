@@ -56,6 +56,7 @@ type redisFlags struct {
 	// command (0: keygroup.DefaultMinKeys).
 	minKeys, minKeysDefault             int
 	lockGroups, maxLocks, memorySample  int
+	lockHolders                         int
 	maxReply, maxInfoReply, maxAnyReply int
 	maxDuration                         time.Duration
 	maxDurationSet                      bool
@@ -109,6 +110,8 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 		Default(strconv.FormatFloat(exporter.DefaultLockScanBudget, 'f', -1, 64)).Float64Var(&f.scanBudget)
 	cmd.Flag("locks.max-tracked", "Lock keys indexed per node; with more, lock series are left out.").
 		Default(strconv.Itoa(exporter.DefaultMaxLocks)).IntVar(&f.maxLocks)
+	cmd.Flag("locks.holders", "Longest-held locks per lock group whose holder (service, host) is exported; 0 none.").
+		Default(strconv.Itoa(exporter.DefaultLockHolders)).IntVar(&f.lockHolders)
 	cmd.Flag("locks.max-groups", "Cap on distinct lock groups, apart from --keygroup.max-groups; the rest fold into other.").
 		Default(strconv.Itoa(keygroup.DefaultMaxGroups)).IntVar(&f.lockGroups)
 	cmd.Flag("keys.memory-sample", "Read MEMORY USAGE of one key in N in the keyspace pass, for memory per key group (0: off).").
@@ -148,7 +151,7 @@ func (f *redisFlags) options() (exporter.Options, error) {
 		Target: t, LockPatterns: f.lockPatterns, Queues: f.queues, KeyGroups: groups, LockGroups: lockGroups,
 		MaxKeys: f.maxKeys, MaxDuration: f.maxDuration, ScanCount: f.scanCount, Batch: f.batch, KeysPerSecond: kps,
 		LockScanBudget: f.scanBudget, MaxLocks: f.maxLocks, MemorySample: f.memorySample, MaxQueueReply: f.maxReply,
-		MaxInfoReply: f.maxInfoReply, MaxReply: f.maxAnyReply,
+		MaxInfoReply: f.maxInfoReply, MaxReply: f.maxAnyReply, LockHolders: cmp.Or(f.lockHolders, -1),
 	}, nil
 }
 
@@ -174,6 +177,8 @@ func (f *redisFlags) checkRanges() error {
 		return fmt.Errorf("--sample.keys-per-second must not be negative, got %g", f.keysPerSecond)
 	case !(f.scanBudget > 0 && f.scanBudget <= 1):
 		return fmt.Errorf("--locks.scan-budget must be in (0, 1], got %g", f.scanBudget)
+	case f.lockHolders < 0:
+		return fmt.Errorf("--locks.holders must not be negative, got %d", f.lockHolders)
 	case f.memorySample < 0:
 		return fmt.Errorf("--keys.memory-sample must not be negative, got %d", f.memorySample)
 	}

@@ -63,6 +63,9 @@ type Config struct {
 	// an owner token must stay for its lock to be long-held.
 	MaxLocks int
 	LongHeld time.Duration
+	// LockHolders is how many of each lock group's longest-held locks a
+	// snapshot names the holders of (GroupStats.Holders); 0 none.
+	LockHolders int
 
 	// Queues are the queue keys to report on.
 	Queues []string
@@ -160,9 +163,12 @@ const (
 	// DefaultLockReconcile is how long a reconciling lock pass may take
 	// once keyspace notifications keep the lock index exact.
 	DefaultLockReconcile = 10 * time.Minute
-	// DefaultMaxLocks bounds the lock keys indexed per node (about 100
-	// bytes each).
+	// DefaultMaxLocks bounds the lock keys indexed per node (about 120
+	// bytes each, and each distinct holder once).
 	DefaultMaxLocks = 1_000_000
+	// DefaultLockHolders is how many of each lock group's longest-held
+	// locks have their holder exported.
+	DefaultLockHolders = 5
 	// DefaultMaxQueueReply is the largest reply of a queue read (a
 	// stream's first entry, its group list, a sorted set's first member)
 	// sent again next sample; a larger one is suspended with a backoff.

@@ -21,6 +21,10 @@ type lockEntry struct {
 	firstTTL time.Duration
 	// pass is the lock pass that last saw or read the key.
 	pass uint64
+	// holder is who its value names (interned: shared by the locks of one
+	// holder), acquired the acquisition time it tells (Unix ms; 0: none).
+	holder   *snapshot.Holder
+	acquired int64
 }
 
 // lockIndex holds every lock key of a node (at most Config.MaxLocks). SCAN
@@ -67,10 +71,14 @@ type lockIndex struct {
 	// groupsEpoch is the lock classifier's epoch when the entries' groups
 	// were last classified (regroup).
 	groupsEpoch uint64
+
+	// holders interns the holders the entries point to (see holder.go).
+	holders holders
 }
 
 func (x *lockIndex) reset() {
-	*x = lockIndex{entries: map[string]lockEntry{}, suspect: map[string]struct{}{}, seq: x.seq, repairs: x.repairs}
+	*x = lockIndex{entries: map[string]lockEntry{}, suspect: map[string]struct{}{}, seq: x.seq, repairs: x.repairs,
+		holders: x.holders}
 }
 
 // restartPass drops the pass in progress: the next one starts from the
@@ -134,6 +142,7 @@ func (x *lockIndex) completePass(now time.Time, maxLocks int) {
 	if len(x.entries) < maxLocks {
 		x.overflow = false
 	}
+	x.holders.prune(x.entries)
 	x.active, x.seen = false, nil
 	x.lastStarted, x.lastEnded = x.started, now
 }
@@ -170,6 +179,8 @@ func (x *lockIndex) regroup(groups *keygroup.Classifier) {
 type lockGroup struct {
 	locks, noTTL, longHeld, longHeldNoTTL, longHeldPastTTL uint64
 	expiring                                               horizonCounts
+	// holders are the longest-held locks, longest first.
+	holders []snapshot.HeldLock
 }
 
 // add counts a lock and its remaining TTL (< 0: none); pastTTL marks a
@@ -221,6 +232,7 @@ func withLocks(p *snapshot.Pass, groups map[string]*lockGroup, asOf time.Time, t
 		g.Locks, g.LocksNoTTL, g.LocksLongHeld, g.LocksLongHeldNoTTL = lg.locks, lg.noTTL, lg.longHeld, lg.longHeldNoTTL
 		g.LocksLongHeldPastTTL = lg.longHeldPastTTL
 		g.LocksExpiring = lg.expiring.within()
+		g.Holders = lg.holders
 	}
 	return v
 }

@@ -383,11 +383,12 @@ func (l *lockStage) readToken(en *lockEntry, get *redis.StringCmd, ttl time.Dura
 		h := maphash.String(l.seed, val)
 		if !en.hasToken || en.token != h {
 			en.token, en.hasToken, en.since, en.firstTTL = h, true, now, ttl
+			en.holder, en.acquired = l.index.holders.of(val)
 		}
 	case classify(err) == ClassNoPerm || stageErr(StageLocks, err).Fatal():
 		return stageErr(StageLocks, errors.Join(errTokens, err))
 	default: // WRONGTYPE: a non-string lock has no token
-		en.hasToken = false
+		en.hasToken, en.holder = false, nil
 	}
 	return nil
 }
@@ -401,7 +402,7 @@ func (l *lockStage) figures(now time.Time) map[string]*lockGroup {
 	x.regroup(l.env.cfg.LockGroups)
 	out := map[string]*lockGroup{}
 	nowMs := now.UnixMilli()
-	for _, en := range x.entries {
+	for key, en := range x.entries {
 		ttl := time.Duration(-1)
 		if en.expireAt >= 0 {
 			if en.expireAt < nowMs {
@@ -415,7 +416,9 @@ func (l *lockStage) figures(now time.Time) map[string]*lockGroup {
 			out[en.group] = g
 		}
 		longHeld := en.hasToken && now.Sub(en.since) >= l.env.cfg.LongHeld
-		g.add(ttl, longHeld, longHeld && ttl >= 0 && (en.firstTTL < 0 || now.Sub(en.since) > en.firstTTL))
+		pastTTL := longHeld && ttl >= 0 && (en.firstTTL < 0 || now.Sub(en.since) > en.firstTTL)
+		g.add(ttl, longHeld, pastTTL)
+		g.offer(l.env.cfg.LockHolders, key, &en, ttl, longHeld, pastTTL)
 	}
 	return out
 }

@@ -55,6 +55,10 @@ type GroupStats struct {
 	// horizon (cumulative, shortest first); locks without TTL are not in
 	// it.
 	LocksExpiring []ExpiringWithin
+	// Holders are the group's longest-held locks, longest first: at most
+	// the sampler's LockHolders (Config), whose holders the exporter
+	// exports and doctor names.
+	Holders []HeldLock
 
 	// MemoryBytes estimates the memory of the group's keys: the mean
 	// MEMORY USAGE of the MemorySampled keys read times Keys (0 when no

@@ -83,6 +83,7 @@ targets file); a test fails on a flag that has neither.
   (list "locks.reconcile" $v.locks.reconcile)
   (list "locks.scan-budget" $v.locks.scanBudget)
   (list "locks.max-tracked" $v.locks.maxTracked)
+  (list "locks.holders" $v.locks.holders)
   (list "locks.max-groups" $v.locks.maxGroups)
   (list "queue" $v.queues)
   (list "queue.max-reply-bytes" $v.queue.maxReplyBytes)
