@@ -145,6 +145,9 @@ type Finding struct {
 	Value    float64 `json:"value,omitempty"`
 	Evidence string  `json:"evidence"`
 	Fix      string  `json:"fix"`
+	// Locks names the locks a lock check flags and their holders,
+	// longest-held first per node (at most 10,000 per group and node).
+	Locks []NamedLock `json:"locks,omitempty"`
 }
 
 // NodeSummary says what was sampled on one node.
@@ -261,7 +264,7 @@ func (o Options) withDefaults() Options {
 // most perSample (and the exporter's own budget).
 func (o Options) exporterOptions(perSample time.Duration) exporter.Options {
 	eo := o.Exporter
-	eo.LongHeld, eo.HotKeys = o.LongHeld, o.HotKeys
+	eo.LongHeld, eo.HotKeys, eo.LockHolders = o.LongHeld, o.HotKeys, namedPerGroup
 	eo.MaxDuration = min(cmp.Or(eo.MaxDuration, exporter.DefaultMaxDuration), perSample)
 	if eo.KeyGroups == nil {
 		eo.KeyGroups, _ = keygroup.New(keygroup.Options{MinKeys: 1}) // valid options: no error
@@ -453,6 +456,7 @@ func (a *analysis) add(node string, f Finding) {
 	m.Count += f.Count
 	m.Total += f.Total
 	m.Value = max(m.Value, f.Value)
+	m.Locks = append(m.Locks, f.Locks...)
 }
 
 func (a *analysis) node(s *exporter.NodeSnapshot) {
@@ -493,10 +497,12 @@ func queueNames(qs []exporter.QueueStats) map[string]bool {
 func (a *analysis) keyspace(node string, p *exporter.Pass, queues map[string]bool) {
 	for name, g := range p.Groups {
 		if g.LocksNoTTL > 0 {
-			a.add(node, Finding{Check: CheckLocksWithoutTTL, Severity: Critical, KeyGroup: name, Count: g.LocksNoTTL, Total: g.Locks})
+			a.add(node, Finding{Check: CheckLocksWithoutTTL, Severity: Critical, KeyGroup: name, Count: g.LocksNoTTL, Total: g.Locks,
+				Locks: flagged(node, g.Holders, p.LocksAsOf, noTTL)})
 		}
 		if n := g.LocksLongHeldPastTTL; p.TokensRead && n > 0 {
-			a.add(node, Finding{Check: CheckLongHeldLocks, Severity: Warning, KeyGroup: name, Count: n, Total: g.Locks})
+			a.add(node, Finding{Check: CheckLongHeldLocks, Severity: Warning, KeyGroup: name, Count: n, Total: g.Locks,
+				Locks: flagged(node, g.Holders, p.LocksAsOf, pastTTL)})
 		}
 		if g.Locks == 0 && g.BusiestSecond >= a.th.SyncMinKeys && g.SyncScore >= a.th.SyncScore {
 			a.add(node, Finding{Check: CheckSyncExpiry, Severity: Warning, KeyGroup: name, Count: g.BusiestSecond,

@@ -116,6 +116,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, f := range r.Findings {
 		fmt.Fprintf(&b, "\n%-8s  %s  %s\n  evidence: %s\n  fix:      %s\n", strings.ToUpper(string(f.Severity)), f.Check,
 			printable(f.subject()), printable(f.Evidence), printable(f.Fix))
+		writeHolders(&b, f.Locks)
 	}
 	if len(r.HotKeys) > 0 {
 		b.WriteString("\nhottest keys (OBJECT FREQ):\n")
