@@ -393,9 +393,12 @@ func TestNotificationsOnEveryClusterMaster(t *testing.T) {
 	opts := notifyOptions(cl.Addrs()[:1], clk)
 	opts.Target.Mode = exporter.ModeAuto
 	e, reg := newExporter(t, opts)
-	for _, s := range e.Sample(ctx) {
-		if s.Pass == nil || !s.Pass.LocksNotified {
-			t.Fatalf("%s: not synced: %v", s.Node, s.Errors)
+	// Each master's syncing pass runs at the rate the sampler's measured
+	// cost allows: on a busy machine it may need more than one sample's
+	// 200 ms budget.
+	for i := 1; !allNotified(e.Sample(ctx)); i++ {
+		if i == 100 {
+			t.Fatalf("%d samples: a master's lock index is not synced: %+v", i, e.Snapshots())
 		}
 	}
 	for i := 0; i < 30; i++ {
@@ -420,6 +423,17 @@ func TestNotificationsOnEveryClusterMaster(t *testing.T) {
 			t.Errorf("%s summed over nodes = %v, want %v", series.name, sum, series.want)
 		}
 	}
+}
+
+// allNotified reports whether every node's lock index is synced and
+// followed by notifications.
+func allNotified(snaps []*exporter.NodeSnapshot) bool {
+	for _, s := range snaps {
+		if s.Pass == nil || !s.Pass.LocksNotified {
+			return false
+		}
+	}
+	return len(snaps) > 0
 }
 
 // A user who may not subscribe to the lock patterns' channels still gets
