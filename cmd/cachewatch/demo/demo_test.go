@@ -22,9 +22,10 @@ import (
 // testOptions are short enough for the suite and give each 4 s phase
 // several refreshes (fresh TTL 1 s), with half the default callers so that
 // the embedded miniredis keeps up under the race detector on a busy
-// machine.
+// machine, and a retry horizon that a waiting caller stalled by such a
+// machine does not outlast.
 func testOptions() Options {
-	return Options{Duration: 8 * time.Second, Callers: 2, FreshTTL: time.Second}
+	return Options{Duration: 8 * time.Second, Callers: 2, FreshTTL: time.Second, retryHorizon: 4 * time.Second}
 }
 
 func TestRunEmbeddedMiniredis(t *testing.T) {

@@ -71,6 +71,8 @@ type env struct {
 	freshTTL  time.Duration
 	// redisTimeout bounds the cachewatch client's round trips.
 	redisTimeout time.Duration
+	// retryHorizon is the hooks' RetryHorizon (Options.retryHorizon).
+	retryHorizon time.Duration
 
 	db       *database
 	versions *versions

@@ -26,7 +26,7 @@ func newProtected(e *env, i int) (service, error) {
 	rdb := e.newClient()
 	name := fmt.Sprintf("cachewatch-%d", i)
 	h, err := hooks.New(hooks.Options{Registerer: e.reg, Name: name, KeyGroups: e.groups, Pool: rdb,
-		MissBurstWindow: burstWindow, MissBurstThreshold: burstThreshold})
+		RetryHorizon: e.retryHorizon, MissBurstWindow: burstWindow, MissBurstThreshold: burstThreshold})
 	if err != nil {
 		rdb.Close()
 		return nil, fmt.Errorf("hook: %w", err)

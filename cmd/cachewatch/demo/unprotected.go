@@ -54,6 +54,7 @@ func newUnprotected(e *env, i int) (service, error) {
 	// report, read the moment the phase ends, needs.
 	h, err := hooks.New(hooks.Options{Registerer: e.reg, Name: fmt.Sprintf("unprotected-%d", i),
 		KeyGroups: e.groups, Scripts: demoScripts, Pool: rdb, TryOnce: []string{e.groups.Classify(jobLockKey)},
+		RetryHorizon:    e.retryHorizon,
 		MissBurstWindow: burstWindow, MissBurstThreshold: burstThreshold})
 	if err != nil {
 		rdb.Close()
