@@ -17,8 +17,8 @@ func TestSum(t *testing.T) {
 	lookups.WithLabelValues("c", "a:*", "hit").Add(3)
 	lookups.WithLabelValues("c", "a:*", "miss").Add(2)
 	lookups.WithLabelValues("c", "b:*", "hit").Add(5)
-	hold.WithLabelValues("c", "a:*").Observe(1)
-	hold.WithLabelValues("c", "a:*").Observe(2)
+	hold.WithLabelValues("c", "a:*", signals.EndReleased).Observe(1)
+	hold.WithLabelValues("c", "a:*", signals.EndExpired).Observe(2)
 
 	cases := []struct {
 		name   string
@@ -31,6 +31,7 @@ func TestSum(t *testing.T) {
 		{signals.CacheLookups.String(), []string{"result", "stale"}, 0},
 		{signals.CacheLookups.String(), []string{"no_such_label", "x"}, 0},
 		{signals.LockHoldDuration.String(), []string{"key_group", "a:*"}, 2},
+		{signals.LockHoldDuration.String(), []string{"outcome", signals.EndReleased}, 1},
 		{"missing_metric", nil, 0},
 	}
 	for _, c := range cases {
