@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/yamlerr"
 )
 
 // targetsFile is the --targets.file format: several Redis targets watched
@@ -66,7 +66,7 @@ func readTargets(path string, base redisFlags) ([]exporter.Options, error) {
 	dec.KnownFields(true)
 	var tf targetsFile
 	if err := dec.Decode(&tf); err != nil {
-		return nil, fmt.Errorf("--targets.file %s: %s", path, redactYAML(err))
+		return nil, fmt.Errorf("--targets.file %s: %s", path, yamlerr.Redact(err))
 	}
 	if len(tf.Targets) == 0 {
 		return nil, fmt.Errorf("--targets.file %s: no targets", path)
@@ -129,35 +129,3 @@ func (f *redisFlags) connectionSet() bool {
 	return f.url != "" || f.urlAlias != "" || len(f.addrs) > 0 || f.user != "" || f.passwordFile != "" ||
 		f.tls || f.tlsCA != "" || f.tlsServerName != "" || f.tlsSkipVerify || f.mode != "auto"
 }
-
-// redactYAML keeps a YAML error's positions, and the names of unknown
-// fields, but not the values it may quote (a password written where it
-// should not be).
-func redactYAML(err error) string {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		if m := yamlLine.FindString(err.Error()); m != "" {
-			return m + " not valid YAML"
-		}
-		return "not valid YAML"
-	}
-	var parts []string
-	for _, e := range te.Errors {
-		line := yamlLine.FindString(e)
-		if m := yamlUnknown.FindStringSubmatch(e); m != nil {
-			hint := ""
-			if m[1] == "password" {
-				hint = " (use password_file or password_env)"
-			}
-			parts = append(parts, line+" unknown field "+m[1]+hint)
-		} else {
-			parts = append(parts, line+" a value of the wrong type")
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-var (
-	yamlLine    = regexp.MustCompile(`line \d+:`)
-	yamlUnknown = regexp.MustCompile(`field (\S+) not found`)
-)

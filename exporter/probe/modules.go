@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/internal/yamlerr"
 )
 
 // DefaultModule is the module of a probe without a module parameter.
@@ -98,7 +99,7 @@ func ParseModules(raw []byte) (*Modules, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&file); err != nil {
-		return nil, redactYAML(err)
+		return nil, errors.New(yamlerr.Redact(err))
 	}
 	if len(file.Modules) == 0 {
 		return nil, errors.New("no modules")
@@ -242,34 +243,3 @@ func (m *module) options(base exporter.Options, t exporter.Target) (exporter.Opt
 	}
 	return base, nil
 }
-
-// redactYAML keeps a YAML error's line and the names of unknown fields, not
-// the values it may quote (a password written where it should not be).
-func redactYAML(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		if m := yamlLine.FindString(err.Error()); m != "" {
-			return errors.New(m + " not valid YAML")
-		}
-		return errors.New("not valid YAML")
-	}
-	var parts []string
-	for _, e := range te.Errors {
-		line := yamlLine.FindString(e)
-		if m := yamlUnknown.FindStringSubmatch(e); m != nil {
-			hint := ""
-			if m[1] == "password" {
-				hint = " (use password_file or password_env)"
-			}
-			parts = append(parts, line+" unknown field "+m[1]+hint)
-		} else {
-			parts = append(parts, line+" a value of the wrong type")
-		}
-	}
-	return errors.New(strings.Join(parts, "; "))
-}
-
-var (
-	yamlLine    = regexp.MustCompile(`line \d+:`)
-	yamlUnknown = regexp.MustCompile(`field (\S+) not found`)
-)
