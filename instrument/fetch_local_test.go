@@ -242,6 +242,11 @@ func TestInvalidateReachesOtherProcessesCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A Fetch returns before its value is written, and the writing process
+	// keeps its copy once the write lands: b's writes land first here, as a
+	// copy kept after the notice was written after it, which no notice
+	// sent before can cover.
+	b.c.writes.waitAll(ctx)
 	if _, err := a.c.InvalidateMatch(ctx, "stock:*"); err != nil {
 		t.Fatal(err)
 	}
