@@ -129,8 +129,9 @@ type CacheOptions struct {
 	// stale-while-revalidate contract, at process level. Invalidate (of
 	// the Client or a Cache) and the Client's InvalidateMatch notify every
 	// process's Caches over pub/sub (the Client's one connection, on its
-	// Namespace's channels), which drop their copies of the keys removed;
-	// a key deleted behind cachewatch's back is served from a stale copy
+	// Namespace's channels), which drop their copies of the keys removed,
+	// and keep no copy from a lookup that such a notice may have overtaken
+	// (one that began before it arrived); a key deleted behind cachewatch's back is served from a stale copy
 	// until the revalidating read finds it gone.
 	LocalCopies int
 

@@ -25,7 +25,7 @@ func (ca *Cache[T]) Set(ctx context.Context, key string, v T) error {
 	fresh, hard := ca.jitter(ca.o.FreshTTL), ca.jitter(ca.o.HardTTL)
 	hard = max(hard, fresh)
 	expire := hard + max(hard/10, time.Second)
-	now := ca.c.now()
+	now, noticed := ca.c.now(), ca.local.mark(k.value)
 	_, err = ca.deg.call(ctx, "set", func(rctx context.Context) ([]any, error) {
 		return nil, luascript.FetchSet.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease, k.waiters},
 			raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), expire.Milliseconds()).Err()
@@ -34,7 +34,7 @@ func (ca *Cache[T]) Set(ctx context.Context, key string, v T) error {
 		return fmt.Errorf("cachewatch: set %q: %w", key, err)
 	}
 	ca.c.announce(ctx, keysNotice([]string{k.value}))
-	ca.local.put(key, k.value, ca.c.group(key), v, false, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
+	ca.local.put(noticed, key, k.value, ca.c.group(key), v, false, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
 	return nil
 }
 

@@ -198,7 +198,7 @@ func (l *lookup[T]) store(ctx context.Context, ld loaded[T]) {
 	}
 	span.AddEvent("written")
 	ca.fails.reset(ca.c.m.refreshConsecutive, group, key)
-	ca.local.put(key, k.value, group, ld.v, ld.err != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
+	ca.local.put(l.noticed, key, k.value, group, ld.v, ld.err != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
 }
 
 // refused accounts for a write the script refused.

@@ -25,6 +25,42 @@ type localCopies[T any] struct {
 	max  int
 	m    sync.Map // key → *localCopy[T]; a copy is never changed, only replaced
 	size atomic.Int64
+	// Invalidation notices seen, counted so that a copy read or written by
+	// a lookup is not kept when a notice that may cover it arrived while
+	// the lookup ran: a write that lands before another process's
+	// InvalidateMatch scans is unlinked there, and its notice can pass
+	// before the writer keeps its copy. Key notices count per bucket of
+	// the stored name, so unrelated keys' notices rarely void a copy.
+	patternNotices atomic.Uint64
+	keyNotices     [noticeBuckets]atomic.Uint64
+}
+
+const noticeBuckets = 256
+
+// noticeMark is the count of notices that could cover one stored name,
+// taken before a lookup reads Redis.
+type noticeMark struct{ pattern, key uint64 }
+
+func noticeBucket(stored string) int {
+	h := uint32(2166136261) // FNV-1a: no allocation, the same bucket in every process
+	for i := 0; i < len(stored); i++ {
+		h = (h ^ uint32(stored[i])) * 16777619
+	}
+	return int(h % noticeBuckets)
+}
+
+// mark returns the notices seen so far that could cover stored.
+func (l *localCopies[T]) mark(stored string) noticeMark {
+	if l == nil {
+		return noticeMark{}
+	}
+	return noticeMark{l.patternNotices.Load(), l.keyNotices[noticeBucket(stored)].Load()}
+}
+
+// noticedSince reports whether a notice that could cover stored arrived
+// after m was taken.
+func (l *localCopies[T]) noticedSince(m noticeMark, stored string) bool {
+	return l.mark(stored) != m
 }
 
 type localCopy[T any] struct {
@@ -37,15 +73,29 @@ type localCopy[T any] struct {
 	revalidating atomic.Bool // a background read of this key is under way
 }
 
-func (l *localCopies[T]) put(key, stored, group string, v T, negative bool, freshUntil, hardUntil int64) {
+// put keeps a copy of key unless a notice that could cover it arrived
+// since m was taken. A notice counts before it drops copies, and put checks
+// after it stores, so a notice either voids the copy here or drops it.
+func (l *localCopies[T]) put(m noticeMark, key, stored, group string, v T, negative bool, freshUntil, hardUntil int64) {
 	if l == nil || hardUntil <= 0 {
 		return
 	}
 	c := &localCopy[T]{stored: stored, group: group, val: v, negative: negative, freshUntil: freshUntil, hardUntil: hardUntil}
-	if _, replaced := l.m.Swap(key, c); replaced {
+	if _, replaced := l.m.Swap(key, c); !replaced {
+		l.size.Add(1)
+	}
+	if l.noticedSince(m, stored) {
+		if l.m.CompareAndDelete(key, c) {
+			l.size.Add(-1)
+		}
 		return
 	}
-	if l.size.Add(1) <= int64(l.max) {
+	l.makeRoom(key)
+}
+
+// makeRoom drops a copy other than key's while there are more than max.
+func (l *localCopies[T]) makeRoom(key string) {
+	if l.size.Load() <= int64(l.max) {
 		return
 	}
 	l.m.Range(func(k, _ any) bool { // full: make room by dropping any other copy
@@ -75,15 +125,23 @@ func (l *localCopies[T]) dropIf(gone func(*localCopy[T]) bool) {
 
 // dropStored drops the copies whose value is stored under one of names.
 func (l *localCopies[T]) dropStored(names []string) {
+	if l == nil {
+		return
+	}
 	gone := make(map[string]bool, len(names))
 	for _, n := range names {
 		gone[n] = true
+		l.keyNotices[noticeBucket(n)].Add(1)
 	}
 	l.dropIf(func(c *localCopy[T]) bool { return gone[c.stored] })
 }
 
 // dropAll drops every copy.
 func (l *localCopies[T]) dropAll() {
+	if l == nil {
+		return
+	}
+	l.patternNotices.Add(1)
 	l.dropIf(func(*localCopy[T]) bool { return true })
 }
 
@@ -145,7 +203,7 @@ func (l *lookup[T]) keepCopy(v T, decodeErr error, s stored) {
 	if decodeErr != nil && !s.negative {
 		return
 	}
-	l.ca.local.put(l.key, l.k.value, l.group, v, s.negative, s.freshUntil, s.hardUntil)
+	l.ca.local.put(l.noticed, l.key, l.k.value, l.group, v, s.negative, s.freshUntil, s.hardUntil)
 }
 
 // staleFromMemory serves key from the process's copy when that copy is

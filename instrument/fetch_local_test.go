@@ -278,8 +278,8 @@ func TestLocalCopiesBounded(t *testing.T) {
 	l := &localCopies[string]{max: 3}
 	for i := range 5 {
 		key := "k:" + strconv.Itoa(i)
-		l.put(key, keysFor(key).value, "k:*", "v", false, 1, 2)
-		l.put(key, keysFor(key).value, "k:*", "v2", false, 1, 2) // a replacement
+		l.put(noticeMark{}, key, keysFor(key).value, "k:*", "v", false, 1, 2)
+		l.put(noticeMark{}, key, keysFor(key).value, "k:*", "v2", false, 1, 2) // a replacement
 	}
 	count := 0
 	l.m.Range(func(any, any) bool { count++; return true })
@@ -350,4 +350,87 @@ func TestInvalidationSubscriptionPerClient(t *testing.T) {
 		}
 	}
 	poll.Until(t, "the subscription to close with the last Cache", func() bool { return subscribers() == 0 })
+}
+
+// A copy is not kept when an invalidation notice that may cover it arrived
+// while its lookup ran (the notice could have been sent after the value was
+// unlinked in Redis, before the copy was kept); notices of keys in other
+// buckets do not void it.
+func TestLocalCopyVoidedByANoticeDuringItsLookup(t *testing.T) {
+	l := &localCopies[string]{max: 10}
+	a := keysFor("a").value
+	other := ""
+	for i := 0; other == ""; i++ {
+		if k := keysFor("b" + strconv.Itoa(i)).value; noticeBucket(k) != noticeBucket(a) {
+			other = k
+		}
+	}
+	m := l.mark(a)
+	l.dropStored([]string{a})
+	l.put(m, "a", a, "g", "v", false, 1, 2)
+	if l.get("a") != nil || l.size.Load() != 0 {
+		t.Fatalf("copy kept after a notice naming it arrived during its lookup (size %d)", l.size.Load())
+	}
+	m = l.mark(a)
+	l.dropStored([]string{other})
+	l.put(m, "a", a, "g", "v", false, 1, 2)
+	if l.get("a") == nil || l.size.Load() != 1 {
+		t.Fatal("copy voided by a notice of a key in another bucket")
+	}
+	m = l.mark(a)
+	l.dropAll()
+	l.put(m, "a", a, "g", "v", false, 1, 2)
+	if l.get("a") != nil || l.size.Load() != 0 {
+		t.Fatalf("copy kept after a pattern notice arrived during its lookup (size %d)", l.size.Load())
+	}
+}
+
+// A process whose load began before another process's InvalidateMatch, and
+// whose write landed after that pattern's notice, does not keep an
+// in-memory copy: it could serve a value invalidated in Redis until its
+// fresh TTL ran out.
+func TestWriterKeepsNoCopyAfterAPatternNoticeDuringItsLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk := newFetchClock()
+	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour}
+	a := newFetchCache(t, srv.Client(t), reg, clk, opts)
+	b := newFetchCache(t, srv.Client(t), reg, clk, opts)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	poll.Until(t, "both caches to subscribe to invalidation notices", func() bool {
+		return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"] == 2
+	})
+	loading, release := make(chan struct{}), make(chan struct{})
+	load := func(context.Context) (string, error) {
+		close(loading)
+		<-release
+		return "v1", nil
+	}
+	const key = "stock:7"
+	fetched := make(chan error, 1)
+	go func() {
+		_, err := b.Fetch(ctx, key, load)
+		fetched <- err
+	}()
+	<-loading
+	// A pattern that does not match the key's lease, so the write lands: a
+	// pattern notice drops every copy, whatever it matched.
+	if _, err := a.c.InvalidateMatch(ctx, "shelf:*"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the loading process to receive the pattern notice", func() bool {
+		return b.local.patternNotices.Load() > 0
+	})
+	close(release)
+	if err := <-fetched; err != nil {
+		t.Fatal(err)
+	}
+	b.c.writes.waitAll(ctx)
+	if admin.Exists(ctx, keysFor(key).value).Val() != 1 {
+		t.Fatal("the write did not land")
+	}
+	if c := b.local.get(key); c != nil {
+		t.Fatalf("copy %q kept although a pattern notice arrived while it was loaded", c.val)
+	}
 }

@@ -46,6 +46,9 @@ type lookup[T any] struct {
 	hasPending bool
 	// pastHard: the latest read found only a value past its hard TTL.
 	pastHard bool
+	// noticed is the invalidation notices seen before the first read: a
+	// copy is kept only if none that could cover it arrived since.
+	noticed noticeMark
 }
 
 // flyIn runs flight f's lookup of key under fctx, which carries the
@@ -54,7 +57,8 @@ type lookup[T any] struct {
 func (ca *Cache[T]) flyIn(fctx context.Context, f *flight[T], key string, load func(context.Context) (T, error)) {
 	// The key group is classified here, once per flight, not per caller:
 	// in a stampede most callers only join a flight.
-	l := lookup[T]{ca: ca, key: key, group: ca.c.group(key), k: keysFor(key), load: load, deadline: callerDeadline(fctx)}
+	k := keysFor(key)
+	l := lookup[T]{ca: ca, key: key, group: ca.c.group(key), k: k, load: load, deadline: callerDeadline(fctx), noticed: ca.local.mark(k.value)}
 	l.fly(fctx, f)
 }
 
