@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -30,6 +29,7 @@ import (
 	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/internal/syncbuf"
 )
 
 // The long run of the never-true probe, opt-in: a throwaway redis-server
@@ -100,7 +100,7 @@ type longProbe struct {
 	gets     *probeGetLoop
 
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *syncbuf.Buffer
 	port   string
 	began  time.Time
 	// windows are the alternating windows: [start, end) and whether the
@@ -128,9 +128,9 @@ func (p *longProbe) start() {
 	must(p.t, err)
 	p.port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	must(p.t, l.Close())
-	p.stderr = &bytes.Buffer{}
+	p.stderr = &syncbuf.Buffer{}
 	p.cmd = exec.Command(p.bin, "exporter", "--redis.addr", p.addr, "--web.listen-address", "127.0.0.1:"+p.port)
-	p.cmd.Stderr = &lockedWriter{w: p.stderr}
+	p.cmd.Stderr = p.stderr
 	p.began = time.Now()
 	must(p.t, p.cmd.Start())
 }
@@ -185,18 +185,6 @@ func (p *longProbe) exact() bool {
 		}
 	}
 	return ok
-}
-
-// lockedWriter serialises writes to w.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }
 
 // redisCPU is the server's CPU time (INFO cpu).

@@ -1,7 +1,6 @@
 package instrument_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +25,7 @@ import (
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/internal/syncbuf"
 )
 
 // readingClock is the real clock (timers, tickers) with its readings
@@ -532,7 +532,7 @@ func TestLockContextOutlivesAcquireDeadline(t *testing.T) {
 func TestLockSpanEventsAndDebugLog(t *testing.T) {
 	srv := redistest.Start(t)
 	spans := tracetest.NewSpanRecorder()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	c, err := instrument.New(srv.Client(t), instrument.Options{
 		Registerer:     prometheus.NewRegistry(),
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
@@ -584,24 +584,6 @@ func TestLockSpanEventsAndDebugLog(t *testing.T) {
 	if strings.Contains(out, lockholder.Parse(l.Token()).Token) || strings.Contains(out, lockholder.Parse(short.Token()).Token) {
 		t.Fatalf("debug log carries a full owner token:\n%s", out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the lock's timer goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // With the client's clock past the lease, a missing key is an expiry, not

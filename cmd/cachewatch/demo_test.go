@@ -10,9 +10,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cachewatch/cachewatch/internal/syncbuf"
 )
 
 func TestDemoBadInputIsOneLine(t *testing.T) {
@@ -60,7 +61,7 @@ func TestDemoHelp(t *testing.T) {
 func TestDemoJSONAndMetrics(t *testing.T) {
 	html := filepath.Join(t.TempDir(), "report.html")
 	var out bytes.Buffer
-	progress := &syncBuffer{}
+	progress := &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(context.Background(), []string{"demo", "--duration", "4s", "--format", "json", "--report", html}, &out, progress)
@@ -106,23 +107,4 @@ func TestDemoJSONAndMetrics(t *testing.T) {
 	if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("<svg")) {
 		t.Errorf("HTML report not written (%v)", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the demo's writes and the test's
-// reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

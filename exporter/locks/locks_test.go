@@ -17,6 +17,7 @@ import (
 	"github.com/cachewatch/cachewatch/exporter/locks"
 	"github.com/cachewatch/cachewatch/internal/lockholder"
 	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/internal/syncbuf"
 	"github.com/cachewatch/cachewatch/keygroup"
 )
 
@@ -173,7 +174,7 @@ func TestWatchRefreshes(t *testing.T) {
 	clk := clockwork.NewFakeClock()
 	r := newReader(t, srv.Addr, clk)
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- r.Watch(ctx, &out, locks.WatchOptions{Refresh: time.Second, Clear: true}) }()
 	for range 2 {
