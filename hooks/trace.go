@@ -34,12 +34,13 @@ type spanInfo struct {
 
 // tracing holds what the hook needs for spans.
 //
-// With no TracerProvider in Options the hook follows otel's global
-// provider, and until a program installs an SDK (otel.SetTracerProvider)
-// that provider's spans record nothing yet cost allocations on every
-// command. So while the global provider is still otel's default, no span is
-// started; once an SDK is installed, spans start (checked per command: one
-// atomic load). This is what instrument does too.
+// With no TracerProvider in Options the hook starts no span. Given otel's
+// global provider (otel.GetTracerProvider()) it follows it, and until a
+// program installs an SDK (otel.SetTracerProvider) that provider's spans
+// record nothing yet cost allocations on every command. So while the global
+// provider is still otel's default, no span is started; once an SDK is
+// installed, spans start (checked per command: one atomic load). This is
+// what instrument does too.
 type tracing struct {
 	tracer trace.Tracer
 	gate   otelglobal.Gate

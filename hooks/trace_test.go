@@ -84,23 +84,26 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
-// With no TracerProvider the hook follows otel's global provider: no spans
-// while none is installed, spans once a program installs an SDK, even after
-// the hook was built. (This installs a global SDK for the rest of the
-// package's tests; they do not read it.)
+// Given otel's global provider the hook follows it: no spans while none is
+// installed, spans once a program installs an SDK, even after the hook was
+// built. A hook with no TracerProvider starts none, SDK or not. (This
+// installs a global SDK for the rest of the package's tests; they do not
+// read it.)
 func TestSpansFollowTheGlobalProvider(t *testing.T) {
-	rdb, _, _ := hooked(t, hooks.Options{})
+	rdb, _, _ := hooked(t, hooks.Options{TracerProvider: otel.GetTracerProvider()})
+	none, _, _ := hooked(t, hooks.Options{})
 	ctx := context.Background()
 	rdb.Get(ctx, "session:1")
 	rec := tracetest.NewSpanRecorder()
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	rdb.Get(ctx, "session:2")
+	none.Get(ctx, "session:3")
 	ended := rec.Ended()
 	if len(ended) != 1 || ended[0].Name() != "GET" {
 		names := make([]string, len(ended))
 		for i, s := range ended {
 			names[i] = s.Name()
 		}
-		t.Fatalf("spans after installing a global SDK: %v, want one GET", names)
+		t.Fatalf("spans after installing a global SDK: %v, want one GET (none from the hook without a TracerProvider)", names)
 	}
 }

@@ -9,13 +9,14 @@ import (
 )
 
 // tracing starts the client's spans. With no TracerProvider in Options the
-// client follows otel's global provider, and until a program installs an
-// SDK (otel.SetTracerProvider) that provider's spans record nothing — yet
-// each costs allocations, and in a stampede every one of hundreds of
-// callers per process starts one, on the path whose latency Fetch promises
-// (measured: most of a joining caller's CPU). So while the global provider
-// is still otel's default, no span is started; the moment an SDK is
-// installed, spans start (checked per call: one atomic load).
+// client starts none. Given otel's global provider (otel.GetTracerProvider())
+// it follows it, and until a program installs an SDK (otel.SetTracerProvider)
+// that provider's spans record nothing — yet each costs allocations, and in
+// a stampede every one of hundreds of callers per process starts one, on the
+// path whose latency Fetch promises (measured: most of a joining caller's
+// CPU). So while the global provider is still otel's default, no span is
+// started; the moment an SDK is installed, spans start (checked per call:
+// one atomic load).
 type tracing struct {
 	tracer trace.Tracer
 	gate   otelglobal.Gate

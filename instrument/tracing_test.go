@@ -41,8 +41,8 @@ var globalSDKInstalled bool
 // globalProviderChild names the Redis address for the child process.
 const globalProviderChild = "CACHEWATCH_GLOBAL_PROVIDER_CHILD"
 
-// With no TracerProvider in Options a client follows otel's global
-// provider. Before a program installs an SDK, Fetch starts no span (none
+// Given otel's global provider (otel.GetTracerProvider()) a client follows
+// it, and with no TracerProvider in Options it starts no span. Before a program installs an SDK, Fetch starts no span (none
 // would record anything) and adds none of its events to the caller's own
 // span; once one is installed — after New, as programs often do — every
 // caller's Fetch and every Lock records its span. It runs in a child
@@ -67,7 +67,11 @@ func globalProviderScenario(t *testing.T, addr string) {
 	if !otelglobal.IsDefault(otel.GetTracerProvider()) {
 		t.Fatal("a fresh process's global tracer provider is not otel's default")
 	}
-	c, err := New(rdb, Options{Registerer: prometheus.NewRegistry()})
+	c, err := New(rdb, Options{Registerer: prometheus.NewRegistry(), TracerProvider: otel.GetTracerProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	untraced, err := New(rdb, Options{Registerer: prometheus.NewRegistry(), Name: "untraced"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +99,9 @@ func globalProviderScenario(t *testing.T, addr string) {
 	if !c.spans.recording() {
 		t.Fatal("no spans once an SDK is installed globally")
 	}
+	if untraced.spans.recording() {
+		t.Fatal("a client without a TracerProvider would start spans once an SDK is installed globally")
+	}
 	const n = 20
 	var wg sync.WaitGroup
 	for range n {
@@ -112,6 +119,13 @@ func globalProviderScenario(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ul, err := untraced.Lock(context.Background(), "job:{2}", LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ul.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	fetches, locks := countHitAndLockSpans(t, rec)

@@ -29,11 +29,11 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/backoff"
@@ -67,7 +67,9 @@ type Options struct {
 	// acquisitions are then labelled mode="try_once" (losing the race is the
 	// design), which the contention and acquire-latency alerts leave out.
 	Backoff instrument.Backoff
-	// TracerProvider for spans; nil means the global provider.
+	// TracerProvider for spans. nil means no spans, as a nil MeterProvider
+	// means no OpenTelemetry metrics: pass otel.GetTracerProvider() for the
+	// global one.
 	TracerProvider trace.TracerProvider
 	// Logger receives one debug line per decision; nil means slog.Default().
 	Logger *slog.Logger
@@ -155,7 +157,7 @@ func New(rs *redsync.Redsync, opts Options) (*Redlock, error) {
 	}
 	tp := opts.TracerProvider
 	if tp == nil {
-		tp = otel.GetTracerProvider()
+		tp = noop.NewTracerProvider()
 	}
 	r.tracer = tp.Tracer("github.com/cachewatch/cachewatch/instrument/redlock")
 	if r.log == nil {

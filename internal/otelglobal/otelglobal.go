@@ -1,5 +1,6 @@
-// Package otelglobal lets instrument and hooks follow OpenTelemetry's global
-// tracer provider without starting spans that nothing would record.
+// Package otelglobal resolves the TracerProvider of instrument's and hooks'
+// Options: nil means no spans, and OpenTelemetry's global provider starts
+// no span that nothing would record.
 package otelglobal
 
 import (
@@ -7,34 +8,39 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Gate tells whether a span started now could be recorded.
 type Gate struct {
-	// unset is otel's default global provider when the caller follows the
-	// global provider and none was installed yet; nil otherwise (an explicit
-	// provider, or one installed before, is always used).
+	// off is set when no provider was given: no span is ever started.
+	off bool
+	// unset is otel's default global provider when the caller passed the
+	// global provider and no SDK was installed yet; nil otherwise (any
+	// other provider, or the global one once an SDK is behind it, is
+	// always used).
 	unset trace.TracerProvider
 }
 
-// Resolve returns explicit, or otel's global provider when explicit is nil,
-// with the Gate that watches for an SDK to be installed later.
+// Resolve returns the provider to start spans from and the Gate that says
+// when to start them: none when explicit is nil (a noop provider), always
+// for a provider of the program's own, and for otel's global provider
+// (otel.GetTracerProvider()) only once an SDK is installed behind it.
 func Resolve(explicit trace.TracerProvider) (trace.TracerProvider, Gate) {
-	if explicit != nil {
-		return explicit, Gate{}
+	if explicit == nil {
+		return noop.NewTracerProvider(), Gate{off: true}
 	}
-	tp := otel.GetTracerProvider()
-	if IsDefault(tp) {
-		return tp, Gate{unset: tp}
+	if IsDefault(explicit) && IsDefault(otel.GetTracerProvider()) {
+		return explicit, Gate{unset: otel.GetTracerProvider()}
 	}
-	return tp, Gate{}
+	return explicit, Gate{}
 }
 
-// Recording reports whether a span started now could be recorded: always,
-// unless the provider is otel's default global one and no SDK has been
-// installed since (one atomic load per call).
+// Recording reports whether a span started now could be recorded: never
+// without a provider; always, unless the provider is otel's default global
+// one and no SDK has been installed since (one atomic load per call).
 func (g Gate) Recording() bool {
-	return g.unset == nil || otel.GetTracerProvider() != g.unset
+	return !g.off && (g.unset == nil || otel.GetTracerProvider() != g.unset)
 }
 
 // IsDefault reports whether tp is otel's default global provider, the one
