@@ -101,7 +101,7 @@ type Config struct {
 	LockContentionFor     model.Duration `yaml:"lock_contention_for"`
 
 	// EventWindow is the window of the alerts on rare events (lost locks,
-	// failed renewals, write skew, duplicate recomputes): one event keeps
+	// failed renewals, write skew, duplicate version writes): one event keeps
 	// the alert up this long, so it does not flap. LocksLost and
 	// RenewalsFailed are how many in the window open a ticket: one alone is
 	// an event to look into, not a pattern.
@@ -116,8 +116,8 @@ type Config struct {
 	StaleRatioWarning float64        `yaml:"stale_ratio_warning"`
 	StaleRatioFor     model.Duration `yaml:"stale_ratio_for"`
 
-	ConsecutiveRefreshFailures    float64        `yaml:"consecutive_refresh_failures"`
-	ConsecutiveRefreshFailuresFor model.Duration `yaml:"consecutive_refresh_failures_for"`
+	ConsecutiveLoaderFailures    float64        `yaml:"consecutive_loader_failures"`
+	ConsecutiveLoaderFailuresFor model.Duration `yaml:"consecutive_loader_failures_for"`
 	// StaleForeverLookback is how far back a stale-forever episode still
 	// explains the errors callers get now (past the hard TTL): the ticket
 	// stays open through them instead of resolving into the worse state.
@@ -234,9 +234,9 @@ func DefaultConfig() Config {
 		StaleRatioWarning: 0.5,
 		StaleRatioFor:     minutes(15),
 
-		ConsecutiveRefreshFailures:    5,
-		ConsecutiveRefreshFailuresFor: minutes(10),
-		StaleForeverLookback:          minutes(24 * 60),
+		ConsecutiveLoaderFailures:    5,
+		ConsecutiveLoaderFailuresFor: minutes(10),
+		StaleForeverLookback:         minutes(24 * 60),
 
 		LoaderAmplification:    1,
 		LoaderAmplificationFor: minutes(15),

@@ -109,9 +109,9 @@ func recordingCases() []recordingCase {
 		{"key_group:cachewatch_cache_lookups:rate5m", looks, kg, 1},
 		{"key_group:cachewatch_cache_stale:ratio_rate5m", looks, kg, 0.25},
 		{"key_group:cachewatch_loader_amplification:ratio_rate5m", []series{
-			{`cachewatch_source_calls_total{` + svc + `, result="success"}`, "0+48x59"},
-			{`cachewatch_source_calls_total{` + svc + `, result="error"}`, "0+12x59"},
-			{`cachewatch_source_calls_total{` + svc + `, result="rejected"}`, "0+60x59"},
+			{`cachewatch_loader_calls_total{` + svc + `, result="success"}`, "0+48x59"},
+			{`cachewatch_loader_calls_total{` + svc + `, result="error"}`, "0+12x59"},
+			{`cachewatch_loader_calls_total{` + svc + `, result="rejected"}`, "0+60x59"},
 			{`cachewatch_cache_stale_writes_refused_total{` + svc + `}`, "0+30x59"},
 		}, kg, 2},
 		{"key_group:cachewatch_cache_miss_bursts:rate5m", []series{{`cachewatch_cache_miss_bursts_total{` + svc + `}`, "0+6x59"}}, kg, 0.1},

@@ -16,22 +16,22 @@ var cacheRecording = []recording{{
 sum by (job, key_group) (rate(cachewatch_cache_lookups_total{${service_selector}}[${rate_window}]))`,
 	seen: "cachewatch_cache_lookups_total",
 }, {
-	// Source calls per stored load: a load whose value was refused (its
-	// lease passed to another loader, or the key was invalidated, while it
+	// Loader calls per stored load: a load whose value was refused (its
+	// refresh claim passed to another loader, or the key was invalidated, while it
 	// ran) was wasted work. 1 is healthy.
 	record: "key_group:cachewatch_loader_amplification:ratio_rate${rate_window}",
-	expr: `sum by (job, key_group) (rate(cachewatch_source_calls_total{${service_selector}, result=~"success|error"}[${rate_window}]))
+	expr: `sum by (job, key_group) (rate(cachewatch_loader_calls_total{${service_selector}, result=~"success|error"}[${rate_window}]))
 /
 (
-  sum by (job, key_group) (rate(cachewatch_source_calls_total{${service_selector}, result=~"success|error"}[${rate_window}]))
+  sum by (job, key_group) (rate(cachewatch_loader_calls_total{${service_selector}, result=~"success|error"}[${rate_window}]))
   -
   (
     sum by (job, key_group) (rate(cachewatch_cache_stale_writes_refused_total{${service_selector}}[${rate_window}]))
     or
-    0 * sum by (job, key_group) (rate(cachewatch_source_calls_total{${service_selector}, result=~"success|error"}[${rate_window}]))
+    0 * sum by (job, key_group) (rate(cachewatch_loader_calls_total{${service_selector}, result=~"success|error"}[${rate_window}]))
   )
 )`,
-	seen: "cachewatch_source_calls_total",
+	seen: "cachewatch_loader_calls_total",
 }, {
 	record: "key_group:cachewatch_cache_miss_bursts:rate${rate_window}",
 	expr:   `sum by (job, key_group) (rate(cachewatch_cache_miss_bursts_total{${service_selector}}[${rate_window}]))`,
@@ -48,7 +48,7 @@ func lookups(result, values string) series {
 
 func cacheDefinitions(cfg Config) []definition {
 	return []definition{staleRatio(cfg), staleForever(cfg), loaderAmplification(cfg), missBurst(cfg),
-		writeSkew(cfg), duplicateRecompute(cfg), breakerOpen(cfg), keyGroupOverflow(cfg)}
+		writeSkew(cfg), duplicateVersionWrites(cfg), breakerOpen(cfg), keyGroupOverflow(cfg)}
 }
 
 func staleRatio(cfg Config) definition {
@@ -66,10 +66,10 @@ func staleRatio(cfg Config) definition {
 			causes: []string{
 				"Refreshes fail (source down, timeouts) so values stay stale until their hard TTL.",
 				"Fresh TTL much shorter than the time a refresh takes.",
-				"The refresh lease (`CacheOptions.LeaseTTL`) expires before slow loads finish, so no load ever stores.",
+				"The refresh claim (`CacheOptions.RefreshClaimTTL`) expires before slow loads finish, so no load ever stores.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Cache lookups by result (share)* and *Stale age served p50 / p99*; then *Refresh failures* and *Recompute duration p50 / p99*.",
-			fix:     "Fix the failing source first (see CachewatchStaleForever); size `CacheOptions.FreshTTL` above the recompute p99 and `LeaseTTL` above the slowest load; enable probabilistic early refresh (`CacheOptions.Beta: 1`) so hot keys refresh before they go stale.",
+			confirm: "On **" + boardContention + "**, panel *Cache lookups by result (share)* and *Stale age served p50 / p99*; then *Loader refresh failures* and *Loader duration p50 / p99*.",
+			fix:     "Fix the failing source first (see CachewatchStaleForever); size `CacheOptions.FreshTTL` above the recompute p99 and `RefreshClaimTTL` above the slowest load; enable probabilistic early refresh (`CacheOptions.Beta: 1`) so hot keys refresh before they go stale.",
 		},
 		cases: []testCase{{
 			name:    "70% stale",
@@ -86,15 +86,15 @@ func staleRatio(cfg Config) definition {
 func staleForever(cfg Config) definition {
 	return definition{
 		group: groupCache, name: "CachewatchStaleForever",
-		query: `max by (job, key_group) (cachewatch_cache_refresh_consecutive_failures{${service_selector}})`, by: "job, key_group", op: ">=",
-		levels: []level{lvl(SeverityWarning, cfg.ConsecutiveRefreshFailures, num(cfg.ConsecutiveRefreshFailures))},
+		query: `max by (job, key_group) (cachewatch_loader_consecutive_failures{${service_selector}})`, by: "job, key_group", op: ">=",
+		levels: []level{lvl(SeverityWarning, cfg.ConsecutiveLoaderFailures, num(cfg.ConsecutiveLoaderFailures))},
 		// Past the hard TTL the failing values expire and leave the gauge,
 		// but callers now get errors: the same outage, worse.
-		worse: `max by (job, key_group) (max_over_time(cachewatch_cache_refresh_consecutive_failures{${service_selector}}[${stale_forever_lookback}])) >= ${consecutive_refresh_failures:num}
+		worse: `max by (job, key_group) (max_over_time(cachewatch_loader_consecutive_failures{${service_selector}}[${stale_forever_lookback}])) >= ${consecutive_loader_failures:num}
 and on (job, key_group)
 sum by (job, key_group) (rate(cachewatch_cache_lookups_total{${service_selector}, result="error"}[${rate_window}])) > 0`,
 		seen:        serviceSight("cachewatch_cache_lookups_total", "0x59"),
-		forDur:      time.Duration(cfg.ConsecutiveRefreshFailuresFor),
+		forDur:      time.Duration(cfg.ConsecutiveLoaderFailuresFor),
 		summary:     "Every refresh of some cached values fails: stale-while-revalidate has become stale-forever.",
 		description: `A key of group {{ $labels.key_group }} in {{ $labels.job }} failed {{ $value | printf "%.0f" }} refreshes in a row (threshold {{threshold}}): it is served stale until its hard TTL, then callers get errors.`,
 		runbook: runbook{
@@ -103,33 +103,33 @@ sum by (job, key_group) (rate(cachewatch_cache_lookups_total{${service_selector}
 			resolves: "It resolves when refreshes succeed again (the run ended) and no lookup of the group failed within the rate window; it does not resolve into the errors that follow the hard TTL.",
 			causes: []string{
 				"The source (database, API) is down or rejects the loader's queries.",
-				"The loader times out: its context is bounded by `CacheOptions.LeaseTTL`.",
+				"The loader times out: its context is bounded by `CacheOptions.RefreshClaimTTL`.",
 				"A bug makes the loader fail for some keys only (a deleted row, a bad payload).",
 			},
-			confirm: "On **" + boardContention + "**, panels *Consecutive refresh failures*, *Refresh failures* and *Recompute duration p50 / p99* by result; *Stale age served p50 / p99* grows while it lasts; past the hard TTL, the `error` band of *Cache lookups by result (share)* and *Hard-TTL refusals*.",
+			confirm: "On **" + boardContention + "**, panels *Consecutive loader failures*, *Loader refresh failures* and *Loader duration p50 / p99* by result; *Stale age served p50 / p99* grows while it lasts; past the hard TTL, the `error` band of *Cache lookups by result (share)* and *Hard-TTL refusals*.",
 			fix:     "Fix the source or the loader. Meanwhile `CacheOptions.FailureHoldoff` keeps a failing source from being hammered (one retry per hold-off), and `HardTTL` bounds how old served data can get; lower it if stale data is worse than an error.",
 		},
 		cases: []testCase{{
 			name:    "7 failures in a row",
-			series:  []series{{`cachewatch_cache_refresh_consecutive_failures{` + svc + `}`, "7x59"}},
+			series:  []series{{`cachewatch_loader_consecutive_failures{` + svc + `}`, "7x59"}},
 			quietAt: []time.Duration{9 * time.Minute},
 			want:    []want{{SeverityWarning, svcLabels, "A key of group lock:report:* in api failed 7 refreshes in a row (threshold 5): it is served stale until its hard TTL, then callers get errors."}},
 		}, {
 			name: "worse: past the hard TTL the run leaves the gauge and callers get errors",
 			series: []series{
-				{`cachewatch_cache_refresh_consecutive_failures{` + svc + `}`, "7x24 0x35"},
+				{`cachewatch_loader_consecutive_failures{` + svc + `}`, "7x24 0x35"},
 				lookups("error", "0x24 0+6x35"), lookups("hit", "0+54x59"),
 			},
 			want: []want{{SeverityWarning, svcLabels, "A key of group lock:report:* in api failed 7 refreshes in a row (threshold 5): it is served stale until its hard TTL, then callers get errors."}},
 		}, {
 			name: "recovered: refreshes succeed and nothing fails any more",
 			series: []series{
-				{`cachewatch_cache_refresh_consecutive_failures{` + svc + `}`, "7x24 0x35"},
+				{`cachewatch_loader_consecutive_failures{` + svc + `}`, "7x24 0x35"},
 				lookups("error", "0x24 0+6x9 54x25"), lookups("hit", "0+54x59"),
 			},
 		}, {
 			name:   "healthy: 2 failures then success",
-			series: []series{{`cachewatch_cache_refresh_consecutive_failures{` + svc + `}`, "2x59"}},
+			series: []series{{`cachewatch_loader_consecutive_failures{` + svc + `}`, "2x59"}},
 		}},
 	}
 }
@@ -141,29 +141,29 @@ func loaderAmplification(cfg Config) definition {
 		levels:      []level{lvl(SeverityWarning, cfg.LoaderAmplification, num(cfg.LoaderAmplification))},
 		seen:        serviceSight("cachewatch_cache_lookups_total", "0x59"),
 		forDur:      time.Duration(cfg.LoaderAmplificationFor),
-		summary:     "More than one source call per stored load: a stampede got through to the source.",
-		description: `Key group {{ $labels.key_group }} in {{ $labels.job }} makes {{ $value | printf "%.1f" }} source calls per stored load (healthy: 1, threshold {{threshold}}).`,
+		summary:     "More than one loader call per stored load: a stampede got through to the source.",
+		description: `Key group {{ $labels.key_group }} in {{ $labels.job }} makes {{ $value | printf "%.1f" }} loader calls per stored load (healthy: 1, threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "Source calls divided by the loads whose value was stored (`cachewatch_source_calls_total` over itself less `cachewatch_cache_stale_writes_refused_total`). Above 1, loaders ran whose result was thrown away because another loader took the lease or the key was invalidated mid-load: the source did the same work more than once.",
+			meaning: "Loader calls divided by the loads whose value was stored (`cachewatch_loader_calls_total` over itself less `cachewatch_cache_stale_writes_refused_total`). Above 1, loaders ran whose result was thrown away because another loader took the refresh claim or the key was invalidated mid-load: the source did the same work more than once.",
 			causes: []string{
-				"Loads slower than `CacheOptions.LeaseTTL`: the lease expires, a waiter takes over and loads again.",
+				"Loads slower than `CacheOptions.RefreshClaimTTL`: the refresh claim expires, a waiter takes over and loads again.",
 				"Invalidation racing with loads (`Invalidate` while a refresh runs) on a hot key.",
-				"Several caches with different names or codecs sharing keys, so their leases do not coordinate.",
+				"Several caches with different names or codecs sharing keys, so their refresh claims do not coordinate.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Loader amplification (source calls per kept result)* with *Recompute duration p50 / p99* (compare its p99 with the lease TTL) and *Duplicate recomputes*.",
-			fix:     "Raise `CacheOptions.LeaseTTL` above the recompute p99.9; invalidate after the source changed, not before; give one `instrument.Cache` per key space.",
+			confirm: "On **" + boardContention + "**, panel *Loader amplification (loader calls per kept result)* with *Loader duration p50 / p99* (compare its p99 with `CacheOptions.RefreshClaimTTL`) and *Duplicate version writes*.",
+			fix:     "Raise `CacheOptions.RefreshClaimTTL` above the recompute p99.9; invalidate after the source changed, not before; give one `instrument.Cache` per key space.",
 		},
 		cases: []testCase{{
 			name: "half the loads refused",
 			series: []series{
-				{`cachewatch_source_calls_total{` + svc + `, result="success"}`, "0+60x59"},
+				{`cachewatch_loader_calls_total{` + svc + `, result="success"}`, "0+60x59"},
 				{`cachewatch_cache_stale_writes_refused_total{` + svc + `}`, "0+30x59"},
 			},
 			quietAt: []time.Duration{14 * time.Minute},
-			want:    []want{{SeverityWarning, svcLabels, "Key group lock:report:* in api makes 2.0 source calls per stored load (healthy: 1, threshold 1)."}},
+			want:    []want{{SeverityWarning, svcLabels, "Key group lock:report:* in api makes 2.0 loader calls per stored load (healthy: 1, threshold 1)."}},
 		}, {
 			name:   "healthy: every load stored, nothing refused yet",
-			series: []series{{`cachewatch_source_calls_total{` + svc + `, result="success"}`, "0+60x59"}},
+			series: []series{{`cachewatch_loader_calls_total{` + svc + `, result="success"}`, "0+60x59"}},
 		}},
 	}
 }
@@ -217,7 +217,7 @@ func writeSkew(cfg Config) definition {
 				"Unbounded retries or missing idempotency keys make old work run again.",
 				"Slow workers (lock lost mid-work) finish after their successor.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Write skew and refused stale writes*, *Duplicate recomputes*, with *Idempotency checks by result* and *Lost locks by reason*; on **" + boardKeyspace + "**, the queue panels (oldest age, pending).",
+			confirm: "On **" + boardContention + "**, panel *Write skew and refused stale writes*, *Duplicate version writes*, with *Idempotency checks by result* and *Lost locks by reason*; on **" + boardKeyspace + "**, the queue panels (oldest age, pending).",
 			fix:     "Keep versioned writes (`SetVersioned`) where order matters; dedupe jobs with idempotency keys (`FirstSeen`); bound retries; fix lost locks (CachewatchLocksLost).",
 		},
 		cases: []testCase{{
@@ -232,10 +232,10 @@ func writeSkew(cfg Config) definition {
 	}
 }
 
-func duplicateRecompute(cfg Config) definition {
+func duplicateVersionWrites(cfg Config) definition {
 	return definition{
-		group: groupCache, name: "CachewatchDuplicateRecompute",
-		query: `sum by (job, key_group) (increase(cachewatch_duplicate_recompute_total{${service_selector}}[${event_window}]))`, by: "job, key_group", op: ">",
+		group: groupCache, name: "CachewatchDuplicateVersionWrites",
+		query: `sum by (job, key_group) (increase(cachewatch_duplicate_version_writes_total{${service_selector}}[${event_window}]))`, by: "job, key_group", op: ">",
 		levels:      []level{lvl(SeverityInfo, 0, "0")},
 		forDur:      time.Duration(cfg.DuplicatesFor),
 		summary:     "The same version was computed and written twice.",
@@ -246,17 +246,17 @@ func duplicateRecompute(cfg Config) definition {
 				"Lock TTL shorter than the work: a second worker took over while the first still ran.",
 				"Jobs redelivered (at-least-once queues) without an idempotency check.",
 			},
-			confirm: "On **" + boardContention + "**, panel *Write skew and refused stale writes*, *Duplicate recomputes* with *Lost locks by reason* and *Idempotency checks by result*.",
+			confirm: "On **" + boardContention + "**, panel *Write skew and refused stale writes*, *Duplicate version writes* with *Lost locks by reason* and *Idempotency checks by result*.",
 			fix:     "Renew long locks (`LockOptions.Renew`) or raise `LockOptions.TTL`; check `FirstSeen` idempotency keys before the work.",
 		},
 		cases: []testCase{{
 			name:    "2 duplicates",
-			series:  []series{{`cachewatch_duplicate_recompute_total{` + svc + `}`, "0x34 2x24"}},
+			series:  []series{{`cachewatch_duplicate_version_writes_total{` + svc + `}`, "0x34 2x24"}},
 			quietAt: []time.Duration{35 * time.Minute},
 			want:    []want{{SeverityInfo, svcLabels, "2 versioned writes of key group lock:report:* in api repeated a version already stored in the last 15m."}},
 		}, {
 			name:   "healthy: none",
-			series: []series{{`cachewatch_duplicate_recompute_total{` + svc + `}`, "0x59"}},
+			series: []series{{`cachewatch_duplicate_version_writes_total{` + svc + `}`, "0x59"}},
 		}},
 	}
 }
@@ -287,7 +287,7 @@ func breakerOpen(cfg Config) definition {
 				"Connection pool starvation (see CachewatchPoolTimeouts).",
 			},
 			confirm: "On **" + boardContention + "**, panels *Circuit breaker state*, *Fallback calls in flight* and *Fallbacks by cause* (refused connections, error replies or a stalled Redis); on **" + boardRedis + "**, *Command errors by class* and *Pool waits and timeouts*; on **" + boardKeyspace + "**, *Exporter up*.",
-			fix:     "Restore Redis. Keep `FallbackConcurrency` small enough for the source to survive; tune `RedisTimeout` and `BreakerOpenFor` if the breaker trips on normal latency.",
+			fix:     "Restore Redis. Keep `FallbackConcurrency` small enough for the source to survive; tune `CacheOptions.RedisTimeout`, and `CacheOptions.BreakerHalfOpenAfter` (how long the breaker stays open before its trial call), if the breaker trips on normal latency.",
 		},
 		cases: []testCase{{
 			name:    "open, its trial calls failing",

@@ -108,7 +108,7 @@ func cacheAvailability() SLO {
 				"Redis unavailable (page CachewatchRedisUnreachable, ticket CachewatchCircuitBreakerOpen) and the fallback to the source failing or out of slots (`FallbackConcurrency`).",
 				"A loader that fails for some keys only (a deleted row returned as an error instead of `instrument.ErrNotFound`).",
 			},
-			confirm: "On **" + boardContention + "**, the *Service-level objectives* row (*Error budget remaining*, *Burn rate by window (cache availability)*), then *Cache lookups by result (share)* (the `error` band), *Hard-TTL refusals*, *Refresh failures* and *Recompute duration p50 / p99* by result; *Circuit breaker state* tells a Redis outage from a source outage.",
+			confirm: "On **" + boardContention + "**, the *Service-level objectives* row (*Error budget remaining*, *Burn rate by window (cache availability)*), then *Cache lookups by result (share)* (the `error` band), *Hard-TTL refusals*, *Loader refresh failures* and *Loader duration p50 / p99* by result; *Circuit breaker state* tells a Redis outage from a source outage.",
 			fix:     "Restore the source (or Redis). If serving older data beats an error, raise `CacheOptions.HardTTL`; keep `FailureHoldoff` so the recovering source is not stampeded; return `instrument.ErrNotFound` for missing rows so they are cached as absent rather than failing.",
 		},
 		fixture: func(good, bad string) []series {

@@ -111,10 +111,10 @@ var valueNames = map[string]string{
 	"CachewatchLockRenewalsFailing":         "failed renewals in the event window",
 	"CachewatchStaleServeRatioHigh":         "share of stale lookups",
 	"CachewatchStaleForever":                "longest run of failed refreshes",
-	"CachewatchLoaderAmplification":         "source calls per stored load",
+	"CachewatchLoaderAmplification":         "loader calls per stored load",
 	"CachewatchMissBurst":                   "miss bursts per minute",
 	"CachewatchWriteSkew":                   "older-version writes in the event window",
-	"CachewatchDuplicateRecompute":          "repeated versions in the event window",
+	"CachewatchDuplicateVersionWrites":      "repeated versions in the event window",
 	"CachewatchCircuitBreakerOpen":          "lowest breaker state in the last " + breakerWindow + " (0 closed, 1 half-open, 2 open)",
 	"CachewatchKeyGroupOverflow":            "keys folded into other per minute",
 	"CachewatchRedisUnreachable":            "commands without a reply in the window, while none got one",
@@ -177,15 +177,15 @@ func panelSections() []struct {
 		title string
 		rb    runbook
 	}{{"Retries and backoff", runbook{
-		meaning: "Retries after a busy lock or lease, each after a full-jitter backoff. A few per lock attempt are normal; many mean callers fight for locks, and a backoff p50 at the cap means retries run out.",
+		meaning: "Retries after a busy lock or refresh claim, each after a full-jitter backoff. A few per lock attempt are normal; many mean callers fight for locks, and a backoff p50 at the cap means retries run out.",
 		causes:  []string{"Lock contention (see CachewatchLockContentionHigh).", "Unbounded or fixed-delay retries in code that bypasses cachewatch.", "Retries without jitter: workers fail together and wake together."},
 		confirm: "On **" + boardContention + "**, panels *Retries* and *Backoff delay p50 / p99*, next to *Contention rate (busy first attempts / first attempts)*.",
 		fix:     "Keep retries bounded with full jitter (`LockOptions.Backoff{Base, Max, Retries}`); read stale values instead of waiting (`instrument.Cache`).",
-	}}, {"Slow recomputes", runbook{
-		meaning: "Loader (source) calls take long. Everything downstream follows: locks and leases are held longer, stale data is served longer, leases may expire mid-load.",
+	}}, {"Slow loads", runbook{
+		meaning: "Loader calls take long. Everything downstream follows: locks and refresh claims are held longer, stale data is served longer, refresh claims may expire mid-load.",
 		causes:  []string{"A slow or overloaded source.", "Loads that do too much per key."},
-		confirm: "On **" + boardContention + "**, panel *Recompute duration p50 / p99*: compare its p99 with `CacheOptions.LeaseTTL` and `FreshTTL`.",
-		fix:     "Keep `LeaseTTL` above the recompute p99.9 and `FreshTTL` well above it; refresh early with `CacheOptions.Beta`.",
+		confirm: "On **" + boardContention + "**, panel *Loader duration p50 / p99*: compare its p99 with `CacheOptions.RefreshClaimTTL` and `FreshTTL`.",
+		fix:     "Keep `RefreshClaimTTL` above the recompute p99.9 and `FreshTTL` well above it; refresh early with `CacheOptions.Beta`.",
 	}}, {"Command latency", runbook{
 		meaning: "Redis command latency seen by the client. One band under a millisecond on a local network is healthy; a second band higher up is a slow command, a busy server or a starved pool.",
 		causes:  []string{"Slow scripts or O(N) commands blocking the server.", "Pool starvation: the time includes waiting for a connection.", "Network latency or a remote Redis."},

@@ -193,7 +193,7 @@ func (r stampedeRound) report(b *testing.B, sh stampedeShape) {
 }
 
 const (
-	stampedeWarmupCalm = 6 * time.Second // > CacheOptions.BreakerOpenFor's default
+	stampedeWarmupCalm = 6 * time.Second // > CacheOptions.BreakerHalfOpenAfter's default
 	stampedeSettle     = 200 * time.Millisecond
 	workerEnv          = "CACHEWATCH_STAMPEDE_WORKER" // variant name
 	workerRedisEnv     = "CACHEWATCH_STAMPEDE_REDIS"

@@ -118,17 +118,17 @@ func contention() (*board, error) {
 		}, {
 			title: "Cause: refreshes fail (stale-forever)",
 			panels: []panel{{
-				title: "Refresh failures",
+				title: "Loader refresh failures",
 				help: help{"Background refreshes of stale values whose loader failed.",
 					"0; steady failures keep serving stale data until the hard TTL.", rbStaleForever},
 				unit:    units.OpsPerSecond,
-				targets: []target{{x.rate(s.RefreshFailures, kg), "{{key_group}}"}},
+				targets: []target{{x.rate(s.LoaderRefreshFailures, kg), "{{key_group}}"}},
 			}, {
-				title: "Consecutive refresh failures",
+				title: "Consecutive loader failures",
 				help: help{"Longest current run of failed refreshes among the group's keys.",
 					"0 or 1; a growing run is stale-forever.", rbStaleForever},
 				unit: units.Short, scale: alertValue,
-				targets: []target{{x.agg("max", s.RefreshConsecutiveFailures, kg), "{{key_group}}"}},
+				targets: []target{{x.agg("max", s.LoaderConsecutiveFailures, kg), "{{key_group}}"}},
 			}, {
 				title: "Hard-TTL refusals",
 				help: help{"Lookups that found only data past its hard TTL and refused to serve it.",
@@ -141,32 +141,32 @@ func contention() (*board, error) {
 		}, {
 			title: "Cause: the source is called too often, or is slow",
 			panels: []panel{{
-				title: "Loader amplification (source calls per kept result)",
-				help: help{"Source (loader) calls per call whose result was kept: calls divided by calls less the loaded values thrown away because the key was invalidated or the lease passed to another loader while loading. Above 1, loads overlapped: a stampede got through the coalescing, or leases expire before loads end.",
+				title: "Loader amplification (loader calls per kept result)",
+				help: help{"Loader calls per call whose result was kept: calls divided by calls less the loaded values thrown away because the key was invalidated or the refresh claim passed to another loader while loading. Above 1, loads overlapped: a stampede got through the coalescing, or leases expire before loads end.",
 					"exactly 1.", rbLoaderAmplified},
 				unit: units.Short, scale: alertValue,
 				targets: []target{{e.amplification, "{{key_group}}"}},
 			}, {
-				title: "Source calls by result",
+				title: "Loader calls by result",
 				help: help{"Calls that reached the source by result; rejected means the fallback concurrency limit refused them.",
 					"about one per refresh; no errors or rejections.", rbLoaderAmplified},
 				unit:    units.OpsPerSecond,
-				targets: []target{{x.rate(s.SourceCalls, []string{keyGroupLabel, "result"}), "{{key_group}} {{result}}"}},
+				targets: []target{{x.rate(s.LoaderCalls, []string{keyGroupLabel, "result"}), "{{key_group}} {{result}}"}},
 			}, {
-				title: "Recompute duration p50 / p99",
+				title: "Loader duration p50 / p99",
 				help: help{"Loader call duration, per key group and result.",
-					"well below the lease TTL and the fresh TTL.", rbRecompute},
+					"well below the refresh claim TTL (`CacheOptions.RefreshClaimTTL`) and the fresh TTL.", rbRecompute},
 				unit: units.Seconds,
 				targets: []target{
-					{x.quantile(0.5, s.RecomputeDuration, []string{keyGroupLabel, "result"}), "p50 {{key_group}} {{result}}"},
-					{x.quantile(0.99, s.RecomputeDuration, []string{keyGroupLabel, "result"}), "p99 {{key_group}} {{result}}"},
+					{x.quantile(0.5, s.LoaderDuration, []string{keyGroupLabel, "result"}), "p50 {{key_group}} {{result}}"},
+					{x.quantile(0.99, s.LoaderDuration, []string{keyGroupLabel, "result"}), "p99 {{key_group}} {{result}}"},
 				},
 			}},
 		}, {
 			title: "Consequence: old data over new, work done twice",
 			panels: []panel{{
 				title: "Write skew and refused stale writes",
-				help: help{"Versioned writes rejected because a newer version was stored, and loaded values not stored because the key was invalidated or the lease moved on while loading.",
+				help: help{"Versioned writes rejected because a newer version was stored, and loaded values not stored because the key was invalidated or the refresh claim moved on while loading.",
 					"0 write skew; refused stale writes are prevented damage, rare.", rbWriteSkew},
 				// No thresholds: the refused stale writes share the axis.
 				unit: units.OpsPerSecond,
@@ -175,11 +175,11 @@ func contention() (*board, error) {
 					{x.rate(s.StaleWritesRefused, kg), "stale write refused {{key_group}}"},
 				},
 			}, {
-				title: "Duplicate recomputes",
+				title: "Duplicate version writes",
 				help: help{"Versioned writes of a version already stored: the same work done twice.",
 					"0.", rbDuplicateWork},
 				unit: units.OpsPerSecond, scale: anyEvent,
-				targets: []target{{x.rate(s.DuplicateRecompute, kg), "{{key_group}}"}},
+				targets: []target{{x.rate(s.DuplicateVersionWrites, kg), "{{key_group}}"}},
 			}, {
 				title: "Idempotency checks by result",
 				help: help{"Idempotency-key checks: first (work proceeds) or duplicate (work skipped).",
@@ -191,7 +191,7 @@ func contention() (*board, error) {
 			title: "Back-pressure: retries, backoff, circuit breaker",
 			panels: []panel{{
 				title: "Retries",
-				help: help{"Retries after a busy lock or lease, each after a full-jitter backoff.",
+				help: help{"Retries after a busy lock or refresh claim, each after a full-jitter backoff.",
 					"a small fraction of lock attempts.", rbRetries},
 				unit:    units.OpsPerSecond,
 				targets: []target{{x.rate(s.Retries, kg), "{{key_group}}"}},
@@ -217,7 +217,7 @@ func contention() (*board, error) {
 				help: help{"Direct-to-source calls in flight while Redis is unavailable, bounded by the concurrency limit.",
 					"0; at the limit, callers are being rejected.", rbBreakerOpen},
 				unit:    units.Short,
-				targets: []target{{x.agg("sum", s.SourceInFlight, []string{"client"}), "{{client}}"}},
+				targets: []target{{x.agg("sum", s.LoaderInFlight, []string{"client"}), "{{client}}"}},
 			}, {
 				title: "Fallbacks by cause",
 				help: help{"Lookups sent to the source directly because Redis failed, by the failure: redis_down (refused or broken connections), redis_error (error replies), timeout (round trips unanswered until the breaker opened). A slow process never falls back.",
@@ -253,7 +253,7 @@ type contentionExprs struct {
 	errorShare string
 	// acquireP99 is the lock acquire p99 of waiting callers, per key group.
 	acquireP99 string
-	// amplification is source calls per kept result, per key group.
+	// amplification is loader calls per kept result, per key group.
 	amplification string
 }
 
@@ -267,14 +267,14 @@ func contentionQueries(x *exprs) contentionExprs {
 		return ratio(orZero(x.rate(s.LockAttempts, kg, firstTry, busy, m), first), first)
 	}
 	lookups := x.rate(s.CacheLookups, kg)
-	sourceCalls := x.rate(s.SourceCalls, kg, x.is(s.SourceCalls, "result", "success", "error"))
+	loaderCalls := x.rate(s.LoaderCalls, kg, x.is(s.LoaderCalls, "result", "success", "error"))
 	return contentionExprs{
 		contention:  busyShare(s.ModeWait),
 		tryOnceBusy: busyShare(s.ModeTryOnce),
 		staleShare:  ratio(orZero(x.rate(s.CacheLookups, kg, x.is(s.CacheLookups, "result", "stale")), lookups), lookups),
 		errorShare:  ratio(orZero(x.rate(s.CacheLookups, kg, x.is(s.CacheLookups, "result", "error")), lookups), lookups),
 		acquireP99:  x.quantile(0.99, s.LockAcquireDuration, kg, x.is(s.LockAcquireDuration, s.ModeLabel, s.ModeWait)),
-		amplification: ratio(sourceCalls, "("+sourceCalls+" - "+
-			orZero(x.rate(s.StaleWritesRefused, kg), sourceCalls)+")"),
+		amplification: ratio(loaderCalls, "("+loaderCalls+" - "+
+			orZero(x.rate(s.StaleWritesRefused, kg), loaderCalls)+")"),
 	}
 }

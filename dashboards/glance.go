@@ -51,7 +51,7 @@ func contentionGlance(x *exprs, e contentionExprs) []panel {
 		targets: []target{{orZero(x.rate(s.LocksLost, nil), x.rate(s.LockAttempts, nil)), "lost"}},
 	}, {
 		kind: statPanel, title: "Loader calls per kept result (worst key group)",
-		help: help{"Source calls per loaded value that was kept, in the key group with the most.",
+		help: help{"Loader calls per loaded value that was kept, in the key group with the most.",
 			"1: one load per refresh.", rbLoaderAmplified},
 		unit: units.Short, scale: alertValue,
 		targets: []target{{worst(e.amplification), "amplification"}},

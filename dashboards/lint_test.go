@@ -209,7 +209,7 @@ var rules = map[string]rule{
 	},
 	"target-exporter-per-node": eachSelector(func(_ map[string]any, _ map[string]any, s selector, around []frame) []string {
 		m, ok := signals.Names()[s.metric]
-		if !ok || !m.HasSource(signals.Exporter) || !slices.Contains(m.LabelNames(), "node") {
+		if !ok || !m.HasEmitter(signals.Exporter) || !slices.Contains(m.LabelNames(), "node") {
 			return nil
 		}
 		// The aggregation right around the series (or their rate):

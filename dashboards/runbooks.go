@@ -98,9 +98,9 @@ var (
 	rbExporterDown       = runbook{alert: "CachewatchExporterSampleFailing"}
 	rbExporterFailing    = runbook{alert: "CachewatchExporterSampleErrors"}
 	rbExporterCoverage   = runbook{alert: "CachewatchExporterKeyspaceCoverageLow"}
-	rbDuplicateWork      = runbook{alert: "CachewatchDuplicateRecompute"}
+	rbDuplicateWork      = runbook{alert: "CachewatchDuplicateVersionWrites"}
 	rbRetries            = runbook{section: "Retries and backoff"}
-	rbRecompute          = runbook{section: "Slow recomputes"}
+	rbRecompute          = runbook{section: "Slow loads"}
 	rbCommandLatency     = runbook{section: "Command latency"}
 	rbPipelines          = runbook{section: "Pipelines and transactions"}
 	rbKeyGroups          = runbook{alert: "CachewatchKeyGroupOverflow"}

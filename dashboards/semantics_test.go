@@ -68,10 +68,10 @@ func TestDerivedPanelsCompute(t *testing.T) {
 		counter(signals.LockAttempts, `client="a", key_group="g", mode="try_once", attempt="first", result="busy"`, 5),
 		counter(signals.LockAttempts, `client="a", key_group="g", mode="try_once", attempt="first", result="acquired"`, 5),
 		// Amplification: group g threw one of two loads away; h none.
-		counter(signals.SourceCalls, `client="a", key_group="g", result="success"`, 2),
-		counter(signals.SourceCalls, `client="a", key_group="g", result="rejected"`, 7),
+		counter(signals.LoaderCalls, `client="a", key_group="g", result="success"`, 2),
+		counter(signals.LoaderCalls, `client="a", key_group="g", result="rejected"`, 7),
 		counter(signals.StaleWritesRefused, `client="a", key_group="g"`, 1),
-		counter(signals.SourceCalls, `client="a", key_group="h", result="success"`, 4),
+		counter(signals.LoaderCalls, `client="a", key_group="h", result="success"`, 4),
 		// Lookup shares.
 		counter(signals.CacheLookups, `client="a", key_group="g", result="hit"`, 3),
 		counter(signals.CacheLookups, `client="a", key_group="g", result="miss"`, 1),
@@ -88,7 +88,7 @@ func TestDerivedPanelsCompute(t *testing.T) {
 			{`{key_group="g"}`, 0.25}, {`{key_group="h"}`, 0}}},
 		{panelExpr(t, "First-try contention (worst key group)"), "10m", []sample{{`{}`, 0.25}}},
 		{panelExpr(t, "Busy share of try-once acquisitions"), "10m", []sample{{`{key_group="g"}`, 0.5}}},
-		{panelExpr(t, "Loader amplification (source calls per kept result)"), "10m", []sample{
+		{panelExpr(t, "Loader amplification (loader calls per kept result)"), "10m", []sample{
 			{`{key_group="g"}`, 2}, {`{key_group="h"}`, 1}}},
 		{panelExpr(t, "Cache lookups by result (share)"), "10m", []sample{
 			{`{key_group="g", result="hit"}`, 0.75}, {`{key_group="g", result="miss"}`, 0.25},

@@ -28,7 +28,7 @@ func newDescs(name string, overflow bool) map[signals.ID]*prometheus.Desc {
 	}
 	out := map[signals.ID]*prometheus.Desc{}
 	for _, m := range signals.All() {
-		if m.HasSource(signals.Exporter) && (len(m.Sources) == 1 || overflow && m.ID() == signals.KeyGroupOverflow) {
+		if m.HasEmitter(signals.Exporter) && (len(m.Emitters) == 1 || overflow && m.ID() == signals.KeyGroupOverflow) {
 			out[m.ID()] = m.Desc(constLabels)
 		}
 	}

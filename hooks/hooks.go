@@ -84,11 +84,11 @@ const (
 	Scripts
 	// Locks: lock attempts and lost locks per key group.
 	Locks
-	// CacheLookups: cache lookups (hits, misses) and miss bursts per key
+	// CacheReads: cache lookups (hits, misses) and miss bursts per key
 	// group.
-	CacheLookups
+	CacheReads
 	// AllSignals is every signal; it is what a zero Options.Signals means.
-	AllSignals = Commands | Scripts | Locks | CacheLookups
+	AllSignals = Commands | Scripts | Locks | CacheReads
 )
 
 // Options configures a Hook. The zero value is usable.
@@ -145,10 +145,11 @@ type Options struct {
 	// hook exports (see NewPoolCollector).
 	Pool PoolStatser
 	// TracerProvider receives one OpenTelemetry span per command and
-	// pipeline. nil means otel's global provider: no span is started while
-	// that is still otel's default (no SDK installed), and spans start once
-	// a program installs one (otel.SetTracerProvider). To turn spans off
-	// for good, pass a noop.TracerProvider.
+	// pipeline. nil means no spans, as a nil MeterProvider means no
+	// OpenTelemetry metrics: pass otel.GetTracerProvider() for the global
+	// one. With the global provider no span is started while it is still
+	// otel's default (no SDK installed), and spans start once a program
+	// installs one (otel.SetTracerProvider).
 	TracerProvider trace.TracerProvider
 	// ServerAddress ("host:port") is put on spans as server.address and
 	// server.port.
@@ -313,8 +314,8 @@ func (h *Hook) register(s emit.Sinks) (*vecs, error) {
 	counter(Commands, &v.cmdErrs, signals.CommandErrors)
 	histogram(Scripts, &v.scriptDur, signals.ScriptDuration)
 	counter(Scripts, &v.noscript, signals.ScriptNoscript)
-	counter(CacheLookups, &v.lookups, signals.CacheLookups)
-	counter(CacheLookups, &v.bursted, signals.MissBursts)
+	counter(CacheReads, &v.lookups, signals.CacheLookups)
+	counter(CacheReads, &v.bursted, signals.MissBursts)
 	counter(Locks, &v.attempts, signals.LockAttempts)
 	counter(Locks, &v.lost, signals.LocksLost)
 	counter(Locks, &v.ends, signals.LockLeaseEnds)
@@ -614,7 +615,7 @@ func (h *Hook) observe(ctx context.Context, c *command, f *finished) {
 			h.script(ctx, c, f)
 		}
 	case kindGet, kindHGet, kindMGet, kindHMGet:
-		if h.on(CacheLookups) && !isInstrumented(ctx) {
+		if h.on(CacheReads) && !isInstrumented(ctx) {
 			h.lookup(c.kind, f)
 		}
 	case kindSet, kindSetNX:

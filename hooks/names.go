@@ -5,12 +5,15 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cachewatch/cachewatch/internal/emit"
 )
 
 // ErrNameTaken is returned by New when another hook on the same registry
 // already uses the Name: their command, script and pool series would
 // merge, or collide at every scrape. Give each hooked client its own Name.
-var ErrNameTaken = errors.New("hooks: name already taken by another hook on this registry")
+// It is the same value as instrument.ErrNameTaken.
+var ErrNameTaken = emit.ErrNameTaken
 
 // nameClaim holds a hook's Name on a registry. The registry refuses a
 // second collector that describes the same descriptor, so the registry
@@ -32,7 +35,7 @@ func claimName(reg prometheus.Registerer, name string) error {
 	var are prometheus.AlreadyRegisteredError
 	switch {
 	case errors.As(err, &are):
-		return fmt.Errorf("%w: %q (set Options.Name per hooked client)", ErrNameTaken, name)
+		return fmt.Errorf("hooks: %w: %q is the Name of another hook (set Options.Name per hooked client)", ErrNameTaken, name)
 	case err != nil:
 		return fmt.Errorf("hooks: claim name %q: %w", name, err)
 	}

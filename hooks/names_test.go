@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/hooks"
+	"github.com/cachewatch/cachewatch/instrument"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -27,8 +28,8 @@ func TestHookNamesCannotCollide(t *testing.T) {
 	if _, err := hooks.New(hooks.Options{Registerer: reg, Pool: a}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hooks.New(hooks.Options{Registerer: reg, Pool: b}); !errors.Is(err, hooks.ErrNameTaken) {
-		t.Fatalf("second hook with the default name: err = %v, want ErrNameTaken", err)
+	if _, err := hooks.New(hooks.Options{Registerer: reg, Pool: b}); !errors.Is(err, hooks.ErrNameTaken) || !errors.Is(err, instrument.ErrNameTaken) {
+		t.Fatalf("second hook with the default name: err = %v, want ErrNameTaken (hooks' and instrument's, one error)", err)
 	}
 	if _, err := hooks.New(hooks.Options{Registerer: reg, Name: "default"}); !errors.Is(err, hooks.ErrNameTaken) {
 		t.Fatalf("second hook named \"default\": err = %v, want ErrNameTaken", err)

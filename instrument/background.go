@@ -8,7 +8,7 @@ import (
 )
 
 // background tracks the goroutines a Cache starts (flights, refreshes,
-// revalidations, orphan-lease releases), so that Close can refuse new ones
+// revalidations, orphan-claim releases), so that Close can refuse new ones
 // and wait for those running. Close may run at any time, concurrently with
 // any call: a WaitGroup alone cannot be added to while it is waited on.
 type background struct {

@@ -45,23 +45,23 @@ type CacheOptions struct {
 	// probability that rises as expiry nears, scaled by the last load
 	// time. 1 is the paper's choice; 0 (the default) disables it.
 	Beta float64
-	// LeaseTTL bounds one load: the refresh lease expires after it, and
+	// RefreshClaimTTL bounds one load: the refresh claim expires after it, and
 	// callers waiting on another process's load try to take over after it
-	// (default 10s). A load is stored only while its lease holds: one that
-	// outlives LeaseTTL, or that an Invalidate overtook, is returned to its
+	// (default 10s). A load is stored only while its claim holds: one that
+	// outlives RefreshClaimTTL, or that an Invalidate overtook, is returned to its
 	// callers but not stored (cachewatch_cache_stale_writes_refused_total).
 	//
-	// On a single Redis server (not a Cluster) a lease also names its
+	// On a single Redis server (not a Cluster) a claim also names its
 	// holder's wake channel: once that channel has no subscriber — the
 	// holder's process died and Redis closed its connections — the next
-	// read takes the lease over (a waiter's, within PollInterval) instead
-	// of waiting for LeaseTTL. A holder whose pub/sub connection is being
-	// re-established meanwhile loses its lease the same way: its load is
+	// read takes the claim over (a waiter's, within PollInterval) instead
+	// of waiting for RefreshClaimTTL. A holder whose pub/sub connection is being
+	// re-established meanwhile loses its claim the same way: its load is
 	// then returned to its callers but not stored.
-	LeaseTTL time.Duration
-	// FailureHoldoff is how long a failed load keeps the lease, so a failing
+	RefreshClaimTTL time.Duration
+	// FailureHoldoff is how long a failed load keeps the claim, so a failing
 	// source is retried once per hold-off instead of by every caller
-	// (default 1s; negative releases the lease at once). The callers with
+	// (default 1s; negative releases the claim at once). The callers with
 	// nothing to serve (no value, or one past HardTTL) share the failure,
 	// as the callers of one load in a process do: those waiting for the
 	// load, in any process, are woken with it, and those arriving during
@@ -87,7 +87,7 @@ type CacheOptions struct {
 	//
 	// Slow is not down: a round trip that timed out, or a call still
 	// waiting in that queue (a starved process), is sent again for as long
-	// as the caller waits (its context, at most LeaseTTL); its lookup is
+	// as the caller waits (its context, at most RefreshClaimTTL); its lookup is
 	// never sent to the loader for it. When the caller has a deadline, a
 	// round trip gets at most half of what is left of it, so that the
 	// process's copy of the value (LocalCopies) can still answer in time.
@@ -103,17 +103,17 @@ type CacheOptions struct {
 	// cachewatch_cache_fallbacks_total by cause (redis_down, redis_error,
 	// timeout: the failure that opened the breaker).
 	BreakerFailures uint32
-	// BreakerOpenFor is how long the breaker stays open before it lets one
+	// BreakerHalfOpenAfter is how long the breaker stays open before it lets one
 	// trial call through (default 5s).
-	BreakerOpenFor time.Duration
+	BreakerHalfOpenAfter time.Duration
 	// FallbackConcurrency caps the loader calls in flight while Redis is
 	// unavailable (default 16). Callers beyond it wait, bounded by their
 	// context.
 	FallbackConcurrency int
 	// Name is the client label of the Cache's breaker and fallback series
-	// (circuit_breaker_state, source_in_flight); default the Client's
+	// (circuit_breaker_state, loader_in_flight); default the Client's
 	// Name. Two open Caches on one registry cannot share a name: NewCache
-	// returns ErrNameInUse, so give the second Cache its own.
+	// returns ErrNameTaken, so give the second Cache its own.
 	Name string
 
 	// LocalCopies is how many keys' last values each process keeps in
@@ -121,7 +121,7 @@ type CacheOptions struct {
 	// they are stale: past FreshTTL (and before HardTTL) a caller gets the
 	// process's copy at once, without waiting for Redis — even while Redis
 	// is unreachable — and one background read per process revalidates it
-	// (refreshing it under the lease as usual: still one refresh across all
+	// (refreshing it under the claim as usual: still one refresh across all
 	// processes). Fresh values are always read from Redis.
 	//
 	// So a stale copy is served for as long as one read of Redis takes,
@@ -155,7 +155,7 @@ func (o CacheOptions) withDefaults(clientName string) CacheOptions {
 		o.Jitter = 0.1
 	}
 	o.Jitter = min(max(o.Jitter, 0), 0.9)
-	def(&o.LeaseTTL, 10*time.Second)
+	def(&o.RefreshClaimTTL, 10*time.Second)
 	if o.FailureHoldoff == 0 {
 		o.FailureHoldoff = time.Second
 	}
@@ -167,7 +167,7 @@ func (o CacheOptions) withDefaults(clientName string) CacheOptions {
 	if o.BreakerFailures == 0 {
 		o.BreakerFailures = 5
 	}
-	def(&o.BreakerOpenFor, 5*time.Second)
+	def(&o.BreakerHalfOpenAfter, 5*time.Second)
 	if o.FallbackConcurrency <= 0 {
 		o.FallbackConcurrency = 16
 	}
@@ -186,13 +186,13 @@ func (o CacheOptions) withDefaults(clientName string) CacheOptions {
 // circuit breaker.
 //
 // Each key is stored as a hash with its fresh and hard deadlines, next to a
-// refresh lease in the same Redis Cluster hash slot: a key with a hash tag
+// refresh claim in the same Redis Cluster hash slot: a key with a hash tag
 // ("user:{42}") is used as is; in any other key what follows the first
-// colon becomes the tag ("user:42" is stored as "user:{42}", its lease as
-// "user:{42}:lease"; a key without a colon is wrapped whole). While a load
+// colon becomes the tag ("user:42" is stored as "user:{42}", its claim as
+// "user:{42}:claim"; a key without a colon is wrapped whole). While a load
 // is in flight, the processes waiting for it are queued, in the order they
 // arrived, in a sorted set beside them ("user:{42}:waitq"), which expires
-// with the lease; the write that ends the load wakes them in that order.
+// with the claim; the write that ends the load wakes them in that order.
 type Cache[T any] struct {
 	c       *Client
 	o       CacheOptions
@@ -217,7 +217,7 @@ type Cache[T any] struct {
 }
 
 // NewCache returns a Cache over c's Redis client. It returns an error
-// wrapping ErrNameInUse when another open Cache on c's registry has the
+// wrapping ErrNameTaken when another open Cache on c's registry has the
 // same name (CacheOptions.Name, default the Client's Name).
 func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 	o := opts.withDefaults(c.name)
@@ -239,16 +239,16 @@ func NewCache[T any](c *Client, opts CacheOptions) (*Cache[T], error) {
 
 // Close stops the Cache's background work and returns once every
 // goroutine it started has ended: it waits for the lookups and refreshes
-// in flight (each bounded by LeaseTTL, as long as the loader honours its
+// in flight (each bounded by RefreshClaimTTL, as long as the loader honours its
 // context: one that ignores it delays Close until it returns) and the
-// writes of loaded values, ends the waits of orphan-lease
+// writes of loaded values, ends the waits of orphan-claim
 // releases after one last attempt, and closes the wake-up subscription and
 // the Cache's share of the Client's invalidation subscription. It is safe
 // at any time, concurrently with Fetch, and more than once.
 //
 // Fetch still works after Close, without background work: each lookup
 // runs on its caller's goroutine, bounded by its context, a stale value is
-// served without a refresh (the lease is given back at once for another process to take),
+// served without a refresh (the claim is given back at once for another process to take),
 // waiters poll, and the process's copies no longer hear of other
 // processes' invalidations.
 //
@@ -271,10 +271,10 @@ func (ca *Cache[T]) Close() error {
 }
 
 // Invalidate removes keys (named as passed to Fetch) from the cache —
-// their stored values and refresh leases, by UNLINK — and drops this
+// their stored values and refresh claims, by UNLINK — and drops this
 // process's copies of them (LocalCopies) at once and the other processes'
 // when the pub/sub notice reaches them, so that the next Fetch of each
-// loads it again. Removing the lease also voids every load of those keys
+// loads it again. Removing the claim also voids every load of those keys
 // in flight, in any process: such a load may have read the source before
 // the change that prompted the invalidation, so its result is returned to
 // its callers but not stored (cachewatch_cache_stale_writes_refused_total).

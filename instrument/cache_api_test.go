@@ -16,7 +16,7 @@ import (
 )
 
 // Set stores without a loader and voids a load in flight; Get reads
-// without a loader, lease or refresh.
+// without a loader, claim or refresh.
 func TestCacheSetAndGet(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
@@ -49,8 +49,8 @@ func TestCacheSetAndGet(t *testing.T) {
 	if v, found, _ := ca.Get(ctx, key); !found || v != "set-by-writer" {
 		t.Fatalf("Get of a stale value = %q, %v; want it served", v, found)
 	}
-	if lease := srv.Client(t).Exists(ctx, keysFor(key).lease).Val(); lease != 0 {
-		t.Fatal("Get took a refresh lease")
+	if claim := srv.Client(t).Exists(ctx, keysFor(key).claim).Val(); claim != 0 {
+		t.Fatal("Get took a refresh claim")
 	}
 	if hits, stale, misses := lookups(ca, g, resultHit), lookups(ca, g, resultStale), lookups(ca, g, resultMiss); hits < 1 || stale < 1 || misses < 1 {
 		t.Fatalf("lookups hit=%v stale=%v miss=%v; want each counted", hits, stale, misses)

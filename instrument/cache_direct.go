@@ -27,7 +27,7 @@ func (ca *Cache[T]) Set(ctx context.Context, key string, v T) error {
 	expire := hard + max(hard/10, time.Second)
 	now, noticed := ca.c.now(), ca.local.mark(k.value)
 	_, err = ca.deg.call(ctx, "set", func(rctx context.Context) ([]any, error) {
-		return nil, luascript.FetchSet.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease, k.waiters},
+		return nil, luascript.FetchSet.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.claim, k.waiters},
 			raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), expire.Milliseconds()).Err()
 	})
 	if err != nil {
@@ -41,7 +41,7 @@ func (ca *Cache[T]) Set(ctx context.Context, key string, v T) error {
 // Get returns key's cached value without a loader: found is false when
 // nothing servable is stored (never cached, invalidated, or past its hard
 // TTL). A value past FreshTTL is returned (found) but not refreshed: Get
-// takes no lease and starts no work. It counts one lookup (hit, stale or
+// takes no claim and starts no work. It counts one lookup (hit, stale or
 // miss); a cached "not found" (NegativeTTL) returns an error wrapping
 // ErrNotFound.
 func (ca *Cache[T]) Get(ctx context.Context, key string) (v T, found bool, err error) {

@@ -70,7 +70,7 @@ func TestCacheCloseConcurrentWithFetch(t *testing.T) {
 }
 
 // After Close a stale value is served without a background refresh, and
-// the lease its read was granted is given back at once for another process
+// the claim its read was granted is given back at once for another process
 // to refresh.
 func TestCacheAfterCloseNoBackgroundRefresh(t *testing.T) {
 	_, rdb, before := startForLeakCheck(t)
@@ -100,19 +100,19 @@ func TestCacheAfterCloseNoBackgroundRefresh(t *testing.T) {
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("loader called %d times after Close, want 0", n)
 	}
-	if n := rdb.Exists(ctx, keysFor(key).lease).Val(); n != 0 {
-		t.Fatal("the refresh lease granted after Close was kept: no other process could refresh until LeaseTTL")
+	if n := rdb.Exists(ctx, keysFor(key).claim).Val(); n != 0 {
+		t.Fatal("the refresh claim granted after Close was kept: no other process could refresh until RefreshClaimTTL")
 	}
 }
 
-// An orphan lease (granted by a read its caller had abandoned while Redis
+// An orphan claim (granted by a read its caller had abandoned while Redis
 // stalled) is released at Close, and the goroutine releasing it ends with
 // Close instead of sleeping past it.
-func TestCacheCloseEndsOrphanLeaseRelease(t *testing.T) {
+func TestCacheCloseEndsOrphanClaimRelease(t *testing.T) {
 	srv, rdb, before := startForLeakCheck(t)
 	clk := newFetchClock()
 	ca := newFetchCache(t, rdb, prometheus.NewRegistry(), clk, CacheOptions{
-		RedisTimeout: 100 * time.Millisecond, LocalCopies: -1, LeaseTTL: time.Hour})
+		RedisTimeout: 100 * time.Millisecond, LocalCopies: -1, RefreshClaimTTL: time.Hour})
 	const key = "report:2"
 	srv.Pause()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -122,12 +122,12 @@ func TestCacheCloseEndsOrphanLeaseRelease(t *testing.T) {
 	if err != nil || v != "direct" {
 		t.Fatalf("Fetch against a stalled Redis = %q, %v; want the fallback's value", v, err)
 	}
-	lease := keysFor(key).lease
+	claim := keysFor(key).claim
 	if err := ca.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if rdb.Exists(ctx, lease).Val() != 0 {
-		t.Fatal("orphan lease still held after Close: nobody could refresh the key for LeaseTTL")
+	if rdb.Exists(ctx, claim).Val() != 0 {
+		t.Fatal("orphan claim still held after Close: nobody could refresh the key for RefreshClaimTTL")
 	}
 	goleak.VerifyNone(t, before)
 }

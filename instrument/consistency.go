@@ -27,7 +27,7 @@ const (
 	NewerVersion WriteResult = iota + 1
 	// DuplicateVersion: the same version was already stored; nothing was
 	// written. The work that produced it was done twice
-	// (cachewatch_duplicate_recompute_total).
+	// (cachewatch_duplicate_version_writes_total).
 	DuplicateVersion
 	// OlderVersion: a newer version was stored; the write was rejected
 	// (cachewatch_write_skew_total). A retried or slow job lost the race,
@@ -217,7 +217,7 @@ const invalidateBatch = 500
 // A key is named as it was written: the name passed to SetVersioned,
 // FirstSeen or a plain SET, or the name passed to Cache.Fetch — Invalidate
 // removes what a Cache stores for that name too (its value and refresh
-// lease; see Cache.Invalidate), so the storage layout never matters.
+// claim; see Cache.Invalidate), so the storage layout never matters.
 // Every process's Caches are notified (pub/sub) and drop their copies of
 // these keys (CacheOptions.LocalCopies).
 func (c *Client) Invalidate(ctx context.Context, keys ...string) (int64, error) {
@@ -233,11 +233,11 @@ func (c *Client) Invalidate(ctx context.Context, keys ...string) (int64, error) 
 
 // targetFor names everything stored for key: the key itself and, when a
 // Cache would store it under another name, that name, plus the refresh
-// lease, whose removal voids the loads in flight (the write script
-// requires the lease).
+// claim, whose removal voids the loads in flight (the write script
+// requires the claim).
 func targetFor(key string) target {
 	names := keysFor(key)
-	t := target{key: key, counted: []string{key}, extra: []string{names.lease}}
+	t := target{key: key, counted: []string{key}, extra: []string{names.claim}}
 	if names.value != key {
 		t.counted = append(t.counted, names.value)
 	}
@@ -262,7 +262,7 @@ func (c *Client) invalidate(ctx context.Context, targets []target) (int64, error
 
 // target is one key to invalidate: the names it is stored under (it counts
 // as removed when one of them existed) and the names removed with it
-// without being counted (a cached value's refresh lease).
+// without being counted (a cached value's refresh claim).
 type target struct {
 	key     string // as the caller named it: its key group labels the count
 	counted []string
@@ -287,7 +287,7 @@ func counted(targets []target) []string {
 // pattern that would match a name passed to Cache.Fetch ("product:4*" for
 // "product:42") also matches what the Cache stores for it ("product:{42}"):
 // the keyspace is scanned once for the pattern as given, once for the
-// Cache's layout when it differs, and once for the refresh leases, which
+// Cache's layout when it differs, and once for the refresh claims, which
 // are removed (voiding the loads in flight: see Cache.Invalidate) but not
 // counted. Every process's Caches are notified (pub/sub) and drop
 // all their copies (CacheOptions.LocalCopies).
@@ -296,11 +296,11 @@ func (c *Client) InvalidateMatch(ctx context.Context, pattern string) (int64, er
 		return 0, errors.New("cachewatch: InvalidateMatch: empty pattern")
 	}
 	c.writes.waitAll(ctx) // the Fetches that returned before this are written first
-	// The leases go first: a load in flight holds one before any value is
+	// The claims go first: a load in flight holds one before any value is
 	// stored, and its write, refused without it, cannot then land between
-	// the scan of the values and the scan of the leases.
+	// the scan of the values and the scan of the claims.
 	stored := keysFor(pattern)
-	patterns := []string{stored.lease, pattern}
+	patterns := []string{stored.claim, pattern}
 	if stored.value != pattern {
 		patterns = append(patterns, stored.value)
 	}
@@ -347,17 +347,17 @@ func (c *Client) unlinkMatching(ctx context.Context, node redis.UniversalClient,
 }
 
 // scanned is the target of a key found by InvalidateMatch: a Cache's value
-// goes with its refresh lease, and counts under the key group of the name
-// its callers pass to Fetch, as their lookups do; a refresh lease is
+// goes with its refresh claim, and counts under the key group of the name
+// its callers pass to Fetch, as their lookups do; a refresh claim is
 // removed but not counted.
 func scanned(name string) target {
 	switch {
 	case !hashTagged(name):
 		return target{key: name, counted: []string{name}}
-	case strings.HasSuffix(name, "}"+leaseSuffix):
+	case strings.HasSuffix(name, "}"+claimSuffix):
 		return target{key: name, extra: []string{name}}
 	}
-	return target{key: fetchName(name), counted: []string{name}, extra: []string{name + leaseSuffix}}
+	return target{key: fetchName(name), counted: []string{name}, extra: []string{name + claimSuffix}}
 }
 
 // fetchName returns the name passed to Fetch for a value a Cache stores as

@@ -55,8 +55,8 @@ func TestSetVersionedOrderedOutcomes(t *testing.T) {
 	if got := metrictest.Sum(t, reg, "cachewatch_write_skew_total"); got != 5 {
 		t.Fatalf("write_skew_total = %v, want 5", got)
 	}
-	if got := metrictest.Sum(t, reg, "cachewatch_duplicate_recompute_total"); got != 2 {
-		t.Fatalf("duplicate_recompute_total = %v, want 2", got)
+	if got := metrictest.Sum(t, reg, "cachewatch_duplicate_version_writes_total"); got != 2 {
+		t.Fatalf("duplicate_version_writes_total = %v, want 2", got)
 	}
 	if _, err := c.SetVersioned(ctx, "result:{job:9}", nil, -1, 0); err == nil {
 		t.Fatal("negative version accepted")
@@ -109,8 +109,8 @@ func TestSetVersionedConcurrentRetries(t *testing.T) {
 	if got := metrictest.Sum(t, reg, "cachewatch_write_skew_total"); got != float64(skew.Load()) {
 		t.Fatalf("write_skew_total = %v, older outcomes = %d", got, skew.Load())
 	}
-	if got := metrictest.Sum(t, reg, "cachewatch_duplicate_recompute_total"); got != float64(dup.Load()) {
-		t.Fatalf("duplicate_recompute_total = %v, duplicate outcomes = %d", got, dup.Load())
+	if got := metrictest.Sum(t, reg, "cachewatch_duplicate_version_writes_total"); got != float64(dup.Load()) {
+		t.Fatalf("duplicate_version_writes_total = %v, duplicate outcomes = %d", got, dup.Load())
 	}
 }
 
@@ -249,7 +249,7 @@ func TestConsistencyOnCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if skew, dup := metrictest.Sum(t, reg, "cachewatch_write_skew_total"), metrictest.Sum(t, reg, "cachewatch_duplicate_recompute_total"); skew != 1 || dup != 1 {
+	if skew, dup := metrictest.Sum(t, reg, "cachewatch_write_skew_total"), metrictest.Sum(t, reg, "cachewatch_duplicate_version_writes_total"); skew != 1 || dup != 1 {
 		t.Fatalf("skew %v dup %v on the cluster, want 1 and 1", skew, dup)
 	}
 	keys := fill(t, rdb, "cart:", 900) // spread over every master
@@ -358,7 +358,7 @@ func TestConsistencyRedisFailures(t *testing.T) {
 			t.Fatalf("%s on a killed Redis = %v, want ErrRedis", name, err)
 		}
 	}
-	if got := metrictest.Sum(t, reg, "cachewatch_write_skew_total") + metrictest.Sum(t, reg, "cachewatch_duplicate_recompute_total"); got != 0 {
+	if got := metrictest.Sum(t, reg, "cachewatch_write_skew_total") + metrictest.Sum(t, reg, "cachewatch_duplicate_version_writes_total"); got != 0 {
 		t.Fatalf("failed writes counted as skew or duplicates: %v", got)
 	}
 }

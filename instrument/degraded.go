@@ -39,7 +39,7 @@ type degraded struct {
 	breaker  *gobreaker.CircuitBreaker[[]any]
 	slots    chan struct{}
 	timeout  time.Duration
-	patience time.Duration // LeaseTTL: how long a lookup waits for a slow Redis
+	patience time.Duration // RefreshClaimTTL: how long a lookup waits for a slow Redis
 	rdb      redis.UniversalClient
 	inFlight *emit.Gauge
 	// fallbacks counts the lookups sent to the source, by cause; tripped
@@ -56,14 +56,14 @@ func newDegraded(rdb redis.UniversalClient, name string, o CacheOptions, m *metr
 	d := &degraded{
 		slots:     make(chan struct{}, o.FallbackConcurrency),
 		timeout:   o.RedisTimeout,
-		patience:  o.LeaseTTL,
+		patience:  o.RefreshClaimTTL,
 		rdb:       rdb,
-		inFlight:  m.sourceInFlight.WithLabelValues(name),
+		inFlight:  m.loaderInFlight.WithLabelValues(name),
 		fallbacks: m.fallbacks.CurryWith(name),
 	}
 	d.breaker = gobreaker.NewCircuitBreaker[[]any](gobreaker.Settings{
 		Name:        name,
-		Timeout:     o.BreakerOpenFor,
+		Timeout:     o.BreakerHalfOpenAfter,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
 		IsExcluded:  func(err error) bool { return errors.Is(err, errCallerGone) || errors.Is(err, errStarved) },
 		IsSuccessful: func(err error) bool {
@@ -212,7 +212,7 @@ func callerLeft(ctx context.Context) (left time.Duration, ok bool) {
 
 // queuedBound is how long a call queued behind the Cache's round trips in
 // flight may wait to be sent and answered: the caller's share of its
-// deadline, as timeoutFor gives it (callerLeaves), else LeaseTTL. A queue
+// deadline, as timeoutFor gives it (callerLeaves), else RefreshClaimTTL. A queue
 // in this process is not Redis failing, so it is not bounded by
 // RedisTimeout: on a starved process the calls ahead of it take what the
 // scheduler gives them.
@@ -277,18 +277,18 @@ func (l *lookup[T]) fallback(ctx context.Context, err error, cause string) (outc
 		return o, err
 	}
 	ca.deg.fallbacks.WithLabelValues(cause).Inc()
-	ctx, cancelLoad := ca.leaseBound(ctx)
+	ctx, cancelLoad := ca.claimBound(ctx)
 	defer cancelLoad()
 	span := trace.SpanFromContext(ctx)
 	span.AddEvent("fallback", trace.WithAttributes(attribute.String("cause", cause), attribute.String("error", err.Error())))
 	actx, cancel := l.callerBound(ctx)
 	defer cancel()
 	if aerr := ca.deg.acquire(actx); aerr != nil {
-		ca.c.m.sourceCalls.WithLabelValues(l.group, "rejected").Inc()
+		ca.c.m.loaderCalls.WithLabelValues(l.group, "rejected").Inc()
 		return o, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w) and no source slot free: %w", l.key, err, aerr)
 	}
 	defer ca.deg.release()
-	v, lerr := ca.callSource(ctx, l.group, l.load)
+	v, lerr := ca.callLoader(ctx, l.group, l.load)
 	if lerr != nil {
 		return o, fmt.Errorf("cachewatch: fetch %q: Redis unavailable (%w), load: %w", l.key, err, lerr)
 	}

@@ -54,7 +54,7 @@ func newDegradedRig(t *testing.T) *degradedRig {
 	r.reads = &readsSent{sent: make(chan struct{}, 1)}
 	rdb.AddHook(r.reads)
 	r.ca = newFetchCache(t, rdb, r.reg, r.clk, CacheOptions{
-		RedisTimeout: 300 * time.Millisecond, BreakerFailures: 2, BreakerOpenFor: 200 * time.Millisecond,
+		RedisTimeout: 300 * time.Millisecond, BreakerFailures: 2, BreakerHalfOpenAfter: 200 * time.Millisecond,
 		FallbackConcurrency: 2, Name: "degraded-test"})
 	r.load = func(context.Context) (string, error) { r.calls.Add(1); return "from-source", nil }
 	r.g = r.ca.c.group("item:1")
@@ -120,7 +120,7 @@ func (r *degradedRig) killed() {
 		}
 		r.fetch("redis dead")
 	}
-	// Once BreakerOpenFor has passed, the breaker lets one trial through:
+	// Once BreakerHalfOpenAfter has passed, the breaker lets one trial through:
 	// it finds the connection refused, and its fallback counts that cause.
 	poll.Until(t, "the breaker to let a trial through", func() bool { return ca.deg.breaker.State() == gobreaker.StateHalfOpen })
 	r.fetch("trial against a dead Redis")
@@ -150,15 +150,15 @@ func (r *degradedRig) restarted() {
 	}
 }
 
-// checkEveryFetchCounted: the loader calls, source calls, lookups and
+// checkEveryFetchCounted: the loader calls, loader calls, lookups and
 // fallbacks by cause agree, and nothing is left in flight.
 func (r *degradedRig) checkEveryFetchCounted() {
 	t, ca, g := r.t, r.ca, r.g
-	// Every fetch loaded: by the fallback or, on a miss, under the lease.
+	// Every fetch loaded: by the fallback or, on a miss, under the claim.
 	loads := lookups(ca, g, resultFallback) + lookups(ca, g, resultMiss)
-	if int64(sourceCalls(ca, g, "success")) != r.calls.Load() || r.calls.Load() != int64(loads) {
-		t.Fatalf("loader calls %d, source_calls %v, fallback+miss lookups %v; want all equal",
-			r.calls.Load(), sourceCalls(ca, g, "success"), loads)
+	if int64(loaderCalls(ca, g, "success")) != r.calls.Load() || r.calls.Load() != int64(loads) {
+		t.Fatalf("loader calls %d, loader_calls %v, fallback+miss lookups %v; want all equal",
+			r.calls.Load(), loaderCalls(ca, g, "success"), loads)
 	}
 	var byCause float64
 	for _, cause := range signals.FallbackCauses {
@@ -168,8 +168,8 @@ func (r *degradedRig) checkEveryFetchCounted() {
 		t.Fatalf("fallbacks by cause add up to %v (redis_error %v), fallback lookups %v; want equal, no redis_error",
 			byCause, fallbacks(ca, signals.FallbackRedisError), fb)
 	}
-	if got := testutil.ToFloat64(ca.c.m.sourceInFlight.WithLabelValues("degraded-test")); got != 0 {
-		t.Fatalf("source_in_flight = %v at rest", got)
+	if got := testutil.ToFloat64(ca.c.m.loaderInFlight.WithLabelValues("degraded-test")); got != 0 {
+		t.Fatalf("loader_in_flight = %v at rest", got)
 	}
 }
 
@@ -178,10 +178,10 @@ func TestFetchFallbackConcurrencyBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	clk := newFetchClock()
 	ca := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{
-		RedisTimeout: 100 * time.Millisecond, BreakerFailures: 1, BreakerOpenFor: time.Hour,
+		RedisTimeout: 100 * time.Millisecond, BreakerFailures: 1, BreakerHalfOpenAfter: time.Hour,
 		FallbackConcurrency: 2, Name: "limit-test"})
 	srv.Pause()
-	inFlight := func() float64 { return testutil.ToFloat64(ca.c.m.sourceInFlight.WithLabelValues("limit-test")) }
+	inFlight := func() float64 { return testutil.ToFloat64(ca.c.m.loaderInFlight.WithLabelValues("limit-test")) }
 
 	loads := &heldLoads{release: make(chan struct{})}
 	load, release, peak := loads.load, loads.release, &loads.peak
@@ -213,16 +213,16 @@ func TestFetchFallbackConcurrencyBounded(t *testing.T) {
 	}
 	// The late caller's flight gives up its wait for a slot at the caller's
 	// deadline, on its own goroutine: wait (bounded) until it has counted.
-	rejected := func() float64 { return sourceCalls(ca, ca.c.group("k:late"), "rejected") }
+	rejected := func() float64 { return loaderCalls(ca, ca.c.group("k:late"), "rejected") }
 	poll.Until(t, "the late caller's rejection to be counted", func() bool { return rejected() != 0 })
 	if got := rejected(); got != 1 {
-		t.Fatalf("source_calls_total{rejected} = %v, want 1 (late fetch: %v; success %v error %v)", got, err, sourceCalls(ca, ca.c.group("k:late"), "success"), sourceCalls(ca, ca.c.group("k:late"), "error"))
+		t.Fatalf("loader_calls_total{rejected} = %v, want 1 (late fetch: %v; success %v error %v)", got, err, loaderCalls(ca, ca.c.group("k:late"), "success"), loaderCalls(ca, ca.c.group("k:late"), "error"))
 	}
 	if peak.Load() != 2 {
 		t.Fatalf("peak concurrent fallback loads = %d, want the limit 2", peak.Load())
 	}
 	if inFlight() != 0 {
-		t.Fatalf("source_in_flight = %v at rest", inFlight())
+		t.Fatalf("loader_in_flight = %v at rest", inFlight())
 	}
 	srv.Resume()
 }

@@ -27,7 +27,7 @@ func Example() {
 	// process refreshes it, never past an hour.
 	products, err := instrument.NewCache[Product](cw, instrument.CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour})
 	if err != nil {
-		log.Fatal(err) // e.g. ErrNameInUse: another open Cache on this registry has the same name
+		log.Fatal(err) // e.g. ErrNameTaken: another open Cache on this registry has the same name
 	}
 	defer products.Close()
 	p, err := products.Fetch(ctx, "product:7", loadProduct) // loadProduct(ctx) (Product, error) queries your database

@@ -43,7 +43,7 @@ type outcome[T any] struct {
 // instead of making their own round trip (each still bounded by its own
 // ctx), and anyone arriving after it lands reads again, so no caller is
 // served an answer older than a read that was in flight when it arrived.
-// A refresh lease granted to a shared read serves one refresh or load,
+// A refresh claim granted to a shared read serves one refresh or load,
 // never one per caller. Each caller counts one lookup: a shared read of a
 // fresh or stale value counts as hit or stale — judged again at the
 // caller's own clock, so a value that went stale meanwhile counts (and
@@ -51,7 +51,7 @@ type outcome[T any] struct {
 // the caller reads again — and a caller who waited for another caller's
 // load, in this process or another, counts as coalesced.
 //
-// load receives a context bounded by LeaseTTL and detached from ctx's
+// load receives a context bounded by RefreshClaimTTL and detached from ctx's
 // cancellation (its result serves every waiting caller). Its error is
 // returned wrapped; an error wrapping ErrNotFound is cached when
 // NegativeTTL is set.

@@ -86,11 +86,11 @@ func newScriptCall(op string, s *luascript.Script, keys []string, args ...any) *
 }
 
 // errNotSent marks a call abandoned before it was sent: it cannot have
-// granted a lease or written anything.
+// granted a claim or written anything.
 var errNotSent = errors.New("call abandoned before it was sent")
 
 // errQueued: a call gave up waiting for its pipeline (the calls ahead of it
-// took the time, up to LeaseTTL or the caller's deadline). The breaker
+// took the time, up to RefreshClaimTTL or the caller's deadline). The breaker
 // counts the round trips themselves, not this, and no lookup falls back
 // for it: a queue in this process is not Redis failing.
 var errQueued = errors.New("queued call not answered in time")
@@ -279,7 +279,7 @@ func (ca *Cache[T]) sendBatch(batch []*scriptCall) {
 // with its own reply or error reply), running each call once: when Redis
 // has lost scripts (a restart, a failover, SCRIPT FLUSH), it loads them and
 // sends again only the calls Redis refused for it. The others ran, and a
-// read run twice would find the lease its first run granted and report it
+// read run twice would find the claim its first run granted and report it
 // taken.
 func (ca *Cache[T]) pipelineOnce(ctx context.Context, calls []*scriptCall) ([]*redis.Cmd, error) {
 	cmds, err := ca.pipeline(ctx, calls)

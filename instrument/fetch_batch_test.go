@@ -63,7 +63,7 @@ func queued[T any](ca *Cache[T]) int {
 // Flights of different keys that start while a read is in flight send
 // their reads together, as one pipeline, when it returns — not one round
 // trip (and one pooled connection) each. Every key is still loaded once
-// under its lease and every caller gets its own key's value.
+// under its claim and every caller gets its own key's value.
 func TestFlightsOfManyKeysShareOnePipeline(t *testing.T) {
 	ca, rdb, gate, reg := gatedCache(t, newFetchClock(), CacheOptions{})
 	pipes := &pipelineReads{}
@@ -87,9 +87,9 @@ func TestFlightsOfManyKeysShareOnePipeline(t *testing.T) {
 		t.Fatalf("read scripts sent alone = %d, want only the first key's", gate.calls.Load())
 	}
 	g := ca.c.group("item:0")
-	if calls.Load() != n || lookups(ca, g, resultMiss) != n || sourceCalls(ca, g, "success") != n {
-		t.Fatalf("loader calls %d, miss lookups %v, source_calls %v; want %d each",
-			calls.Load(), lookups(ca, g, resultMiss), sourceCalls(ca, g, "success"), n)
+	if calls.Load() != n || lookups(ca, g, resultMiss) != n || loaderCalls(ca, g, "success") != n {
+		t.Fatalf("loader calls %d, miss lookups %v, loader_calls %v; want %d each",
+			calls.Load(), lookups(ca, g, resultMiss), loaderCalls(ca, g, "success"), n)
 	}
 	if lookups(ca, g, resultFallback) != 0 {
 		t.Fatalf("fallback lookups = %v, want 0", lookups(ca, g, resultFallback))
@@ -165,7 +165,7 @@ func TestQueuedReadWaitsAndNeverFallsBack(t *testing.T) {
 
 // A read that times out against a stalled Redis while the breaker stays
 // closed is tried once more before the flight goes to the source: when
-// Redis answers the second, the key is loaded under its lease (one load for
+// Redis answers the second, the key is loaded under its claim (one load for
 // the fleet), not by the fallback. The breaker still opens on an outage
 // (TestFetchDegradedRedisPausedKilledRestarted, TestBatchedReadsOpenTheBreakerWhenRedisIsDown).
 func TestTimedOutReadIsTriedAgain(t *testing.T) {
@@ -221,7 +221,7 @@ func TestBatchedReadsOpenTheBreakerWhenRedisIsDown(t *testing.T) {
 	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	reg := prometheus.NewRegistry()
 	ca := newFetchCache(t, rdb, reg, newFetchClock(), CacheOptions{
-		RedisTimeout: 200 * time.Millisecond, BreakerFailures: 2, BreakerOpenFor: time.Hour, Name: "down-test"})
+		RedisTimeout: 200 * time.Millisecond, BreakerFailures: 2, BreakerHalfOpenAfter: time.Hour, Name: "down-test"})
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -255,15 +255,15 @@ func TestBatchedReadsOpenTheBreakerWhenRedisIsDown(t *testing.T) {
 		t.Fatalf("breaker state gauge = %v with Redis stopped, want 2 (open)", got)
 	}
 	g := ca.c.group("item:0")
-	if lookups(ca, g, resultFallback) != n || calls.Load() != n || sourceCalls(ca, g, "success") != n {
-		t.Fatalf("fallback lookups %v, loader calls %d, source_calls %v; want %d each",
-			lookups(ca, g, resultFallback), calls.Load(), sourceCalls(ca, g, "success"), n)
+	if lookups(ca, g, resultFallback) != n || calls.Load() != n || loaderCalls(ca, g, "success") != n {
+		t.Fatalf("fallback lookups %v, loader calls %d, loader_calls %v; want %d each",
+			lookups(ca, g, resultFallback), calls.Load(), loaderCalls(ca, g, "success"), n)
 	}
 }
 
 // One call of a pipeline answered with an error (a key of the wrong type)
 // fails that call alone: the other calls of the pipeline get their own
-// replies, load under their leases, and are not sent to the fallback.
+// replies, load under their claims, and are not sent to the fallback.
 func TestOneFailedCallDoesNotFailItsPipeline(t *testing.T) {
 	ca, rdb, gate, _ := gatedCache(t, newFetchClock(), CacheOptions{})
 	const n, bad = 20, 7
@@ -373,9 +373,9 @@ func TestQueuedCallsDoNotWaitForAStuckRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := ca.c.group("item:0")
-	if calls.Load() != n || lookups(ca, g, resultMiss) != n || sourceCalls(ca, g, "success") != n || lookups(ca, g, resultFallback) != 0 {
-		t.Fatalf("loader calls %d, miss lookups %v, source_calls %v, fallbacks %v; want %d, %d, %d and 0",
-			calls.Load(), lookups(ca, g, resultMiss), sourceCalls(ca, g, "success"), lookups(ca, g, resultFallback), n, n, n)
+	if calls.Load() != n || lookups(ca, g, resultMiss) != n || loaderCalls(ca, g, "success") != n || lookups(ca, g, resultFallback) != 0 {
+		t.Fatalf("loader calls %d, miss lookups %v, loader_calls %v, fallbacks %v; want %d, %d, %d and 0",
+			calls.Load(), lookups(ca, g, resultMiss), loaderCalls(ca, g, "success"), lookups(ca, g, resultFallback), n, n, n)
 	}
 }
 
@@ -391,8 +391,8 @@ func fetchChecked(ctx context.Context, ca *Cache[string], key string, load func(
 // TestPipelineSendsAgainOnlyWhatRedisRefused: a pipeline that meets a
 // server missing one of its scripts (restarted, failed over, SCRIPT FLUSH)
 // is sent again for the refused calls only. The others ran: a read run a
-// second time would find the lease its first run granted, report it taken,
-// and leave its flight waiting LeaseTTL for its own load.
+// second time would find the claim its first run granted, report it taken,
+// and leave its flight waiting RefreshClaimTTL for its own load.
 func TestPipelineSendsAgainOnlyWhatRedisRefused(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ca := newFetchCache(t, rdb, prometheus.NewRegistry(), newFetchClock(), CacheOptions{})
@@ -404,23 +404,23 @@ func TestPipelineSendsAgainOnlyWhatRedisRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, r := keysFor("item:w"), keysFor("item:r")
-	write := &scriptCall{op: "fetch write", s: luascript.FetchWrite, keys: []string{w.value, w.lease, w.waiters},
+	write := &scriptCall{op: "fetch write", s: luascript.FetchWrite, keys: []string{w.value, w.claim, w.waiters},
 		args: []any{"token-w", `"v"`, 1, 2, 0, "0", 60000}, done: make(chan struct{})}
-	read := &scriptCall{op: "fetch read", s: luascript.FetchRead, keys: []string{r.value, r.lease, r.waiters},
+	read := &scriptCall{op: "fetch read", s: luascript.FetchRead, keys: []string{r.value, r.claim, r.waiters},
 		args: []any{0, 0, 60000, "token-r", ""}, done: make(chan struct{})}
 	ca.sendBatch([]*scriptCall{write, read})
 	if write.err != nil || read.err != nil {
 		t.Fatalf("write: %v, read: %v", write.err, read.err)
 	}
-	if write.res != int64(0) { // no lease was held for item:w: refused
+	if write.res != int64(0) { // no claim was held for item:w: refused
 		t.Fatalf("write = %v, want 0 (refused)", write.res)
 	}
 	res, _ := read.res.([]any)
 	s, err := parseStored(res)
 	if err != nil || s.state != stateMissing || !s.granted {
-		t.Fatalf("read = %+v (%v); want missing with the lease granted, as its one run found it", s, err)
+		t.Fatalf("read = %+v (%v); want missing with the claim granted, as its one run found it", s, err)
 	}
-	if owner := rdb.Get(ctx, r.lease).Val(); owner != "token-r" {
-		t.Fatalf("lease held by %q, want token-r", owner)
+	if owner := rdb.Get(ctx, r.claim).Val(); owner != "token-r" {
+		t.Fatalf("claim held by %q, want token-r", owner)
 	}
 }

@@ -163,7 +163,7 @@ func BenchmarkFetchStaleCopy(b *testing.B) {
 
 // BenchmarkColdCrowdEnd: the end of a cold stampede on many keys, in two
 // simulated processes of one Go process: the loading process holds the
-// leases of 100 keys, callers on each wait in both processes (1 per key per
+// claims of 100 keys, callers on each wait in both processes (1 per key per
 // process: "callers=1", the flights' own cost; 10: "callers=10"), and the
 // timed part runs from the loads' return to the last caller's answer — the
 // writes, their wake-ups and every caller's answer. Reports that part's

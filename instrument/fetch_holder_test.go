@@ -13,14 +13,14 @@ import (
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
-// A lease whose holder's process is gone — the wake channel its token
+// A claim whose holder's process is gone — the wake channel its token
 // names has no subscriber: Redis closed the dead process's connections —
-// is taken over by the next read, not after LeaseTTL; a lease whose holder
+// is taken over by the next read, not after RefreshClaimTTL; a claim whose holder
 // is still subscribed is waited for.
-func TestFetchTakesOverTheLeaseOfAGoneHolder(t *testing.T) {
+func TestFetchTakesOverTheClaimOfAGoneHolder(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	ca := newFetchCache(t, rdb, prometheus.NewRegistry(), newFetchClock(), CacheOptions{LeaseTTL: time.Minute, PollInterval: time.Hour})
+	ca := newFetchCache(t, rdb, prometheus.NewRegistry(), newFetchClock(), CacheOptions{RefreshClaimTTL: time.Minute, PollInterval: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	live := rdb.Subscribe(ctx, "orders:wake:live")
@@ -32,41 +32,41 @@ func TestFetchTakesOverTheLeaseOfAGoneHolder(t *testing.T) {
 	load := func(context.Context) (string, error) { calls++; return "loaded", nil }
 
 	const gone = "item:gone"
-	holdLease(t, rdb, gone, "t1@orders:wake:dead")
+	holdClaim(t, rdb, gone, "t1@orders:wake:dead")
 	if v, err := ca.Fetch(ctx, gone, load); err != nil || v != "loaded" || calls != 1 {
 		t.Fatalf("Fetch behind a gone holder = %q, %v after %d loader calls; want it loaded at once, once", v, err, calls)
 	}
 	g := ca.c.group(gone)
-	if lookups(ca, g, resultMiss) != 1 || sourceCalls(ca, g, "success") != 1 {
-		t.Fatalf("lookups miss = %v, source calls = %v; want 1 and 1", lookups(ca, g, resultMiss), sourceCalls(ca, g, "success"))
+	if lookups(ca, g, resultMiss) != 1 || loaderCalls(ca, g, "success") != 1 {
+		t.Fatalf("lookups miss = %v, loader calls = %v; want 1 and 1", lookups(ca, g, resultMiss), loaderCalls(ca, g, "success"))
 	}
 
 	const alive = "item:alive"
-	holdLease(t, rdb, alive, "t2@orders:wake:live")
+	holdClaim(t, rdb, alive, "t2@orders:wake:live")
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancelShort()
 	if v, err := ca.Fetch(short, alive, load); !errors.Is(err, context.DeadlineExceeded) || calls != 1 {
 		t.Fatalf("Fetch behind a live holder = %q, %v after %d loader calls; want it to wait (deadline exceeded), no load", v, err, calls)
 	}
-	// The flight waits on for the callers that may join it (LeaseTTL):
+	// The flight waits on for the callers that may join it (RefreshClaimTTL):
 	// a value set ends it.
 	if err := ca.Set(ctx, alive, "set"); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// holdLease makes token hold key's refresh lease, for a minute.
-func holdLease(t *testing.T, rdb *redis.Client, key, token string) {
+// holdClaim makes token hold key's refresh claim, for a minute.
+func holdClaim(t *testing.T, rdb *redis.Client, key, token string) {
 	t.Helper()
-	if err := rdb.Set(context.Background(), keysFor(key).lease, token, time.Minute).Err(); err != nil {
+	if err := rdb.Set(context.Background(), keysFor(key).claim, token, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// A lease token names its holder's wake channel only where a script sees
+// A claim token names its holder's wake channel only where a script sees
 // that channel's subscribers: on a single server, not in a Cluster (whose
 // nodes each see their own).
-func TestLeaseTokenNamesItsHolderOnASingleServer(t *testing.T) {
+func TestClaimTokenNamesItsHolderOnASingleServer(t *testing.T) {
 	single := newHub(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), nil, "ns", nil)
 	cluster := newHub(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}), nil, "ns", nil)
 	if single.holder() != "" || cluster.holder() != "" {
@@ -87,7 +87,7 @@ func TestFetchWaitersShareAFailedLoad(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
 	clk := newFetchClock()
-	opts := CacheOptions{PollInterval: time.Hour, LeaseTTL: time.Minute, FailureHoldoff: time.Minute}
+	opts := CacheOptions{PollInterval: time.Hour, RefreshClaimTTL: time.Minute, FailureHoldoff: time.Minute}
 	a := newFetchCache(t, srv.Client(t), reg, clk, opts)
 	b := newFetchCache(t, srv.Client(t), reg, clk, opts)
 	const key = "quote:{9}"
@@ -122,8 +122,8 @@ func TestFetchWaitersShareAFailedLoad(t *testing.T) {
 		t.Fatalf("a caller during the hold-off got %v, want ErrLoadFailed at once", err)
 	}
 	g := a.c.group(key)
-	if sourceCalls(a, g, "error") != 1 || lookups(a, g, resultError) != 3 {
-		t.Fatalf("source calls (error) = %v, lookups (error) = %v; want 1 and 3", sourceCalls(a, g, "error"), lookups(a, g, resultError))
+	if loaderCalls(a, g, "error") != 1 || lookups(a, g, resultError) != 3 {
+		t.Fatalf("loader calls (error) = %v, lookups (error) = %v; want 1 and 3", loaderCalls(a, g, "error"), lookups(a, g, resultError))
 	}
 }
 

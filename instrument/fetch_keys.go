@@ -9,20 +9,20 @@ import (
 // keys are the Redis names of one cached key, and the wake channel its
 // reads register when this process waits for another's load ("" for none).
 type keys struct {
-	value, lease, waiters string
+	value, claim, waiters string
 	wake                  string
 }
 
-// keysFor names key's value, lease and queue of waiters in Redis, in one
+// keysFor names key's value, claim and queue of waiters in Redis, in one
 // allocation (a flight names its keys once, and in a stampede every process
 // starts its flights at once): the value's name is the start of the
-// lease's.
+// claim's.
 func keysFor(key string) keys {
 	t := hashTag(key)
 	n := len(t.prefix) + len(t.open) + len(t.id) + len(t.end)
-	all := t.prefix + t.open + t.id + t.end + leaseSuffix + t.prefix + t.open + t.id + t.end + waitersSuffix
-	lease := all[:n+len(leaseSuffix)]
-	return keys{value: lease[:n], lease: lease, waiters: all[len(lease):]}
+	all := t.prefix + t.open + t.id + t.end + claimSuffix + t.prefix + t.open + t.id + t.end + waitersSuffix
+	claim := all[:n+len(claimSuffix)]
+	return keys{value: claim[:n], claim: claim, waiters: all[len(claim):]}
 }
 
 // tagged is a key split around the hash tag its Redis names carry:
@@ -32,7 +32,7 @@ type tagged struct{ prefix, open, id, end string }
 // hashTag splits key around the hash tag its Redis names carry: a key
 // with a tag of its own keeps it (prefix is the whole key); otherwise the
 // tag holds what follows the first colon (the whole key if there is none),
-// so value and lease share a slot, keys spread over slots by their IDs,
+// so value and claim share a slot, keys spread over slots by their IDs,
 // and the prefix stays visible to key-group classification in hooks and
 // the exporter ("product:{42}" is "product:*", where "{product:42}" would
 // be "*").
@@ -46,11 +46,11 @@ func hashTag(key string) tagged {
 	return tagged{"", "{", key, "}"}
 }
 
-// leaseSuffix follows a cached value's name in its refresh lease's name,
-// waitersSuffix in the name of the queue of processes waiting for the lease
-// holder's value (a sorted set that lives no longer than a lease).
+// claimSuffix follows a cached value's name in its refresh claim's name,
+// waitersSuffix in the name of the queue of processes waiting for the claim
+// holder's value (a sorted set that lives no longer than a claim).
 const (
-	leaseSuffix   = ":lease"
+	claimSuffix   = ":claim"
 	waitersSuffix = ":waitq"
 )
 
@@ -64,11 +64,11 @@ func hashTagged(key string) bool {
 	return end > 0
 }
 
-// leaseToken returns the value of a refresh lease offered by this client:
+// claimToken returns the value of a refresh claim offered by this client:
 // its identity around a random token (lockholder), followed by the channel
 // whose subscription shows that the holder's process is alive, when there
 // is one ("<value>@<holder>"). One allocation.
-func (c *Client) leaseToken(holder string) string {
+func (c *Client) claimToken(holder string) string {
 	var rnd [26]byte // two uint64s in base 36, at most 13 digits each
 	r := strconv.AppendUint(rnd[:0], rand.Uint64(), 36)
 	r = strconv.AppendUint(r, rand.Uint64(), 36)

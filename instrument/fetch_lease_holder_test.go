@@ -12,28 +12,28 @@ import (
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
-// A refresh lease names its holder as a lock does, followed by its wake
+// A refresh claim names its holder as a lock does, followed by its wake
 // channel on a single server once it is subscribed.
-func TestLeaseNamesItsHolder(t *testing.T) {
+func TestClaimNamesItsHolder(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	clk := newFetchClock()
-	ca := newFetchCache(t, rdb, prometheus.NewRegistry(), clk, CacheOptions{LeaseTTL: time.Minute})
+	ca := newFetchCache(t, rdb, prometheus.NewRegistry(), clk, CacheOptions{RefreshClaimTTL: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var lease string
+	var claim string
 	_, err := ca.Fetch(ctx, "item:1", func(ctx context.Context) (string, error) {
 		var err error
-		lease, err = rdb.Get(ctx, keysFor("item:1").lease).Result()
+		claim, err = rdb.Get(ctx, keysFor("item:1").claim).Result()
 		return "v", err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := lockholder.Parse(lease)
+	h := lockholder.Parse(claim)
 	host, _ := os.Hostname()
 	if h.Kind != lockholder.Cachewatch || h.Service != "default" || h.Host != host || h.PID != os.Getpid() ||
 		!h.Acquired.Equal(clk.now().Truncate(time.Millisecond)) || (h.Wake != "" && h.Wake != ca.c.hub.wake) {
-		t.Fatalf("lease %q reads %+v; want this process's holder, acquired at %v, wake channel none or %q", lease, h, clk.now(), ca.c.hub.wake)
+		t.Fatalf("claim %q reads %+v; want this process's holder, acquired at %v, wake channel none or %q", claim, h, clk.now(), ca.c.hub.wake)
 	}
 }

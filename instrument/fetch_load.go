@@ -14,21 +14,21 @@ import (
 	"github.com/cachewatch/cachewatch/internal/luascript"
 )
 
-// loadAndStore calls the loader while holding the lease and leaves the
+// loadAndStore calls the loader while holding the claim and leaves the
 // write of its result, which wakes every waiter, for the flight to run once
 // it has answered its callers (writeBehind). The loader's answer is
 // returned even if the write fails: the caller has it, only the others
 // lose.
 func (l *lookup[T]) loadAndStore(ctx context.Context, pastHard bool) (outcome[T], error) {
 	ca := l.ca
-	ctx, cancel := ca.leaseBound(ctx)
+	ctx, cancel := ca.claimBound(ctx)
 	defer cancel()
 	span := trace.SpanFromContext(ctx)
-	span.AddEvent("lease acquired")
+	span.AddEvent("claim acquired")
 	start := ca.c.now()
 	o := outcome[T]{result: resultMiss}
 	var err error
-	o.val, err = ca.callSource(ctx, l.group, l.load)
+	o.val, err = ca.callLoader(ctx, l.group, l.load)
 	if err != nil && !ca.cacheable(err) {
 		l.failed(ctx)
 		if pastHard {
@@ -68,11 +68,11 @@ func (l *lookup[T]) write(ctx context.Context) {
 	l.store(ctx, l.pending)
 }
 
-// leaseBound bounds a flight's load or wait by LeaseTTL: the loader's
+// claimBound bounds a flight's load or wait by RefreshClaimTTL: the loader's
 // context is documented as bounded by it, and a wait for another process's
-// load need not outlast that load's lease.
-func (ca *Cache[T]) leaseBound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, ca.o.LeaseTTL)
+// load need not outlast that load's claim.
+func (ca *Cache[T]) claimBound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, ca.o.RefreshClaimTTL)
 }
 
 // cacheable reports whether a loader error is a cacheable "not found".
@@ -81,7 +81,7 @@ func (ca *Cache[T]) cacheable(err error) bool {
 }
 
 // refreshInBackground reloads a stale (or early-expiring) value under the
-// lease the read granted (l.token). Its context outlives the caller's.
+// claim the read granted (l.token). Its context outlives the caller's.
 func (l *lookup[T]) refreshInBackground(ctx context.Context) {
 	ca := l.ca
 	link := trace.LinkFromContext(ctx)
@@ -90,29 +90,29 @@ func (l *lookup[T]) refreshInBackground(ctx context.Context) {
 	key, group, k, token, load := l.key, l.group, l.k, l.token, l.load
 	started := ca.bg.start(func() {
 		l := lookup[T]{ca: ca, key: key, group: group, k: k, token: token, load: load}
-		rctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), ca.o.LeaseTTL)
+		rctx, cancel := context.WithTimeout(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), ca.o.RefreshClaimTTL)
 		defer cancel()
 		rctx, span := ca.c.spans.start(rctx, "cachewatch.Refresh", trace.WithLinks(link),
 			trace.WithAttributes(attribute.String("cachewatch.key_group", l.group)))
 		defer span.End()
-		span.AddEvent("lease acquired")
+		span.AddEvent("claim acquired")
 		start := ca.c.now()
-		v, err := ca.callSource(rctx, l.group, l.load)
+		v, err := ca.callLoader(rctx, l.group, l.load)
 		if err != nil && !ca.cacheable(err) {
-			ca.c.m.refreshFailures.WithLabelValues(l.group).Inc()
+			ca.c.m.loaderRefreshFailures.WithLabelValues(l.group).Inc()
 			span.RecordError(err)
 			l.failed(rctx)
 			return
 		}
 		l.store(rctx, ca.loadedSince(start, v, err))
 	})
-	if !started { // closed: give the lease back for another process to refresh
+	if !started { // closed: give the claim back for another process to refresh
 		ca.giveBack(l.k, l.token)
 	}
 }
 
-// callSource calls the loader, timing and counting it.
-func (ca *Cache[T]) callSource(ctx context.Context, group string, load func(context.Context) (T, error)) (T, error) {
+// callLoader calls the loader, timing and counting it.
+func (ca *Cache[T]) callLoader(ctx context.Context, group string, load func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	v, err := load(ctx)
 	ca.countSourceCall([]string{group}, sourceResult(err), time.Since(start))
@@ -120,11 +120,11 @@ func (ca *Cache[T]) callSource(ctx context.Context, group string, load func(cont
 }
 
 // countSourceCall counts one loader call that took took, with result, in
-// each of groups: its recompute duration and its source call.
+// each of groups: its loader duration and its loader call.
 func (ca *Cache[T]) countSourceCall(groups []string, result string, took time.Duration) {
 	for _, group := range groups {
 		ca.c.m.recompute.WithLabelValues(group, result).Observe(took.Seconds())
-		ca.c.m.sourceCalls.WithLabelValues(group, result).Inc()
+		ca.c.m.loaderCalls.WithLabelValues(group, result).Inc()
 	}
 }
 
@@ -152,7 +152,7 @@ func (ca *Cache[T]) loadedSince(start time.Time, v T, err error) loaded[T] {
 }
 
 // store writes a loaded value (or a cacheable not-found) with jittered
-// TTLs under the lookup's lease and wakes the waiters.
+// TTLs under the lookup's claim and wakes the waiters.
 func (l *lookup[T]) store(ctx context.Context, ld loaded[T]) {
 	ca, key, group, k, token := l.ca, l.key, l.group, l.k, l.token
 	span := trace.SpanFromContext(ctx)
@@ -178,17 +178,17 @@ func (l *lookup[T]) store(ctx context.Context, ld loaded[T]) {
 	expire := hard + max(hard/10, time.Second)
 	var res any
 	sentBefore, err := ca.patiently(ctx, "", func() (err error) {
-		res, err = ca.run(ctx, newScriptCall("fetch write", luascript.FetchWrite, []string{k.value, k.lease, k.waiters},
+		res, err = ca.run(ctx, newScriptCall("fetch write", luascript.FetchWrite, []string{k.value, k.claim, k.waiters},
 			token, raw, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli(), ld.took.Milliseconds(), neg, expire.Milliseconds()))
 		return err
 	})
 	if err != nil {
 		span.RecordError(err)
 		ca.c.log.LogAttrs(ctx, slog.LevelWarn, "cachewatch fetch: write", slog.String("key_group", group), slog.String("key", key), slog.Any("error", err))
-		// Nothing was stored, so give the lease back rather than make every
-		// other process wait LeaseTTL for a value that will not come (their
-		// next poll takes the lease and loads). If the write did land late,
-		// it released the lease itself and the release is a no-op.
+		// Nothing was stored, so give the claim back rather than make every
+		// other process wait RefreshClaimTTL for a value that will not come (their
+		// next poll takes the claim and loads). If the write did land late,
+		// it released the claim itself and the release is a no-op.
 		ca.releaseOrphan(k, token)
 		return
 	}
@@ -197,7 +197,7 @@ func (l *lookup[T]) store(ctx context.Context, ld loaded[T]) {
 		return
 	}
 	span.AddEvent("written")
-	ca.fails.reset(ca.c.m.refreshConsecutive, group, key)
+	ca.fails.reset(ca.c.m.loaderConsecutive, group, key)
 	ca.local.put(l.noticed, key, k.value, group, ld.v, ld.err != nil, now.Add(fresh).UnixMilli(), now.Add(hard).UnixMilli())
 }
 
@@ -206,12 +206,12 @@ func (l *lookup[T]) refused(ctx context.Context, sentBefore bool) {
 	span := trace.SpanFromContext(ctx)
 	if sentBefore {
 		// An earlier attempt timed out after it was sent: if Redis ran it,
-		// the value is stored and the lease released, and this one is
+		// the value is stored and the claim released, and this one is
 		// refused for it. Not counted as a stale write: nobody can tell.
 		span.AddEvent("write refused after an earlier attempt timed out")
 		return
 	}
-	// The key was invalidated, or the lease ran out and may have passed to
+	// The key was invalidated, or the claim ran out and may have passed to
 	// another loader, while this load ran: what it read may be older than
 	// what came after, so it is not stored (the callers of this load still
 	// get it).
@@ -221,13 +221,13 @@ func (l *lookup[T]) refused(ctx context.Context, sentBefore bool) {
 		slog.String("key", l.key), slog.String("outcome", "stale_write_refused"))
 }
 
-// failed gives the lease a hold-off after a failed load and tracks the
+// failed gives the claim a hold-off after a failed load and tracks the
 // key's run of consecutive failures.
 func (l *lookup[T]) failed(ctx context.Context) {
 	ca, k, token := l.ca, l.k, l.token // copied: the call's closure may outlive it
 	holdoff := max(ca.o.FailureHoldoff, 0)
 	res, err := ca.deg.call(ctx, "fetch fail", func(rctx context.Context) ([]any, error) {
-		return luascript.FetchFail.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.lease, k.waiters},
+		return luascript.FetchFail.Run(ca.c.ctx(rctx), ca.c.rdb, []string{k.value, k.claim, k.waiters},
 			token, holdoff.Milliseconds()).Slice()
 	})
 	if err != nil || len(res) < 2 {
@@ -239,7 +239,7 @@ func (l *lookup[T]) failed(ctx context.Context) {
 		// The run ends when the stored value does: the key is then never
 		// served again, so a key nobody fetches any more leaves the gauge.
 		now := ca.c.now().UnixMilli()
-		ca.fails.set(ca.c.m.refreshConsecutive, l.group, l.key, n, now+max(ttl, 0))
+		ca.fails.set(ca.c.m.loaderConsecutive, l.group, l.key, n, now+max(ttl, 0))
 	}
 }
 

@@ -248,19 +248,19 @@ func revalidating(ctx context.Context) bool { return ctx.Value(revalidateKey{}) 
 
 // revalidate reads key from Redis in the background, as one flight shared
 // with any concurrent Fetch: the read refreshes the process's copy and, when
-// the value is due and the lease free, refreshes it under the lease.
+// the value is due and the claim free, refreshes it under the claim.
 func (ca *Cache[T]) revalidate(ctx context.Context, span trace.Span, key, group string, load func(context.Context) (T, error)) {
 	started := ca.bg.start(func() {
 		defer ca.local.revalidated(key)
 		rctx := trace.ContextWithSpan(withCallerDeadline(context.WithoutCancel(ctx), time.Time{}), span)
 		rctx = context.WithValue(rctx, revalidateKey{}, true)
-		rctx, cancel := context.WithTimeout(rctx, ca.o.LeaseTTL)
+		rctx, cancel := context.WithTimeout(rctx, ca.o.RefreshClaimTTL)
 		defer cancel()
 		f, w := ca.flights.join(rctx, key)
 		if w.leader {
 			ca.flyIn(rctx, f, key, load)
 		}
-		if !f.wait(w) { // another caller's flight outlived LeaseTTL
+		if !f.wait(w) { // another caller's flight outlived RefreshClaimTTL
 			return
 		}
 		if err := f.err; err != nil && !errors.Is(err, ErrNotFound) {

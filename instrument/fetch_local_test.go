@@ -46,8 +46,8 @@ func TestFetchLocalCopies(t *testing.T) {
 		ca.bg.wait()
 	}
 	if r.calls.Load() != 1 {
-		t.Fatalf("%d refreshes, want 1 across 3 processes (lease held: %d, breaker open: %v)",
-			r.calls.Load(), r.admin.Exists(ctx, keysFor(key).lease).Val(), caches[0].deg.open())
+		t.Fatalf("%d refreshes, want 1 across 3 processes (claim held: %d, breaker open: %v)",
+			r.calls.Load(), r.admin.Exists(ctx, keysFor(key).claim).Val(), caches[0].deg.open())
 	}
 	if got := lookups(caches[0], r.g, resultStale); got != 3+300 {
 		t.Fatalf("stale lookups = %v, want 303", got)
@@ -88,15 +88,15 @@ func newLocalCopiesRig(t *testing.T) *localCopiesRig {
 	r := &localCopiesRig{t: t, srv: redistest.Start(t), reg: prometheus.NewRegistry(), clk: newFetchClock(),
 		key: "menu:3", release: make(chan struct{})}
 	r.admin = r.srv.Client(t)
-	// LeaseTTL far above the 10s bound below: only an explicit release frees
-	// a lease granted to an abandoned read in time.
+	// RefreshClaimTTL far above the 10s bound below: only an explicit release frees
+	// a claim granted to an abandoned read in time.
 	// The breaker is kept out of the way (this test is about copies, and a
 	// loaded CI machine can make enough reads time out to open it), and a
 	// Redis call may take 3s before a copy answers instead: a revalidating
-	// read that times out on a loaded machine has its lease released only
+	// read that times out on a loaded machine has its claim released only
 	// later, and the crowd below would then see no refresh.
 	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: 100, RedisTimeout: 3 * time.Second,
-		LeaseTTL: time.Minute, BreakerFailures: 1 << 20}
+		RefreshClaimTTL: time.Minute, BreakerFailures: 1 << 20}
 	for p := 0; p < 3; p++ {
 		r.caches = append(r.caches, newFetchCache(t, r.srv.Client(t), r.reg, r.clk, opts))
 	}
@@ -128,7 +128,7 @@ func (r *localCopiesRig) freshCopiesWhileStopped() {
 }
 
 // staleCopiesWhileStopped: Redis stopped, value stale: each process
-// answers from its stale copy without the loader, and the lease an
+// answers from its stale copy without the loader, and the claim an
 // abandoned revalidation took is released.
 func (r *localCopiesRig) staleCopiesWhileStopped() {
 	t, ctx, key := r.t, context.Background(), r.key
@@ -148,17 +148,17 @@ func (r *localCopiesRig) staleCopiesWhileStopped() {
 	}
 	r.srv.Resume()
 	// Redis ran the abandoned revalidation reads on resuming, and one of
-	// them took the refresh lease for a caller long gone: cachewatch
-	// releases such leases itself rather than leaving the key unrefreshable
-	// for LeaseTTL.
-	// Polling for the lease to vanish could look before the stalled reads
+	// them took the refresh claim for a caller long gone: cachewatch
+	// releases such claims itself rather than leaving the key unrefreshable
+	// for RefreshClaimTTL.
+	// Polling for the claim to vanish could look before the stalled reads
 	// landed (Redis serves the resumed connections in any order), so wait
-	// for the orphan-lease releases to finish their attempts.
+	// for the orphan-claim releases to finish their attempts.
 	for _, ca := range r.caches {
 		ca.bg.wait()
 	}
-	if r.admin.Exists(ctx, keysFor(key).lease).Val() == 1 {
-		t.Fatal("lease granted to an abandoned read still held after the orphan releases ran")
+	if r.admin.Exists(ctx, keysFor(key).claim).Val() == 1 {
+		t.Fatal("claim granted to an abandoned read still held after the orphan releases ran")
 	}
 	if r.calls.Load() != 0 || lookups(r.caches[0], r.g, resultStale) != 3 {
 		t.Fatalf("Redis stopped: %d loader calls, %v stale lookups; want 0 and 3", r.calls.Load(), lookups(r.caches[0], r.g, resultStale))
@@ -414,7 +414,7 @@ func TestWriterKeepsNoCopyAfterAPatternNoticeDuringItsLoad(t *testing.T) {
 		fetched <- err
 	}()
 	<-loading
-	// A pattern that does not match the key's lease, so the write lands: a
+	// A pattern that does not match the key's claim, so the write lands: a
 	// pattern notice drops every copy, whatever it matched.
 	if _, err := a.c.InvalidateMatch(ctx, "shelf:*"); err != nil {
 		t.Fatal(err)

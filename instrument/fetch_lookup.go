@@ -11,14 +11,14 @@ import (
 // lookup is one flight's lookup of a key, from the read that decides what
 // to do to the write that ends a load. It carries what every stage needs:
 // the key, its group and Redis names, the loader, the token of the refresh
-// lease the latest read offered, and the deadline of the caller who started
+// claim the latest read offered, and the deadline of the caller who started
 // it. It lives on its flight's goroutine (no allocation of its own), and
 // its stages are its methods, a file each:
 //
 //   - fetch_flight.go: the callers of a key in this process share one lookup;
 //   - fetch_read.go: read the value, its state and, when due, the refresh
-//     lease in one round trip; a fresh or stale value is served (serve);
-//   - fetch_load.go: holding the lease, load and write the value back;
+//     claim in one round trip; a fresh or stale value is served (serve);
+//   - fetch_load.go: holding the claim, load and write the value back;
 //   - fetch_wait.go: while another process loads, wait for its write;
 //   - degraded.go: while Redis fails, load from the source directly.
 type lookup[T any] struct {
@@ -27,8 +27,8 @@ type lookup[T any] struct {
 	group string // classified once per lookup, not per caller
 	k     keys
 	load  func(context.Context) (T, error)
-	// token is the refresh lease's owner token offered by the latest read:
-	// the lease's, when that read was granted it.
+	// token is the refresh claim's owner token offered by the latest read:
+	// the claim's, when that read was granted it.
 	token string
 	// deadline is the deadline of the caller who started the lookup, when
 	// the lookup runs detached from that caller's context (zero for none):
@@ -75,11 +75,11 @@ func (l *lookup[T]) fly(fctx context.Context, f *flight[T]) {
 }
 
 // run is the lookup: read, then serve, load or wait. Its waits and loads
-// are bounded by LeaseTTL (leaseBound), its Redis calls by RedisTimeout; a
+// are bounded by RefreshClaimTTL (claimBound), its Redis calls by RedisTimeout; a
 // lookup that finds the value does neither.
 func (l *lookup[T]) run(ctx context.Context) (outcome[T], error) {
 	ca := l.ca
-	ca.fails.expire(ca.c.m.refreshConsecutive, ca.c.now().UnixMilli())
+	ca.fails.expire(ca.c.m.loaderConsecutive, ca.c.now().UnixMilli())
 	if ca.deg.open() {
 		return l.unavailable(ctx, errBreakerOpen)
 	}
@@ -114,7 +114,7 @@ func (l *lookup[T]) run(ctx context.Context) (outcome[T], error) {
 }
 
 // serve answers the flight with the value its read found fresh or stale.
-// A lease granted to the read is the flight's, so one refresh serves all of
+// A claim granted to the read is the flight's, so one refresh serves all of
 // its callers (a stale value, or XFetch's early refresh of a fresh one).
 func (l *lookup[T]) serve(ctx context.Context, s stored) (outcome[T], error) {
 	span := trace.SpanFromContext(ctx)

@@ -14,19 +14,19 @@ import (
 
 // FetchMany returns the values of keys as Fetch would, reading them all in
 // one round trip (a pipeline of the read script; on Redis Cluster, one per
-// node). The keys that must be loaded and whose refresh lease this call
+// node). The keys that must be loaded and whose refresh claim this call
 // obtained are loaded by one call of load, with those keys; each value it
-// returns is stored under its lease, and a key it leaves out of its map
+// returns is stored under its claim, and a key it leaves out of its map
 // counts as ErrNotFound (cached with NegativeTTL, else left out of the
 // result). Stale values are served and refreshed in the background, one
 // key per load call; keys being loaded by another caller are waited for as
 // Fetch does. When Redis is unavailable, load is called directly for all
 // keys, with the Cache's fallback concurrency.
 //
-// Each call of load counts as one source call and one recompute
-// (cachewatch_source_calls_total, cachewatch_recompute_duration_seconds) in
+// Each call of load counts as one loader call and one duration observation
+// (cachewatch_loader_calls_total, cachewatch_loader_duration_seconds) in
 // each key group among the keys it was given, with the call's result: a
-// group's source calls per refresh stay exact whatever the batch size, and
+// group's loader calls per refresh stay exact whatever the batch size, and
 // a key load leaves out is a not-found answer, not a call of its own. Each
 // key counts one lookup.
 //
@@ -94,8 +94,8 @@ func (ca *Cache[T]) readMany(ctx context.Context, keyList, tokens []string) ([]s
 	calls := make([]*scriptCall, len(keyList))
 	for i, key := range keyList {
 		k := keysFor(key)
-		calls[i] = newScriptCall("fetch many read", luascript.FetchRead, []string{k.value, k.lease},
-			now, 0, ca.o.LeaseTTL.Milliseconds(), tokens[i])
+		calls[i] = newScriptCall("fetch many read", luascript.FetchRead, []string{k.value, k.claim},
+			now, 0, ca.o.RefreshClaimTTL.Milliseconds(), tokens[i])
 	}
 	var cmds []*redis.Cmd
 	_, err := ca.deg.call(ctx, "fetch many read", func(rctx context.Context) ([]any, error) {
@@ -121,12 +121,12 @@ func (ca *Cache[T]) readMany(ctx context.Context, keyList, tokens []string) ([]s
 
 // readManyPatiently reads the keys as readMany, sent again under the same
 // tokens while Redis is slow rather than failing (patiently); a read
-// abandoned at last has the leases it may have been granted released as
+// abandoned at last has the claims it may have been granted released as
 // orphans.
 func (ca *Cache[T]) readManyPatiently(ctx context.Context, keyList []string) ([]stored, []string, error) {
 	tokens := make([]string, len(keyList))
 	for i := range keyList {
-		tokens[i] = ca.c.leaseToken(ca.c.hub.holder())
+		tokens[i] = ca.c.claimToken(ca.c.hub.holder())
 	}
 	var states []stored
 	mayHaveRun, err := ca.patiently(ctx, "", func() (err error) {
@@ -153,8 +153,8 @@ func (ca *Cache[T]) groupsOf(keyList []string) []string {
 	return groups
 }
 
-// loadMany loads the keys at indexes idx (whose leases this call holds) in
-// one call of load and stores each answer under its lease.
+// loadMany loads the keys at indexes idx (whose claims this call holds) in
+// one call of load and stores each answer under its claim.
 func (ca *Cache[T]) loadMany(ctx context.Context, keyList, tokens []string, idx []int, states []stored,
 	load func(context.Context, []string) (map[string]T, error), out map[string]T) error {
 	batch := make([]string, len(idx))
@@ -163,7 +163,7 @@ func (ca *Cache[T]) loadMany(ctx context.Context, keyList, tokens []string, idx 
 		batch[j] = keyList[i]
 		groups[j] = ca.c.group(batch[j])
 	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ca.o.LeaseTTL)
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ca.o.RefreshClaimTTL)
 	defer cancel()
 	start := ca.c.now()
 	vals, err := ca.callBatchLoader(lctx, batch, groups, load)
@@ -194,9 +194,9 @@ func (ca *Cache[T]) loadMany(ctx context.Context, keyList, tokens []string, idx 
 }
 
 // callBatchLoader calls a batch loader once for keys (of key groups groups,
-// in the same order), timing and counting the call as callSource does a
-// loader's: one source call and one recompute per distinct key group among
-// the keys, so that a group's source calls per refresh stay exact whatever
+// in the same order), timing and counting the call as callLoader does a
+// loader's: one loader call and one duration observation per distinct key group among
+// the keys, so that a group's loader calls per refresh stay exact whatever
 // the batch size. The result is the call's: success when it returned
 // without an error, however many keys it left out (each of those is a
 // not-found answer).
@@ -221,14 +221,14 @@ func distinct(list []string) []string {
 }
 
 // fallbackMany serves FetchMany from the source while Redis is unavailable,
-// counted as Fetch's fallback is: one source call (or rejection) per key
+// counted as Fetch's fallback is: one loader call (or rejection) per key
 // group, and per key a fallback lookup, or an error when no value came.
 func (ca *Cache[T]) fallbackMany(ctx context.Context, keyList []string, load func(context.Context, []string) (map[string]T, error), cause error, causeLabel string) (map[string]T, error) {
 	groups := ca.groupsOf(keyList)
 	ca.deg.fallbacks.WithLabelValues(causeLabel).Inc()
 	if err := ca.deg.acquire(ctx); err != nil {
 		for _, group := range distinct(groups) {
-			ca.c.m.sourceCalls.WithLabelValues(group, "rejected").Inc()
+			ca.c.m.loaderCalls.WithLabelValues(group, "rejected").Inc()
 		}
 		ca.countLookups(groups, resultError)
 		return nil, fmt.Errorf("cachewatch: fetch many: Redis unavailable (%w) and no source slot free: %w", cause, err)

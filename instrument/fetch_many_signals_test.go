@@ -16,10 +16,10 @@ import (
 // result.
 func recomputes(t *testing.T, reg prometheus.Gatherer, group, result string) float64 {
 	t.Helper()
-	return metrictest.Sum(t, reg, "cachewatch_recompute_duration_seconds", "key_group", group, "result", result)
+	return metrictest.Sum(t, reg, "cachewatch_loader_duration_seconds", "key_group", group, "result", result)
 }
 
-// One call of FetchMany's batch loader is one source call and one
+// One call of FetchMany's batch loader is one loader call and one
 // recompute per key group among its keys, whatever the batch size; a key
 // it leaves out is a not-found answer (left out of the result), not a call
 // of its own; a failed call is one error per group; and while Redis is
@@ -78,17 +78,17 @@ func TestFetchManyCountsOneSourceCallPerBatch(t *testing.T) {
 	lintRegistry(t, reg)
 }
 
-// sourceCounts are two key groups' source calls and recomputes of one
+// sourceCounts are two key groups' loader calls and recomputes of one
 // result.
 type sourceCounts struct{ items, users, itemRecomputes, userRecomputes float64 }
 
 func readSourceCounts(t *testing.T, ca *Cache[string], g prometheus.Gatherer, items, users, result string) sourceCounts {
-	return sourceCounts{sourceCalls(ca, items, result), sourceCalls(ca, users, result),
+	return sourceCounts{loaderCalls(ca, items, result), loaderCalls(ca, users, result),
 		recomputes(t, g, items, result), recomputes(t, g, users, result)}
 }
 
 // oneGroupBatch fetches three keys of one group, one of them absent at
-// the source, in one batch call: one source call and recompute, and one
+// the source, in one batch call: one loader call and recompute, and one
 // lookup per key.
 func oneGroupBatch(t *testing.T, ca *Cache[string], src *batchSource, read func(string) sourceCounts) {
 	t.Helper()
@@ -100,7 +100,7 @@ func oneGroupBatch(t *testing.T, ca *Cache[string], src *batchSource, read func(
 		t.Fatalf("item:3 answered %v after %d loader calls; want it left out after 1", got["item:3"], src.calls)
 	}
 	if c := read("success"); c != (sourceCounts{1, 0, 1, 0}) {
-		t.Fatalf("one batch call of 3 keys: source calls / recomputes {success} items=%v users=%v / %v %v; want 1 0 / 1 0",
+		t.Fatalf("one batch call of 3 keys: loader calls / recomputes {success} items=%v users=%v / %v %v; want 1 0 / 1 0",
 			c.items, c.users, c.itemRecomputes, c.userRecomputes)
 	}
 	if got := lookups(ca, ca.c.group("item:1"), resultMiss); got != 3 {

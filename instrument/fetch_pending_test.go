@@ -108,8 +108,8 @@ func TestFetchAnswersBeforeItsWriteLands(t *testing.T) {
 	if miss, coalesced := lookups(a, group, resultMiss), lookups(b, group, resultCoalesced); miss != 1 || coalesced != 1 {
 		t.Fatalf("lookups: miss %v, coalesced %v; want 1 and 1", miss, coalesced)
 	}
-	if calls := sourceCalls(a, group, "success"); calls != 1 {
-		t.Fatalf("source calls = %v, want 1", calls)
+	if calls := loaderCalls(a, group, "success"); calls != 1 {
+		t.Fatalf("loader calls = %v, want 1", calls)
 	}
 }
 

@@ -19,9 +19,9 @@ import (
 // stored is a decoded reply of the read script.
 type stored struct {
 	state      int64 // 0 missing, 1 fresh, 2 stale, 3 past hard TTL
-	granted    bool  // the caller holds the refresh lease
+	granted    bool  // the caller holds the refresh claim
 	takenOver  bool  // granted, from a holder whose process is gone
-	failing    bool  // a failed load holds the lease for its hold-off
+	failing    bool  // a failed load holds the claim for its hold-off
 	raw        string
 	freshUntil int64 // unix ms
 	hardUntil  int64 // unix ms
@@ -36,24 +36,24 @@ const (
 )
 
 // read runs the read script: one round trip for the value, its state and,
-// when due, the refresh lease, offered under the returned token.
+// when due, the refresh claim, offered under the returned token.
 //
 // Slow is not down: a read that Redis did not answer within RedisTimeout,
 // or that waited in this Cache's queue, is sent again for as long as the
-// breaker lets it, the caller waits and LeaseTTL allows. On a starved
+// breaker lets it, the caller waits and RefreshClaimTTL allows. On a starved
 // process or a slow Redis, a flight sent to the source instead would load
 // once per process, not once for the fleet — with batched reads, every
 // flight of the batch would. Only Redis failing ends the wait early (the
 // breaker opens after BreakerFailures timed-out round trips in a row).
 //
-// Every attempt offers the lease under the same token (l.token, new for
-// each read), and the script grants a lease again to the token that holds
+// Every attempt offers the claim under the same token (l.token, new for
+// each read), and the script grants a claim again to the token that holds
 // it: whichever attempt Redis ran first, the answered one tells the flight
-// it holds the lease. A read abandoned at last, if an attempt may have
-// reached Redis, has its lease released as an orphan.
+// it holds the claim. A read abandoned at last, if an attempt may have
+// reached Redis, has its claim released as an orphan.
 func (l *lookup[T]) read(ctx context.Context) (stored, error) {
 	ca := l.ca
-	l.token = ca.c.leaseToken(ca.c.hub.holder())
+	l.token = ca.c.claimToken(ca.c.hub.holder())
 	var s stored
 	mayHaveRun, err := ca.patiently(ctx, l.key, func() (err error) {
 		s, err = ca.readOnce(ctx, l.k, l.token)
@@ -64,9 +64,9 @@ func (l *lookup[T]) read(ctx context.Context) (stored, error) {
 	}
 	l.pastHard = s.state == stateExpired
 	if s.takenOver {
-		trace.SpanFromContext(ctx).AddEvent("lease taken over: its holder's process is gone")
+		trace.SpanFromContext(ctx).AddEvent("claim taken over: its holder's process is gone")
 		ca.c.log.LogAttrs(ctx, slog.LevelDebug, "cachewatch fetch", slog.String("key_group", l.group),
-			slog.String("key", l.key), slog.String("outcome", "lease_taken_over"))
+			slog.String("key", l.key), slog.String("outcome", "claim_taken_over"))
 	}
 	return s, err
 }
@@ -96,7 +96,7 @@ func sentToRedis(err error) bool {
 }
 
 // waitOn reports whether a failed read of key is sent again: Redis is
-// slow, not failing (degraded.failing), the caller is there, and LeaseTTL
+// slow, not failing (degraded.failing), the caller is there, and RefreshClaimTTL
 // has not passed since the first read failed (*until, set then, on the real
 // clock like every bound of a Redis call). When the caller's share of its
 // deadline ran out (degraded.timeoutFor) and the process has a copy of the
@@ -116,7 +116,7 @@ func (ca *Cache[T]) waitOn(ctx context.Context, key string, err error, until *ti
 		}
 	}
 	if until.IsZero() {
-		*until = time.Now().Add(ca.o.LeaseTTL)
+		*until = time.Now().Add(ca.o.RefreshClaimTTL)
 	}
 	return time.Now().Before(*until)
 }
@@ -127,8 +127,8 @@ func (ca *Cache[T]) readOnce(ctx context.Context, k keys, token string) (stored,
 	if ca.o.Beta > 0 {
 		xf = ca.o.Beta * -math.Log(1-rand.Float64()) // 1-U is in (0, 1]
 	}
-	v, err := ca.run(ctx, newScriptCall("fetch read", luascript.FetchRead, []string{k.value, k.lease, k.waiters},
-		ca.c.now().UnixMilli(), xf, ca.o.LeaseTTL.Milliseconds(), token, k.wake))
+	v, err := ca.run(ctx, newScriptCall("fetch read", luascript.FetchRead, []string{k.value, k.claim, k.waiters},
+		ca.c.now().UnixMilli(), xf, ca.o.RefreshClaimTTL.Milliseconds(), token, k.wake))
 	if err != nil {
 		return stored{}, err
 	}
@@ -136,22 +136,22 @@ func (ca *Cache[T]) readOnce(ctx context.Context, k keys, token string) (stored,
 	return parseStored(res)
 }
 
-// releaseOrphan releases the lease that an abandoned read (Redis stalled or
+// releaseOrphan releases the claim that an abandoned read (Redis stalled or
 // the call timed out) may yet grant when Redis runs it: otherwise nobody
-// could refresh the key until LeaseTTL passed. Redis may run the read only
+// could refresh the key until RefreshClaimTTL passed. Redis may run the read only
 // once it recovers, so the release is sent, off every caller's path, after
 // RedisTimeout, 1s and 4s — three answered attempts, stopping at the one
-// that releases the lease. An attempt Redis did not answer (each is given
+// that releases the claim. An attempt Redis did not answer (each is given
 // at least a second) does not count, and the next waits 1, 2, then 4s: a
 // slow Redis or a starved process is given time, as a lookup's reads are,
-// until LeaseTTL has passed (the lease has then run out anyway).
+// until RefreshClaimTTL has passed (the claim has then run out anyway).
 //
 // Close cuts the waits short: one last attempt, bounded by RedisTimeout,
-// then the goroutine ends (a lease it could not release expires after
-// LeaseTTL).
+// then the goroutine ends (a claim it could not release expires after
+// RefreshClaimTTL).
 func (ca *Cache[T]) releaseOrphan(k keys, token string) {
 	ca.bg.start(func() {
-		until := time.Now().Add(ca.o.LeaseTTL)
+		until := time.Now().Add(ca.o.RefreshClaimTTL)
 		waits := []time.Duration{ca.o.RedisTimeout, time.Second, 4 * time.Second}
 		backoff := time.Second // between attempts Redis did not answer
 		for len(waits) > 0 && time.Now().Before(until) {
@@ -220,17 +220,17 @@ func (ca *Cache[T]) decode(key string, s stored, result string) (T, string, erro
 	return v, result, nil
 }
 
-// giveBack releases a refresh lease this Cache will not use, bounded by the
-// Redis timeout (if that fails, the lease expires after LeaseTTL).
+// giveBack releases a refresh claim this Cache will not use, bounded by the
+// Redis timeout (if that fails, the claim expires after RefreshClaimTTL).
 func (ca *Cache[T]) giveBack(k keys, token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), ca.o.RedisTimeout)
 	defer cancel()
 	_, _ = ca.release(ctx, k, token)
 }
 
-// release releases the lease token holds, if it still does, bounded by
+// release releases the claim token holds, if it still does, bounded by
 // ctx, and reports whether it did.
 func (ca *Cache[T]) release(ctx context.Context, k keys, token string) (bool, error) {
-	n, err := luascript.FetchRelease.Run(ca.c.ctx(ctx), ca.c.rdb, []string{k.lease}, token).Int64()
+	n, err := luascript.FetchRelease.Run(ca.c.ctx(ctx), ca.c.rdb, []string{k.claim}, token).Int64()
 	return n == 1, err
 }

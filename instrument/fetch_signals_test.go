@@ -56,7 +56,7 @@ func TestFetchSpanEventsAndDebugLog(t *testing.T) {
 		t.Fatalf("the write's span is not a child of the loading Fetch's")
 	}
 	spans := []sdktrace.ReadOnlySpan{fetches[0], fetches[1], write}
-	for i, want := range [][]string{{"cache miss", "lease acquired"}, {"cache hit"}, {"written"}} {
+	for i, want := range [][]string{{"cache miss", "claim acquired"}, {"cache hit"}, {"written"}} {
 		var got []string
 		for _, e := range spans[i].Events() {
 			got = append(got, e.Name)

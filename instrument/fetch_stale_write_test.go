@@ -95,9 +95,9 @@ func TestFetchLoadStartedBeforeInvalidateIsNotStored(t *testing.T) {
 	}
 }
 
-// A slow loader whose lease ran out must not overwrite the value that the
-// next lease holder (another process) loaded and stored meanwhile.
-func TestFetchSlowLoaderCannotOverwriteNextLeaseHolder(t *testing.T) {
+// A slow loader whose claim ran out must not overwrite the value that the
+// next claim holder (another process) loaded and stored meanwhile.
+func TestFetchSlowLoaderCannotOverwriteNextClaimHolder(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	reg := prometheus.NewRegistry()
@@ -110,15 +110,15 @@ func TestFetchSlowLoaderCannotOverwriteNextLeaseHolder(t *testing.T) {
 	done := fetchInBackground(a, key, load)
 	waitClosed(t, "the slow loader to start", started)
 
-	// The lease runs out in Redis while the loader still works (Redis
-	// decides expiry; the lease is cut short instead of waiting LeaseTTL).
-	lease := keysFor(key).lease
-	if err := rdb.PExpire(ctx, lease, time.Millisecond).Err(); err != nil {
+	// The claim runs out in Redis while the loader still works (Redis
+	// decides expiry; the claim is cut short instead of waiting RefreshClaimTTL).
+	claim := keysFor(key).claim
+	if err := rdb.PExpire(ctx, claim, time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "the lease to expire", func() bool { return rdb.Exists(ctx, lease).Val() == 0 })
+	poll.Until(t, "the claim to expire", func() bool { return rdb.Exists(ctx, claim).Val() == 0 })
 	if v, err := b.Fetch(ctx, key, func(context.Context) (string, error) { return "v2", nil }); err != nil || v != "v2" {
-		t.Fatalf("next lease holder's Fetch = %q, %v; want v2", v, err)
+		t.Fatalf("next claim holder's Fetch = %q, %v; want v2", v, err)
 	}
 	close(release)
 	if got := <-done; got[0] != "v1" || got[1] != nil {
@@ -138,13 +138,13 @@ func TestFetchSlowLoaderCannotOverwriteNextLeaseHolder(t *testing.T) {
 }
 
 // A write that fails (here: a value larger than the server's
-// proto-max-bulk-len, refused by Redis) stores nothing, so its lease is given
-// back: other processes need not wait LeaseTTL (a minute here) for a value
+// proto-max-bulk-len, refused by Redis) stores nothing, so its claim is given
+// back: other processes need not wait RefreshClaimTTL (a minute here) for a value
 // that will not come. The caller is still served what it loaded.
-func TestFailedWriteGivesTheLeaseBack(t *testing.T) {
+func TestFailedWriteGivesTheClaimBack(t *testing.T) {
 	srv := redistest.Start(t, "--proto-max-bulk-len", "1mb")
 	reg := prometheus.NewRegistry()
-	ca := newFetchCache(t, srv.Client(t), reg, newFetchClock(), CacheOptions{LeaseTTL: time.Minute, RedisTimeout: 2 * time.Second})
+	ca := newFetchCache(t, srv.Client(t), reg, newFetchClock(), CacheOptions{RefreshClaimTTL: time.Minute, RedisTimeout: 2 * time.Second})
 	big := strings.Repeat("x", 2<<20)
 	ctx := context.Background()
 	key := "report:{big}"
@@ -158,8 +158,8 @@ func TestFailedWriteGivesTheLeaseBack(t *testing.T) {
 		t.Fatalf("the oversized value was stored (%d)", n)
 	}
 	g := ca.c.group(key)
-	if got := sourceCalls(ca, g, "success"); got != 1 {
-		t.Fatalf("source_calls_total{success} = %v, want 1", got)
+	if got := loaderCalls(ca, g, "success"); got != 1 {
+		t.Fatalf("loader_calls_total{success} = %v, want 1", got)
 	}
-	poll.Until(t, "the failed write's lease to be given back", func() bool { return admin.Exists(ctx, k.lease).Val() == 0 })
+	poll.Until(t, "the failed write's claim to be given back", func() bool { return admin.Exists(ctx, k.claim).Val() == 0 })
 }

@@ -32,7 +32,7 @@ func TestStarvedProcessLoadsEachKeyOnce(t *testing.T) {
 	// reads a sample of the scheduler's waits) and count as Redis failures;
 	// this test is about waiting. TestTimeoutNoticedLateIsNotARedisFailure
 	// and TestStarvationSigns test the breaker's judgement.
-	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LeaseTTL: time.Minute,
+	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, RefreshClaimTTL: time.Minute,
 		RedisTimeout: 20 * time.Millisecond, BreakerFailures: 1 << 20}
 
 	const processes, keys, perKey = 4, 100, 2
@@ -67,8 +67,8 @@ func TestStarvedProcessLoadsEachKeyOnce(t *testing.T) {
 		t.Errorf("lookups: fallback %v, miss %v, coalesced %v, hit %v; want 0, %d and %d in all",
 			fb, misses, coalesced, hits, keys, processes*keys*perKey)
 	}
-	if got := sourceCalls(caches[0], g, "success"); got != keys {
-		t.Errorf("source_calls{result=success} = %v, want %d", got, keys)
+	if got := loaderCalls(caches[0], g, "success"); got != keys {
+		t.Errorf("loader_calls{result=success} = %v, want %d", got, keys)
 	}
 	if n := metrictest.Sum(t, reg, "cachewatch_cache_fallbacks_total"); n != 0 {
 		t.Errorf("cachewatch_cache_fallbacks_total adds up to %v, want 0", n)

@@ -85,8 +85,8 @@ func fallbacks(ca *Cache[string], cause string) float64 {
 	return testutil.ToFloat64(ca.deg.fallbacks.WithLabelValues(cause))
 }
 
-func sourceCalls(ca *Cache[string], group, result string) float64 {
-	return testutil.ToFloat64(ca.c.m.sourceCalls.WithLabelValues(group, result))
+func loaderCalls(ca *Cache[string], group, result string) float64 {
+	return testutil.ToFloat64(ca.c.m.loaderCalls.WithLabelValues(group, result))
 }
 
 func lintRegistry(t *testing.T, reg *prometheus.Registry) {
@@ -173,8 +173,8 @@ func TestFetchColdStampedeOneLoaderCall(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Fatalf("loader called %d times by %d callers in 3 processes, want 1", calls.Load(), 3*perCache)
 	}
-	if got := sourceCalls(ca, g, "success"); got != 1 {
-		t.Fatalf("source_calls_total{success} = %v, want 1", got)
+	if got := loaderCalls(ca, g, "success"); got != 1 {
+		t.Fatalf("loader_calls_total{success} = %v, want 1", got)
 	}
 	miss, coalesced := lookups(ca, g, resultMiss), lookups(ca, g, resultCoalesced)
 	other := lookups(ca, g, resultHit) + lookups(ca, g, resultStale) + lookups(ca, g, resultFallback) + lookups(ca, g, resultError)
@@ -231,8 +231,8 @@ func TestFetchStaleServedOneRefresh(t *testing.T) {
 	if got := testutil.CollectAndCount(ca.c.m.staleAge); got != 1 {
 		t.Fatalf("stale age series = %d", got)
 	}
-	if got := sourceCalls(ca, g, "success"); got != 2 { // first load + one refresh
-		t.Fatalf("source_calls_total{success} = %v, want 2", got)
+	if got := loaderCalls(ca, g, "success"); got != 2 { // first load + one refresh
+		t.Fatalf("loader_calls_total{success} = %v, want 2", got)
 	}
 	v, err := caches[1].Fetch(ctx, "price:7", load)
 	if err != nil || v != "new" {
@@ -251,9 +251,9 @@ func staleValueInThreeProcesses(t *testing.T, reg prometheus.Registerer, clk *fe
 	srv := redistest.Start(t)
 	// Without process copies every caller reads Redis (TestFetchLocalCopies
 	// covers them): the refresh, once written, is what the next caller of
-	// any process is served. The refresh lease outlasts the stampede however
+	// any process is served. The refresh claim outlasts the stampede however
 	// slow the machine: lapsed, it would let a second process refresh.
-	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: -1, LeaseTTL: 5 * time.Minute}
+	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour, LocalCopies: -1, RefreshClaimTTL: 5 * time.Minute}
 	var caches []*Cache[string]
 	held := &heldFirstWrite{release: make(chan struct{})}
 	for p := 0; p < 3; p++ {
@@ -334,12 +334,12 @@ func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
 			t.Fatalf("stale fetch %d: %q, %v; want v1", i, v, err)
 		}
 		ca.bg.wait() // the background refresh has failed
-		if got := testutil.ToFloat64(ca.c.m.refreshConsecutive.WithLabelValues(g)); got != float64(i) {
+		if got := testutil.ToFloat64(ca.c.m.loaderConsecutive.WithLabelValues(g)); got != float64(i) {
 			t.Fatalf("consecutive failures gauge = %v after %d failed refreshes", got, i)
 		}
 	}
-	if got := testutil.ToFloat64(ca.c.m.refreshFailures.WithLabelValues(g)); got != failures {
-		t.Fatalf("refresh_failures_total = %v, want %d", got, failures)
+	if got := testutil.ToFloat64(ca.c.m.loaderRefreshFailures.WithLabelValues(g)); got != failures {
+		t.Fatalf("loader_refresh_failures_total = %v, want %d", got, failures)
 	}
 
 	clk.add(9 * time.Minute) // 11m after the write: past the hard TTL
@@ -350,10 +350,10 @@ func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
 	if got := testutil.ToFloat64(ca.c.m.hardTTLExpired.WithLabelValues(g)); got != 1 {
 		t.Fatalf("hard_ttl_expired_total = %v, want 1", got)
 	}
-	if calls.Load() != failures+1 || sourceCalls(ca, g, "error") != failures+1 {
-		t.Fatalf("loader calls %d, source_calls{error} %v; want %d", calls.Load(), sourceCalls(ca, g, "error"), failures+1)
+	if calls.Load() != failures+1 || loaderCalls(ca, g, "error") != failures+1 {
+		t.Fatalf("loader calls %d, loader_calls{error} %v; want %d", calls.Load(), loaderCalls(ca, g, "error"), failures+1)
 	}
-	if got := testutil.ToFloat64(ca.c.m.refreshConsecutive.WithLabelValues(g)); got != failures+1 {
+	if got := testutil.ToFloat64(ca.c.m.loaderConsecutive.WithLabelValues(g)); got != failures+1 {
 		t.Fatalf("consecutive failures gauge = %v, want %d", got, failures+1)
 	}
 	if got := lookups(ca, g, resultStale); got != failures {
@@ -368,7 +368,7 @@ func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
 		t.Fatalf("after recovery: %q, %v", v, err)
 	}
 	written(ca, key)
-	if got := testutil.ToFloat64(ca.c.m.refreshConsecutive.WithLabelValues(g)); got != 0 {
+	if got := testutil.ToFloat64(ca.c.m.loaderConsecutive.WithLabelValues(g)); got != 0 {
 		t.Fatalf("consecutive failures gauge = %v after a success, want 0", got)
 	}
 	lintRegistry(t, reg)
@@ -386,7 +386,7 @@ func TestFetchFailureRunEndsWithTheValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := ca.c.group("ledger:1")
-	gauge := func() float64 { return testutil.ToFloat64(ca.c.m.refreshConsecutive.WithLabelValues(g)) }
+	gauge := func() float64 { return testutil.ToFloat64(ca.c.m.loaderConsecutive.WithLabelValues(g)) }
 	clk.add(2 * time.Minute)
 	for range 2 {
 		if _, err := ca.Fetch(ctx, "ledger:1", failing); err != nil {
@@ -431,7 +431,7 @@ func TestFetchWaitersWokenByWrite(t *testing.T) {
 		})
 		aDone <- err
 	}()
-	<-started // a holds the lease
+	<-started // a holds the claim
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -443,7 +443,7 @@ func TestFetchWaitersWokenByWrite(t *testing.T) {
 		bDone <- err
 	}()
 	select {
-	case <-waiting: // b read a miss, found the lease taken, and blocks
+	case <-waiting: // b read a miss, found the claim taken, and blocks
 	case err := <-bDone:
 		t.Fatalf("b returned before waiting: %v", err)
 	}
@@ -543,7 +543,7 @@ func TestKeysForSameSlot(t *testing.T) {
 		"odd:{}": "odd:{{}}", "nocolon": "{nocolon}", "trailing:": "{trailing:}",
 	} {
 		k := keysFor(key)
-		if k.value != want || k.lease != want+":lease" || k.waiters != want+":waitq" {
+		if k.value != want || k.claim != want+":claim" || k.waiters != want+":waitq" {
 			t.Fatalf("keysFor(%q) = %+v", key, k)
 		}
 	}
@@ -565,20 +565,20 @@ func waitingOn(t *testing.T, key string) <-chan struct{} {
 	return waiting
 }
 
-// The loader's context is bounded by LeaseTTL (Fetch's doc), whether the
-// flight loads under the lease or, with Redis unavailable, as a fallback; a
+// The loader's context is bounded by RefreshClaimTTL (Fetch's doc), whether the
+// flight loads under the claim or, with Redis unavailable, as a fallback; a
 // flight that finds the value calls no loader.
-func TestFetchLoaderContextBoundedByLeaseTTL(t *testing.T) {
+func TestFetchLoaderContextBoundedByRefreshClaimTTL(t *testing.T) {
 	srv := redistest.Start(t)
-	const leaseTTL = 7 * time.Second
+	const claimTTL = 7 * time.Second
 	ca := newFetchCache(t, srv.Client(t), prometheus.NewRegistry(), newFetchClock(), CacheOptions{
-		LeaseTTL: leaseTTL, RedisTimeout: 100 * time.Millisecond, BreakerFailures: 1, BreakerOpenFor: time.Hour})
+		RefreshClaimTTL: claimTTL, RedisTimeout: 100 * time.Millisecond, BreakerFailures: 1, BreakerHalfOpenAfter: time.Hour})
 	var loads atomic.Int64
 	load := func(ctx context.Context) (string, error) {
 		loads.Add(1)
 		dl, ok := ctx.Deadline()
-		if left := time.Until(dl); !ok || left <= 0 || left > leaseTTL {
-			return "", fmt.Errorf("loader's deadline %v away (set: %v), want within LeaseTTL %v", left, ok, leaseTTL)
+		if left := time.Until(dl); !ok || left <= 0 || left > claimTTL {
+			return "", fmt.Errorf("loader's deadline %v away (set: %v), want within RefreshClaimTTL %v", left, ok, claimTTL)
 		}
 		return "v", nil
 	}
@@ -597,7 +597,7 @@ func TestFetchLoaderContextBoundedByLeaseTTL(t *testing.T) {
 	if _, err := ca.Fetch(ctx, "bound:fallback", load); err != nil {
 		t.Fatal(err)
 	}
-	if got := sourceCalls(ca, ca.c.group("bound:fallback"), "success"); got != 1 {
-		t.Fatalf("fallback source calls = %v, want 1", got)
+	if got := loaderCalls(ca, ca.c.group("bound:fallback"), "success"); got != 1 {
+		t.Fatalf("fallback loader calls = %v, want 1", got)
 	}
 }

@@ -11,12 +11,12 @@ import (
 // waitForValue waits for another process's load to land, woken by its
 // write (the read that found the load registered this process's wake
 // channel, l.k.wake) or, if that is lost, by polling, bounded by ctx. The
-// wake-up waited for was taken before that read. If the loader's lease
-// lapses without a value, the next read grants the lease here and this
+// wake-up waited for was taken before that read. If the loader's claim
+// lapses without a value, the next read grants the claim here and this
 // lookup loads.
 func (l *lookup[T]) waitForValue(ctx context.Context) (outcome[T], error) {
 	ca := l.ca
-	ctx, cancel := ca.leaseBound(ctx)
+	ctx, cancel := ca.claimBound(ctx)
 	defer cancel()
 	ticker := ca.c.clock.NewTicker(ca.o.PollInterval)
 	defer ticker.Stop()
@@ -51,7 +51,7 @@ func (l *lookup[T]) waitForValue(ctx context.Context) (outcome[T], error) {
 
 // readAgain reads for a waiter (taking the next wake-up first, so that a
 // write landing between the read and the wait is not missed) and answers
-// it if the value is there or the lease is now its own; done is false
+// it if the value is there or the claim is now its own; done is false
 // when it must wait on.
 func (l *lookup[T]) readAgain(ctx context.Context) (o outcome[T], done bool, err error) {
 	l.woken = l.sub.wait()
@@ -104,7 +104,7 @@ func (l *lookup[T]) waitFailed(err error) error {
 }
 
 // served answers a waiter with the value another process stored, read
-// (refreshing it when the read granted the lease) or carried by the
+// (refreshing it when the read granted the claim) or carried by the
 // wake-up.
 func (l *lookup[T]) served(ctx context.Context, s stored) (outcome[T], error) {
 	if s.granted {

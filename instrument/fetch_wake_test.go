@@ -80,8 +80,8 @@ func TestWokenWaiterTakesTheValueFromTheWakeUp(t *testing.T) {
 				_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { <-release; return tc.value, nil })
 				loaded <- err
 			}()
-			poll.Until(t, "the loader to hold the lease", func() bool {
-				return srv.Client(t).Exists(ctx, keysFor(key).lease).Val() == 1
+			poll.Until(t, "the loader to hold the claim", func() bool {
+				return srv.Client(t).Exists(ctx, keysFor(key).claim).Val() == 1
 			})
 			got := make(chan string, 1)
 			go func() {
@@ -207,10 +207,10 @@ func TestWakeUpsGoInTheOrderProcessesArrived(t *testing.T) {
 	finish := waitBehindLoad(ctx, t, admin, loader, key, waiters...)
 	// The first waiter reads again (as after a lost wake-up): its place
 	// stays first.
-	res, err := luascript.FetchRead.Run(ctx, admin, []string{stored.value, stored.lease, stored.waiters},
+	res, err := luascript.FetchRead.Run(ctx, admin, []string{stored.value, stored.claim, stored.waiters},
 		time.Now().UnixMilli(), 0, 30_000, "another-token", waiters[0].c.hub.wake).Result()
 	if err != nil || res.([]any)[1].(int64) != 0 {
-		t.Fatalf("a waiter's second read: %v, %v; want the lease refused", res, err)
+		t.Fatalf("a waiter's second read: %v, %v; want the claim refused", res, err)
 	}
 	inQueue := wakeQueue(ctx, admin, key)
 	finish()
@@ -267,7 +267,7 @@ func TestWaiterReadsAgainOnceItsWakeChannelIsConfirmed(t *testing.T) {
 }
 
 // waitBehindLoad has loader start loading key (held) and, once it holds the
-// lease, each waiter fetch key (their own loader must not run), one after
+// claim, each waiter fetch key (their own loader must not run), one after
 // the other: each starts once the one before waits, so they queue in that
 // order. It returns when the last waits. finish releases the load and
 // checks that every caller got its value, "v".
@@ -280,7 +280,7 @@ func waitBehindLoad(ctx context.Context, t *testing.T, admin *redis.Client, load
 		_, err := loader.Fetch(ctx, key, func(context.Context) (string, error) { <-release; return "v", nil })
 		loaded <- err
 	}()
-	poll.Until(t, "the loader to hold the lease", func() bool { return admin.Exists(ctx, keysFor(key).lease).Val() == 1 })
+	poll.Until(t, "the loader to hold the claim", func() bool { return admin.Exists(ctx, keysFor(key).claim).Val() == 1 })
 	got := make(chan string, len(waiters))
 	for _, waiter := range waiters {
 		go func() {
@@ -362,7 +362,7 @@ func TestWaitersPollWithoutChannelPermission(t *testing.T) {
 func assertLoadedOnceForBoth(t *testing.T, loader, waiter *Cache[string], key string) {
 	t.Helper()
 	group := waiter.c.group(key)
-	if n := sourceCalls(waiter, group, "success") + sourceCalls(loader, group, "success"); n != 1 {
+	if n := loaderCalls(waiter, group, "success") + loaderCalls(loader, group, "success"); n != 1 {
 		t.Fatalf("%v loader calls across both processes, want 1", n)
 	}
 	if n := lookups(waiter, group, resultCoalesced); n != 1 {

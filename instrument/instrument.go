@@ -12,7 +12,7 @@
 // over a Client, is a stale-while-revalidate cache of one kind of value:
 // Fetch (and FetchMany) with a loader, Get and Set without one, Invalidate,
 // and Close. Keys are always named as the caller wrote them; the storage
-// layout (hash tags, leases) stays inside the package.
+// layout (hash tags, refresh claims) stays inside the package.
 package instrument
 
 import (
@@ -37,16 +37,16 @@ import (
 
 // Errors callers branch on. Returned errors wrap them; test with errors.Is.
 var (
-	// ErrLockBusy: the lock (or refresh lease) is held by someone else and
+	// ErrLockBusy: the lock (or refresh claim) is held by someone else and
 	// the retries allowed are spent.
 	ErrLockBusy = errors.New("cachewatch: lock busy")
 	// ErrRedis: Redis failed (unreachable, timeout, error reply). The
 	// underlying error is wrapped too.
 	ErrRedis = errors.New("cachewatch: redis failed")
-	// ErrNameInUse: NewCache was given (or defaulted to) the name of
+	// ErrNameTaken: NewCache was given (or defaulted to) the name of
 	// another open Cache on the same registry, whose breaker and limiter
-	// series it would share.
-	ErrNameInUse = errors.New("cachewatch: cache name in use")
+	// series it would share. It is the same value as hooks.ErrNameTaken.
+	ErrNameTaken = emit.ErrNameTaken
 )
 
 // Options configures a Client. The zero value is usable.
@@ -70,13 +70,15 @@ type Options struct {
 	// KeyGroups maps keys to metric label values. nil means the registry's
 	// shared default classifier (keygroup.Shared).
 	KeyGroups *keygroup.Classifier
-	// TracerProvider for spans; nil means the global provider.
+	// TracerProvider for spans. nil means no spans, as a nil MeterProvider
+	// means no OpenTelemetry metrics: pass otel.GetTracerProvider() for the
+	// global one (no span is started while no SDK is installed behind it).
 	TracerProvider trace.TracerProvider
 	// Logger receives one debug line per decision; nil means slog.Default().
 	Logger *slog.Logger
 	// Clock is the time source of every decision, timer and ticker: TTL
 	// judgement, lock leases and their expiry timers, renewal heartbeats,
-	// retry backoff, waiters' polling and orphan-lease releases. nil means
+	// retry backoff, waiters' polling and orphan-claim releases. nil means
 	// the real clock; tests inject clockwork.NewFakeClock() to exercise
 	// leases, renewals, backoff and TTLs without sleeping. (Redis expires
 	// keys on its own clock; context deadlines stay on the real one.)
@@ -115,7 +117,7 @@ type Client struct {
 	log    *slog.Logger
 	clock  clockwork.Clock
 	name   string
-	// holder is the identity the client's locks and leases carry.
+	// holder is the identity the client's locks and refresh claims carry.
 	holder *lockholder.Identity
 	// hub is the one pub/sub connection of the Client's Caches: wake-ups
 	// and invalidation notices.

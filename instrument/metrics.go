@@ -10,60 +10,60 @@ import (
 type metrics struct {
 	// The key-group series, curried with the client's Name: call sites
 	// pass the remaining labels only.
-	lockAcquire        *emit.HistogramVec
-	lockAttempts       *emit.CounterVec
-	lockHold           *emit.HistogramVec
-	locksLost          *emit.CounterVec
-	leaseEnds          *emit.CounterVec
-	lockRenewals       *emit.CounterVec
-	lookups            *emit.CounterVec
-	staleAge           *emit.HistogramVec
-	refreshFailures    *emit.CounterVec
-	refreshConsecutive *emit.GaugeVec
-	hardTTLExpired     *emit.CounterVec
-	invalidated        *emit.CounterVec
-	recompute          *emit.HistogramVec
-	sourceCalls        *emit.CounterVec
-	writeSkew          *emit.CounterVec
-	staleWritesRefused *emit.CounterVec
-	duplicate          *emit.CounterVec
-	idempotency        *emit.CounterVec
-	missBursts         *emit.CounterVec
-	retries            *emit.CounterVec
-	backoff            *emit.HistogramVec
+	lockAcquire           *emit.HistogramVec
+	lockAttempts          *emit.CounterVec
+	lockHold              *emit.HistogramVec
+	locksLost             *emit.CounterVec
+	leaseEnds             *emit.CounterVec
+	lockRenewals          *emit.CounterVec
+	lookups               *emit.CounterVec
+	staleAge              *emit.HistogramVec
+	loaderRefreshFailures *emit.CounterVec
+	loaderConsecutive     *emit.GaugeVec
+	hardTTLExpired        *emit.CounterVec
+	invalidated           *emit.CounterVec
+	recompute             *emit.HistogramVec
+	loaderCalls           *emit.CounterVec
+	writeSkew             *emit.CounterVec
+	staleWritesRefused    *emit.CounterVec
+	duplicate             *emit.CounterVec
+	idempotency           *emit.CounterVec
+	missBursts            *emit.CounterVec
+	retries               *emit.CounterVec
+	backoff               *emit.HistogramVec
 	// Labelled by the Cache's name, not curried.
 	breakerState   *emit.GaugeVec
-	sourceInFlight *emit.GaugeVec
+	loaderInFlight *emit.GaugeVec
 	fallbacks      *emit.CounterVec
 }
 
 func newMetrics(s emit.Sinks, client string) (*metrics, error) {
 	r := registrar{sinks: s, client: client}
 	m := &metrics{
-		lockAcquire:        histogram(&r, signals.LockAcquireDuration),
-		lockAttempts:       counter(&r, signals.LockAttempts),
-		lockHold:           histogram(&r, signals.LockHoldDuration),
-		locksLost:          counter(&r, signals.LocksLost),
-		leaseEnds:          counter(&r, signals.LockLeaseEnds),
-		lockRenewals:       counter(&r, signals.LockRenewals),
-		lookups:            counter(&r, signals.CacheLookups),
-		staleAge:           histogram(&r, signals.StaleAge),
-		refreshFailures:    counter(&r, signals.RefreshFailures),
-		refreshConsecutive: gaugeByGroup(&r, signals.RefreshConsecutiveFailures),
-		hardTTLExpired:     counter(&r, signals.HardTTLExpired),
-		invalidated:        counter(&r, signals.InvalidatedKeys),
-		recompute:          histogram(&r, signals.RecomputeDuration),
-		sourceCalls:        counter(&r, signals.SourceCalls),
-		writeSkew:          counter(&r, signals.WriteSkew),
-		staleWritesRefused: counter(&r, signals.StaleWritesRefused),
-		duplicate:          counter(&r, signals.DuplicateRecompute),
-		idempotency:        counter(&r, signals.IdempotencyChecks),
-		missBursts:         counter(&r, signals.MissBursts),
-		retries:            counter(&r, signals.Retries),
-		backoff:            histogram(&r, signals.BackoffDelay),
-		breakerState:       gaugeByCache(&r, signals.CircuitBreakerState),
-		sourceInFlight:     gaugeByCache(&r, signals.SourceInFlight),
-		fallbacks:          counterByCache(&r, signals.CacheFallbacks),
+		lockAcquire:           histogram(&r, signals.LockAcquireDuration),
+		lockAttempts:          counter(&r, signals.LockAttempts),
+		lockHold:              histogram(&r, signals.LockHoldDuration),
+		locksLost:             counter(&r, signals.LocksLost),
+		leaseEnds:             counter(&r, signals.LockLeaseEnds),
+		lockRenewals:          counter(&r, signals.LockRenewals),
+		lookups:               counter(&r, signals.CacheLookups),
+		staleAge:              histogram(&r, signals.StaleAge),
+		loaderRefreshFailures: counter(&r, signals.LoaderRefreshFailures),
+		loaderConsecutive:     gaugeByGroup(&r, signals.LoaderConsecutiveFailures),
+		hardTTLExpired:        counter(&r, signals.HardTTLExpired),
+		invalidated:           counter(&r, signals.InvalidatedKeys),
+		recompute:             histogram(&r, signals.LoaderDuration),
+		loaderCalls:           counter(&r, signals.LoaderCalls),
+		writeSkew:             counter(&r, signals.WriteSkew),
+		staleWritesRefused:    counter(&r, signals.StaleWritesRefused),
+		duplicate:             counter(&r, signals.DuplicateVersionWrites),
+		idempotency:           counter(&r, signals.IdempotencyChecks),
+		missBursts:            counter(&r, signals.MissBursts),
+		retries:               counter(&r, signals.Retries),
+		backoff:               histogram(&r, signals.BackoffDelay),
+		breakerState:          gaugeByCache(&r, signals.CircuitBreakerState),
+		loaderInFlight:        gaugeByCache(&r, signals.LoaderInFlight),
+		fallbacks:             counterByCache(&r, signals.CacheFallbacks),
 	}
 	return m, r.err
 }

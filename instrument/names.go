@@ -24,7 +24,7 @@ func claimCacheName(reg prometheus.Registerer, name string) (release func(), err
 	if names[name] {
 		return nil, fmt.Errorf("%w: %q is already the name of another open Cache on this registry; "+
 			"set CacheOptions.Name (or the Client's Options.Name) so that each has its own "+
-			"circuit_breaker_state and source_in_flight series", ErrNameInUse, name)
+			"circuit_breaker_state and loader_in_flight series", ErrNameTaken, name)
 	}
 	if names == nil {
 		names = map[string]bool{}

@@ -29,7 +29,7 @@ func TestCacheNamesCannotCollide(t *testing.T) {
 		}
 		return c
 	}
-	first := mustCache[string](t, newClient(""), CacheOptions{BreakerFailures: 1, BreakerOpenFor: time.Hour, RedisTimeout: 50 * time.Millisecond})
+	first := mustCache[string](t, newClient(""), CacheOptions{BreakerFailures: 1, BreakerHalfOpenAfter: time.Hour, RedisTimeout: 50 * time.Millisecond})
 	state := func(client string) float64 {
 		return testutil.ToFloat64(first.c.m.breakerState.WithLabelValues(client))
 	}
@@ -50,11 +50,11 @@ func TestCacheNamesCannotCollide(t *testing.T) {
 			return NewCache[string](newClient("other"), CacheOptions{Name: "default"})
 		},
 	} {
-		if ca, err := make(); !errors.Is(err, ErrNameInUse) {
+		if ca, err := make(); !errors.Is(err, ErrNameTaken) {
 			if ca != nil {
 				_ = ca.Close()
 			}
-			t.Errorf("%s: NewCache error = %v, want ErrNameInUse", what, err)
+			t.Errorf("%s: NewCache error = %v, want ErrNameTaken", what, err)
 		}
 	}
 	if got := state("default"); got != float64(gobreaker.StateOpen) {
@@ -106,8 +106,8 @@ func TestClientNameLabelsLockAndCacheSeries(t *testing.T) {
 	}{
 		{"cachewatch_cache_lookups_total", "checkout", 2},
 		{"cachewatch_cache_lookups_total", "search", 1},
-		{"cachewatch_source_calls_total", "checkout", 2},
-		{"cachewatch_source_calls_total", "search", 1},
+		{"cachewatch_loader_calls_total", "checkout", 2},
+		{"cachewatch_loader_calls_total", "search", 1},
 		{"cachewatch_lock_attempts_total", "checkout", 1},
 		{"cachewatch_lock_attempts_total", "search", 1},
 	} {

@@ -52,8 +52,8 @@ type hub struct {
 	listeners map[*int]func(notice string)
 
 	subscribed atomic.Bool // wakeReady is closed: reads may register the wake channel
-	// lively: Redis runs the lease scripts where the wake channel is
-	// subscribed (one server, not a Cluster), so a lease token may name the
+	// lively: Redis runs the claim scripts where the wake channel is
+	// subscribed (one server, not a Cluster), so a claim token may name the
 	// channel as its holder's sign of life (holder).
 	lively bool
 	seed   maphash.Seed
@@ -118,10 +118,10 @@ func newHub(rdb redis.UniversalClient, mark func(context.Context) context.Contex
 		listeners: map[*int]func(string){}, seed: maphash.MakeSeed(), lively: lively}
 }
 
-// holder returns the channel a lease token names as its holder's sign of
+// holder returns the channel a claim token names as its holder's sign of
 // life (luascript.FetchRead): the wake channel, once subscribed, on a
 // single Redis server; "" otherwise. In a Cluster a script sees only the
-// subscribers of its own node, so the lease there lasts its LeaseTTL.
+// subscribers of its own node, so the claim there lasts its RefreshClaimTTL.
 func (h *hub) holder() string {
 	if h.lively && h.subscribed.Load() {
 		return h.wake

@@ -49,7 +49,7 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// Another process holds each key's lease: every Cache's caller waits.
+	// Another process holds each key's claim: every Cache's caller waits.
 	var mu sync.Mutex
 	waiting := map[string]bool{}
 	testHookWaiting = func(key string) { mu.Lock(); waiting[key] = true; mu.Unlock() }
@@ -57,7 +57,7 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 	done := make(chan error, len(caches))
 	for i, ca := range caches {
 		key := "item:" + string(rune('a'+i))
-		if err := admin.Set(ctx, keysFor(key).lease, "another process", time.Hour).Err(); err != nil {
+		if err := admin.Set(ctx, keysFor(key).claim, "another process", time.Hour).Err(); err != nil {
 			t.Fatal(err)
 		}
 		go func() {
@@ -84,7 +84,7 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 	if n := pubsubConnections(t, admin); n != 1 {
 		t.Fatalf("%d pub/sub connections for one Client with 3 Caches (waiters and copies), want 1", n)
 	}
-	// The other process's loads fail and give their leases back, waking
+	// The other process's loads fail and give their claims back, waking
 	// the waiters bare: every waiter reads again, loads and is served.
 	for i := range caches {
 		giveBackAndWake(t, admin, wake, "item:"+string(rune('a'+i)))
@@ -97,12 +97,12 @@ func TestOnePubSubConnectionPerClient(t *testing.T) {
 }
 
 // giveBackAndWake does what another process's failed load of key does:
-// its lease is released, and a bare wake-up is published on wake.
+// its claim is released, and a bare wake-up is published on wake.
 func giveBackAndWake(t *testing.T, admin *redis.Client, wake, key string) {
 	t.Helper()
 	ctx := context.Background()
 	stored := keysFor(key)
-	if err := admin.Del(ctx, stored.lease).Err(); err != nil {
+	if err := admin.Del(ctx, stored.claim).Err(); err != nil {
 		t.Fatal(err)
 	}
 	msg := fmt.Sprintf("%d:%s1", len(stored.value), stored.value)

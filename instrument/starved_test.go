@@ -23,7 +23,7 @@ func TestTimeoutNoticedLateIsNotARedisFailure(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redistest.NewClient(t, &redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	ca := newFetchCache(t, rdb, prometheus.NewRegistry(), newFetchClock(), CacheOptions{
-		RedisTimeout: 500 * time.Millisecond, BreakerFailures: 2, BreakerOpenFor: time.Hour})
+		RedisTimeout: 500 * time.Millisecond, BreakerFailures: 2, BreakerHalfOpenAfter: time.Hour})
 	d := ca.deg
 	// Like a process descheduled past the deadline: the goroutine waiting
 	// for the reply runs again 300ms after it (a tenth of RedisTimeout,

@@ -21,7 +21,7 @@ func WriteMarkdown(w io.Writer) error {
 	b.WriteString("gives back the Prometheus name: the dashboards and alerts read OTLP-fed series unchanged (the resource's `service.name` and `service.instance.id` become `job` and `instance`).\n\n")
 	sections := []struct {
 		title string
-		src   Source
+		src   Emitter
 	}{
 		{"Instrumented client (`instrument/`)", Instrument},
 		{"Hook on any go-redis client (`hooks/`)", Hooks},
@@ -31,11 +31,11 @@ func WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "## %s\n\n", s.title)
 		b.WriteString("| metric | type | unit | labels | OpenTelemetry instrument | meaning | also from |\n|---|---|---|---|---|---|---|\n")
 		for _, m := range All() {
-			if !m.HasSource(s.src) || primarySource(m) != s.src {
+			if !m.HasEmitter(s.src) || primaryEmitter(m) != s.src {
 				continue
 			}
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n",
-				m.Name, m.Kind, orDash(m.Unit), labelCell(m), otelCell(m.OTel), escapeCell(m.Help), orDash(otherSources(m, s.src)))
+				m.Name, m.Kind, orDash(m.Unit), labelCell(m), otelCell(m.OTel), escapeCell(m.Help), orDash(otherEmitters(m, s.src)))
 		}
 		b.WriteString("\n")
 	}
@@ -53,12 +53,12 @@ func otelCell(in OTelInstrument) string {
 	return fmt.Sprintf("`%s` %s, `%s`", in.Name, in.Kind, orDash(in.Unit))
 }
 
-// primarySource is the section a metric is listed under: its first source.
-func primarySource(m Metric) Source { return m.Sources[0] }
+// primaryEmitter is the section a metric is listed under: its first emitter.
+func primaryEmitter(m Metric) Emitter { return m.Emitters[0] }
 
-func otherSources(m Metric, except Source) string {
+func otherEmitters(m Metric, except Emitter) string {
 	var parts []string
-	for _, s := range m.Sources {
+	for _, s := range m.Emitters {
 		if s != except {
 			parts = append(parts, string(s))
 		}

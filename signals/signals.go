@@ -44,14 +44,14 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// Source names the part of cachewatch that emits a signal.
-type Source string
+// Emitter names the part of cachewatch that emits a signal.
+type Emitter string
 
 // The emitters of signals.
 const (
-	Instrument Source = "instrument"
-	Hooks      Source = "hooks"
-	Exporter   Source = "exporter"
+	Instrument Emitter = "instrument"
+	Hooks      Emitter = "hooks"
+	Exporter   Emitter = "exporter"
 )
 
 // Label is a label name together with the values it can take. Values is
@@ -72,10 +72,10 @@ type Metric struct {
 	Kind Kind
 	Help string
 	// Unit is the base unit ("seconds", "bytes") or "" for plain counts.
-	Unit    string
-	Labels  []Label
-	Buckets []float64
-	Sources []Source
+	Unit     string
+	Labels   []Label
+	Buckets  []float64
+	Emitters []Emitter
 	// OTel is the metric's OpenTelemetry instrument, for emitters given a
 	// MeterProvider.
 	OTel OTelInstrument
@@ -187,7 +187,7 @@ func (m Metric) clone() Metric {
 		m.Labels[i].Values = slices.Clone(m.Labels[i].Values)
 	}
 	m.Buckets = slices.Clone(m.Buckets)
-	m.Sources = slices.Clone(m.Sources)
+	m.Emitters = slices.Clone(m.Emitters)
 	return m
 }
 
@@ -246,9 +246,9 @@ func Names() map[string]Metric {
 	return out
 }
 
-// HasSource reports whether s emits m.
-func (m Metric) HasSource(s Source) bool {
-	for _, x := range m.Sources {
+// HasEmitter reports whether s emits m.
+func (m Metric) HasEmitter(s Emitter) bool {
+	for _, x := range m.Emitters {
 		if x == s {
 			return true
 		}

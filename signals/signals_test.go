@@ -53,7 +53,7 @@ func TestCatalogConventions(t *testing.T) {
 		if m.Unit != "" && !strings.HasSuffix(base, "_"+m.Unit) {
 			t.Errorf("%s: unit %q not in the name", m.Name, m.Unit)
 		}
-		if m.Help == "" || len(m.Sources) == 0 {
+		if m.Help == "" || len(m.Emitters) == 0 {
 			t.Errorf("%s: help and sources are required", m.Name)
 		}
 		if (m.Kind == signals.Histogram) != (len(m.Buckets) > 0) {

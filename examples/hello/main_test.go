@@ -46,7 +46,7 @@ func TestHello(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := metrictest.Sum(t, prometheus.DefaultGatherer, "cachewatch_source_calls_total"); n != 1 {
+	if n := metrictest.Sum(t, prometheus.DefaultGatherer, "cachewatch_loader_calls_total"); n != 1 {
 		t.Errorf("the slow source was called %v times for 20 concurrent requests, want 1", n)
 	}
 	page := get(t, "http://"+listen+"/metrics")

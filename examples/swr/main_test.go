@@ -110,8 +110,8 @@ func TestOneUpstreamCallAcrossInstances(t *testing.T) {
 	if got := f.origin.calls.Load(); got != 1 {
 		t.Fatalf("upstream called %d times for one cold key, want 1 (fallback lookups: %v)", got, f.lookups(t, "fallback"))
 	}
-	if src := metrictest.Sum(t, f.reg, signals.SourceCalls.String(), "result", "success"); src != 1 {
-		t.Errorf("source_calls{success} = %v, want 1", src)
+	if src := metrictest.Sum(t, f.reg, signals.LoaderCalls.String(), "result", "success"); src != 1 {
+		t.Errorf("loader_calls{success} = %v, want 1", src)
 	}
 	if served := f.lookups(t, "miss") + f.lookups(t, "coalesced") + f.lookups(t, "hit"); served != 60 {
 		t.Errorf("lookups miss+coalesced+hit = %v, want 60", served)
@@ -134,7 +134,7 @@ func TestStaleServedWhileUpstreamFails(t *testing.T) {
 		t.Error("no stale lookups counted while serving stale")
 	}
 	poll.Until(t, "the failed background refresh to be counted", func() bool {
-		return metrictest.Sum(t, f.reg, signals.RefreshFailures.String()) >= 1
+		return metrictest.Sum(t, f.reg, signals.LoaderRefreshFailures.String()) >= 1
 	})
 }
 
@@ -187,7 +187,7 @@ func TestStandInUpstream(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := metrictest.Sum(t, reg, signals.SourceCalls.String()); n != 1 {
+	if n := metrictest.Sum(t, reg, signals.LoaderCalls.String()); n != 1 {
 		t.Errorf("the stand-in was called %v times for 20 requests of a cold page, want 1", n)
 	}
 }

@@ -381,7 +381,7 @@ func (tr *traffic) staleWrites(ctx context.Context) {
 }
 
 // versionedWrites: a newer version, then a late older one (write skew
-// prevented), then the same version again (duplicate recompute).
+// prevented), then the same version again (a duplicate version write).
 func (tr *traffic) versionedWrites(ctx context.Context) {
 	n := int64(0)
 	every(ctx, 300*time.Millisecond, func(ctx context.Context) {
@@ -397,7 +397,7 @@ func (tr *traffic) versionedWrites(ctx context.Context) {
 // loads, breaker open.
 func (tr *traffic) deadRedis(ctx context.Context) {
 	ca := tr.newCache(tr.cwDead, instrument.CacheOptions{RedisTimeout: 50 * time.Millisecond,
-		BreakerOpenFor: time.Second, LocalCopies: -1, Name: "unreachable"})
+		BreakerHalfOpenAfter: time.Second, LocalCopies: -1, Name: "unreachable"})
 	if ca == nil {
 		return
 	}
@@ -534,12 +534,12 @@ func happened(dead string) map[string]string {
 		"instrument: coalesced callers":            `sum(cachewatch_cache_lookups_total{key_group="product:*", result="coalesced"}) > 0`,
 		"instrument: fallback loads, Redis down":   `sum(cachewatch_cache_lookups_total{key_group="profile:*", result="fallback"}) > 0`,
 		"instrument: circuit breaker opened":       `max_over_time(cachewatch_circuit_breaker_state{client="unreachable"}[10m]) == 2`,
-		"instrument: refresh failures":             `sum(cachewatch_cache_refresh_failures_total{key_group="price:*"}) > 0`,
-		"instrument: consecutive refresh failures": `max_over_time(cachewatch_cache_refresh_consecutive_failures{key_group="price:*"}[10m]) > 1`,
+		"instrument: refresh failures":             `sum(cachewatch_loader_refresh_failures_total{key_group="price:*"}) > 0`,
+		"instrument: consecutive refresh failures": `max_over_time(cachewatch_loader_consecutive_failures{key_group="price:*"}[10m]) > 1`,
 		"instrument: hard-TTL refusals":            `sum(cachewatch_cache_hard_ttl_expired_total{key_group="quote:*"}) > 0`,
 		"instrument: miss bursts":                  `sum(cachewatch_cache_miss_bursts_total{job="` + appJob + `", key_group="search:*"}) > 0`,
 		"instrument: write skew":                   `sum(cachewatch_write_skew_total{key_group="account:*"}) > 0`,
-		"instrument: duplicate recomputes":         `sum(cachewatch_duplicate_recompute_total{key_group="account:*"}) > 0`,
+		"instrument: duplicate version writes":     `sum(cachewatch_duplicate_version_writes_total{key_group="account:*"}) > 0`,
 		"instrument: duplicate idempotency keys":   `sum(cachewatch_idempotency_checks_total{key_group="idem:*", result="duplicate"}) > 0`,
 		"instrument: stale writes refused":         `sum(cachewatch_cache_stale_writes_refused_total{key_group="draft:*"}) > 0`,
 		"instrument: invalidated keys":             `sum(cachewatch_cache_invalidated_keys_total{key_group="product:*"}) > 0`,

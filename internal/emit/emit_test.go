@@ -32,7 +32,7 @@ func TestBothPipelinesAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Gauge(signals.SourceInFlight)
+	g, err := s.Gauge(signals.LoaderInFlight)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestBothPipelinesAgree(t *testing.T) {
 	if got := metrictest.OTelSum(t, rm, "cachewatch.cache.lookups", "client", "app", "key_group", "user:*", "result", "hit"); got != 3 {
 		t.Errorf("OpenTelemetry hits = %v, want 3", got)
 	}
-	if got := metrictest.OTelSum(t, rm, "cachewatch.source.in_flight", "client", "cache"); got != 5 {
+	if got := metrictest.OTelSum(t, rm, "cachewatch.loader.in_flight", "client", "cache"); got != 5 {
 		t.Errorf("OpenTelemetry in flight = %v, want 5 (Set on an UpDownCounter)", got)
 	}
 	dp := metrictest.HistogramPoint(t, rm, "cachewatch.redis.command.duration",

@@ -5,9 +5,9 @@ package luascript
 //	v  encoded value        f  fresh-until (unix ms)   h  hard-until (unix ms)
 //	d  last load time (ms)  n  1 for a cached "not found"  e  consecutive refresh failures
 //
-// KEYS[2] is the refresh lease (a plain SET NX PX key holding the owner's
+// KEYS[2] is the refresh claim (a plain SET NX PX key holding the owner's
 // token). KEYS[3], when given, is the queue of wake-up channels of the
-// processes waiting for the lease holder's value (a sorted set, scored in
+// processes waiting for the claim holder's value (a sorted set, scored in
 // the order they arrived): one channel per process (subscribed once, for
 // all its keys), registered by the read that finds the key being loaded and
 // published to by the write that ends the load — so a process waits without
@@ -18,27 +18,27 @@ package luascript
 // the key's own PEXPIRE (set a little past the hard TTL) only collects garbage.
 
 // FetchRead reads a cached value and, when a refresh is due and nobody holds
-// the lease, grants it in the same round trip — so a caller that loses the
+// the claim, grants it in the same round trip — so a caller that loses the
 // race learns it without another command, and the check of the value and
 // the grant are atomic (the "double check after taking the lock" cannot
 // miss a value written in between).
 //
 // ARGV: now_ms, xfetch factor (β·−ln(rand); 0 disables early refresh),
-// lease_ttl_ms, token, and optionally the caller's wake-up channel. Reply:
+// claim_ttl_ms, token, and optionally the caller's wake-up channel. Reply:
 // {state, granted, v, f, n, e, h} where state is 0 missing, 1 fresh, 2
 // stale, 3 past its hard TTL; v, f, n, e and h only for states 1 and 2;
 // for states 0 and 3, {state, granted, failing}. A fresh value is
 // refreshed early (XFetch, Vattani et al.) when now + d·factor reaches f;
-// then the lease is offered too. A caller that finds nothing servable and
-// the lease taken must wait: its channel joins the end of KEYS[3] (once),
-// which lives as long as a lease. A lease already held by token is granted
+// then the claim is offered too. A caller that finds nothing servable and
+// the claim taken must wait: its channel joins the end of KEYS[3] (once),
+// which lives as long as a claim. A claim already held by token is granted
 // again (not extended): a read sent again after a timeout, under the same
 // token, learns that an earlier attempt took it.
 //
 // A token may name its holder's wake-up channel ("<random>@<channel>"): a
-// lease whose holder's channel has no subscriber any more — its process
+// claim whose holder's channel has no subscriber any more — its process
 // died, and Redis closed its connections — is taken over at once (granted
-// 2) instead of after lease_ttl_ms. A lease that a failed load keeps for
+// 2) instead of after claim_ttl_ms. A claim that a failed load keeps for
 // its hold-off ("!<token>", FetchFail) is neither granted nor taken over:
 // failing is 1, and a caller with nothing servable does not wait for it.
 var FetchRead = define("cachewatch_fetch_read", `
@@ -117,18 +117,18 @@ end
 `
 
 // FetchWrite stores a freshly loaded value only if the caller still holds
-// the refresh lease (memcache's "lease invalidated by delete"): an
-// invalidation deletes the lease, and a lease that ran out may have passed
+// the refresh claim (memcache's "lease invalidated by delete"): an
+// invalidation deletes the claim, and a claim that ran out may have passed
 // to another loader, so a load that started before either must not be
 // stored as fresh over what came after it. Stored or refused, it publishes
 // to the waiting processes' channels so that they wake at once
-// (after a refusal they read again and one of them takes the lease).
+// (after a refusal they read again and one of them takes the claim).
 // A stored value of up to 64 KiB travels in the message — "=f:h:n:v" —
 // so a woken waiter needs no second round trip to read it; a refusal or a
 // larger value publishes "1" and the waiters read again.
 //
 // ARGV: token, v, f, h, d, n, pexpire_ms. Reply: 1 stored, 0 refused (the
-// lease was no longer the caller's).
+// claim was no longer the caller's).
 var FetchWrite = define("cachewatch_fetch_write", wakeWaiters+`
 local held = redis.call('GET', KEYS[2]) == ARGV[1]
 if held then
@@ -146,7 +146,7 @@ return 0
 `)
 
 // FetchFail records a failed load: it counts a consecutive failure on the
-// stored value (if any) and, if the caller still owns the lease, keeps it
+// stored value (if any) and, if the caller still owns the claim, keeps it
 // for a hold-off, marked failed ("!<token>"), so that a failing source is
 // called once per hold-off rather than by every caller (0 releases it at
 // once), and wakes the waiting processes with the failure ("!"): their
@@ -171,8 +171,8 @@ end
 return {n, ttl}
 `)
 
-// FetchRelease releases a refresh lease if the caller still owns it: used
-// for leases granted to a read the caller had already abandoned (Redis was
+// FetchRelease releases a refresh claim if the caller still owns it: used
+// for claims granted to a read the caller had already abandoned (Redis was
 // stalled and ran the read only later).
 //
 // ARGV: token. Reply: 1 if released, else 0.
@@ -184,9 +184,9 @@ return 0
 `)
 
 // FetchSet stores a value given by the caller (Cache.Set, no loader) and
-// deletes the refresh lease, so that a load in flight, which read the
+// deletes the refresh claim, so that a load in flight, which read the
 // source before this write, is not stored over it (FetchWrite requires the
-// lease); then it wakes the waiters.
+// claim); then it wakes the waiters.
 //
 // ARGV: v, f, h, pexpire_ms. Reply: 1.
 var FetchSet = define("cachewatch_fetch_set", wakeWaiters+`

@@ -258,7 +258,7 @@ func checkJSON(t *testing.T, r *Report) {
 			t.Errorf("phase %s: JSON figures differ from the report", p.Name)
 		}
 	}
-	if !bytes.Contains(b, []byte(`"loader_calls_per_refresh"`)) || !bytes.Contains(b, []byte(signals.SourceCalls.String())) {
+	if !bytes.Contains(b, []byte(`"loader_calls_per_refresh"`)) || !bytes.Contains(b, []byte(signals.LoaderCalls.String())) {
 		t.Errorf("JSON lacks the figures or their PromQL: %.300s", b)
 	}
 }
@@ -272,7 +272,7 @@ func TestChartQueriesFindEveryPanel(t *testing.T) {
 			t.Errorf("figure %s: no panel %q on dashboard %s", want.figure, want.panel, want.board)
 		}
 	}
-	if !strings.Contains(q["loader_calls_cachewatch"].Expr, signals.SourceCalls.String()) {
-		t.Errorf("loader calls query %q does not read %s", q["loader_calls_cachewatch"].Expr, signals.SourceCalls.String())
+	if !strings.Contains(q["loader_calls_cachewatch"].Expr, signals.LoaderCalls.String()) {
+		t.Errorf("loader calls query %q does not read %s", q["loader_calls_cachewatch"].Expr, signals.LoaderCalls.String())
 	}
 }

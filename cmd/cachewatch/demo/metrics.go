@@ -36,7 +36,7 @@ func (s snapshot) sum(m signals.ID, match ...string) float64 {
 // phaseSignals are the catalog figures the report compares, read from one
 // snapshot; a phase's figures are the difference of two of them.
 type phaseSignals struct {
-	SourceCalls, ValueWrites, Fallbacks float64
+	LoaderCalls, ValueWrites, Fallbacks float64
 	Misses, Stale, MissBursts           float64
 	FirstAttempts, FirstBusy            float64
 	TryOnceFirst, TryOnceBusy           float64 // first attempts of try-once acquisitions (the job's lock)
@@ -46,7 +46,7 @@ type phaseSignals struct {
 func readSignals(s snapshot) phaseSignals {
 	return phaseSignals{
 		// "rejected" counts loads refused a fallback slot: no call made.
-		SourceCalls: s.sum(signals.SourceCalls, "result", "success") + s.sum(signals.SourceCalls, "result", "error"),
+		LoaderCalls: s.sum(signals.LoaderCalls, "result", "success") + s.sum(signals.LoaderCalls, "result", "error"),
 		Fallbacks:   s.sum(signals.CacheLookups, "result", "fallback"),
 		// The naive services write each loaded value with SETEX; the hook
 		// times every command, so its SETEX count is their loader calls.
@@ -65,7 +65,7 @@ func readSignals(s snapshot) phaseSignals {
 
 func (a phaseSignals) minus(b phaseSignals) phaseSignals {
 	return phaseSignals{
-		SourceCalls: a.SourceCalls - b.SourceCalls, ValueWrites: a.ValueWrites - b.ValueWrites,
+		LoaderCalls: a.LoaderCalls - b.LoaderCalls, ValueWrites: a.ValueWrites - b.ValueWrites,
 		Fallbacks: a.Fallbacks - b.Fallbacks,
 		Misses:    a.Misses - b.Misses, Stale: a.Stale - b.Stale, MissBursts: a.MissBursts - b.MissBursts,
 		FirstAttempts: a.FirstAttempts - b.FirstAttempts, FirstBusy: a.FirstBusy - b.FirstBusy,

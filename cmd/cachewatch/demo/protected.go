@@ -43,7 +43,7 @@ func newProtected(e *env, i int) (service, error) {
 		// No jitter: the demo judges staleness by a value's age against the
 		// one fresh TTL. Services should keep the default jitter.
 		Jitter:             -1,
-		LeaseTTL:           2 * time.Second,
+		RefreshClaimTTL:    2 * time.Second,
 		RedisTimeout:       e.redisTimeout,
 		MissBurstWindow:    burstWindow,
 		MissBurstThreshold: burstThreshold,

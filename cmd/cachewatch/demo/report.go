@@ -125,7 +125,7 @@ func loaderCalls(phase string, s phaseSignals) float64 {
 	if phase == PhaseUnprotected {
 		return s.ValueWrites
 	}
-	return s.SourceCalls
+	return s.LoaderCalls
 }
 
 func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline []Point) PhaseReport {
@@ -211,8 +211,8 @@ type Query struct {
 // figurePanels names, per figure, its row in the report and the dashboard
 // panel that shows it, in the order of the report's table.
 var figurePanels = []struct{ figure, row, board, panel string }{
-	{"loader_calls_per_refresh", "loader (database) calls per refresh", "cachewatch-contention", "Loader amplification (source calls per kept result)"},
-	{"loader_calls_cachewatch", "loader (database) calls, on cachewatch", "cachewatch-contention", "Source calls by result"},
+	{"loader_calls_per_refresh", "loader (database) calls per refresh", "cachewatch-contention", "Loader amplification (loader calls per kept result)"},
+	{"loader_calls_cachewatch", "loader (database) calls, on cachewatch", "cachewatch-contention", "Loader calls by result"},
 	{"loader_calls_unprotected", "loader (database) calls, unprotected (the hook's setex)", "cachewatch-redis", "Commands by command"},
 	{"caller_latency", "caller p50 / p99 (cachewatch's share: Redis command latency)", "cachewatch-redis", "Command latency p99 by command"},
 	{"stale_served", "stale served", "cachewatch-contention", "Cache lookups by result (share)"},
