@@ -152,7 +152,7 @@ func TestExporterCheckCanFail(t *testing.T) {
 	var qs []dashboards.Query
 	for _, q := range keyspaceQueries(t) {
 		if q.Panel == "Locks without TTL" {
-			q.Expr = strings.Replace(q.Expr, "max by (node, key_group)", "sum by (node, key_group)", 1)
+			q.Expr = strings.Replace(q.Expr, "max by (target, node, key_group)", "sum by (target, node, key_group)", 1)
 			qs = append(qs, q)
 		}
 	}
@@ -164,4 +164,28 @@ func TestExporterCheckCanFail(t *testing.T) {
 		t.Fatal("a query that adds the two exporters' series up passed the check")
 	}
 	t.Log(err)
+}
+
+// TestTargetsSharingANodeStayApart: a multi-target exporter watching two
+// databases of one server reports the node's address under two targets;
+// the board adds them up, where grouping by node alone would show one
+// target's figure for both.
+func TestTargetsSharingANodeStayApart(t *testing.T) {
+	promtool := metrictest.Promtool(t)
+	stuck := panelExpr(t, "Locks without TTL (all nodes)")
+	input := []series{
+		{signals.LocksWithoutTTL.String() + `{job="cachewatch-exporter", instance="` + haExporterA + `", target="db0", node="` + haNode + `", key_group="lock:job:*"}`, "3x80"},
+		{signals.LocksWithoutTTL.String() + `{job="cachewatch-exporter", instance="` + haExporterA + `", target="db1", node="` + haNode + `", key_group="lock:job:*"}`, "4x80"},
+	}
+	want := []exprTest{{stuck, "10m", []sample{{"{}", 7}}}}
+	if err := promtoolTest(t, promtool, input, want); err != nil {
+		t.Fatal(err)
+	}
+	byNodeOnly := strings.ReplaceAll(stuck, "target, node", "node")
+	if byNodeOnly == stuck {
+		t.Fatalf("the panel does not group by target: %s", stuck)
+	}
+	if err := promtoolTest(t, promtool, input, []exprTest{{byNodeOnly, "10m", []sample{{"{}", 7}}}}); err == nil {
+		t.Fatal("grouping by node alone also counted both targets: the check cannot fail")
+	}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // perInstance groups the sampler's own figures by exporter and node.
-var perInstance = []string{"instance", "node"}
+var perInstance = []string{"instance", targetLabel, "node"}
 
 // Why the keyspace panels aggregate as they do, in their help.
 const (
@@ -43,19 +43,19 @@ func keyspace() (*board, error) {
 				help: help{"Lock keys present at the lock figures' timestamp (Freshness row), per node and key group: exact then, never a pass in progress." + haMax,
 					"about the number of workers doing locked work; a steady climb means locks are not released.", rbLocksLongHeld},
 				unit:    units.Short,
-				targets: []target{{x.nodeMax(s.LocksHeld, kg), "{{node}} {{key_group}}"}},
+				targets: []target{{x.nodeMax(s.LocksHeld, kg), "{{target}} {{node}} {{key_group}}"}},
 			}, {
 				title: "Locks without TTL",
 				help: help{"Lock keys with no expiry: held forever if their owner crashed. The exact count at the lock figures' timestamp; *Keys sampled and keys without TTL* counts the same keys from a walk of the whole keyspace over minutes, so where the two differ this one is right." + haMax,
 					"0: every lock needs a TTL.", rbLocksWithoutTTL},
 				unit: units.Short, scale: alertValue,
-				targets: []target{{x.nodeMax(s.LocksWithoutTTL, kg), "{{node}} {{key_group}}"}},
+				targets: []target{{x.nodeMax(s.LocksWithoutTTL, kg), "{{target}} {{node}} {{key_group}}"}},
 			}, {
 				title: "Long-held locks",
 				help: help{"Locks whose owner token has been seen unchanged for longer than the long-held threshold." + haMax,
 					"0; a long-held lock is a stuck holder or a lease renewed forever.", rbLocksLongHeld},
 				unit: units.Short, scale: alertValue,
-				targets: []target{{x.nodeMax(s.LocksLongHeld, kg), "{{node}} {{key_group}}"}},
+				targets: []target{{x.nodeMax(s.LocksLongHeld, kg), "{{target}} {{node}} {{key_group}}"}},
 			}, {
 				kind:  tablePanel,
 				title: "Lock holders (longest-held)",
@@ -100,7 +100,7 @@ func keyspace() (*board, error) {
 				help: help{"Fraction of each node's keyspace the whole-keyspace pass has covered: the keys panels of this row show the last complete pass, nothing before the first one completes (below 1 from the start until then)." + perExporter,
 					"1 once a pass has completed; the first pass takes the node's keys over the pace (about 17 minutes at 10,000,000 keys).", rbExporterCoverage},
 				unit: units.PercentUnit, max: 1,
-				targets: []target{{x.agg("min", s.ExporterKeyspaceCoverage, perInstance), "{{instance}} {{node}}"}},
+				targets: []target{{x.agg("min", s.ExporterKeyspaceCoverage, perInstance), "{{instance}} {{target}} {{node}}"}},
 			}},
 		}, {
 			title: "Server: hits, misses, evictions",
@@ -111,7 +111,7 @@ func keyspace() (*board, error) {
 				// No thresholds: the alert compares the fall of this ratio
 				// against its last hour, not the ratio itself.
 				unit: units.PercentUnit, max: 1,
-				targets: []target{{hitRatio, "{{node}}"}},
+				targets: []target{{hitRatio, "{{target}} {{node}}"}},
 			}, {
 				title: "Server miss bursts",
 				help: help{"Samples in which a node's keyspace misses grew by at least the burst threshold." + haMax,
@@ -119,15 +119,15 @@ func keyspace() (*board, error) {
 				unit: units.OpsPerSecond,
 				// No thresholds: CachewatchMissBurst counts the services'
 				// miss bursts, not the server's.
-				targets: []target{{x.nodeRate(s.ServerMissBursts, nil), "{{node}}"}},
+				targets: []target{{x.nodeRate(s.ServerMissBursts, nil), "{{target}} {{node}}"}},
 			}, {
 				title: "Expired and evicted keys",
 				help: help{"Keys the server expired, and keys it evicted under maxmemory." + haMax,
 					"evictions 0 for locks and sessions; expirations steady, not in waves.", rbServerResources},
 				unit: units.OpsPerSecond,
 				targets: []target{
-					{x.nodeRate(s.ServerExpiredKeys, nil), "expired {{node}}"},
-					{x.nodeRate(s.ServerEvictedKeys, nil), "evicted {{node}}"},
+					{x.nodeRate(s.ServerExpiredKeys, nil), "expired {{target}} {{node}}"},
+					{x.nodeRate(s.ServerEvictedKeys, nil), "evicted {{target}} {{node}}"},
 				},
 			}, {
 				title: "Memory used and limit",
@@ -135,15 +135,15 @@ func keyspace() (*board, error) {
 					"used well below the limit; at the limit the server evicts or refuses writes (OOM).", rbServerResources},
 				unit: units.BytesIEC,
 				targets: []target{
-					{x.nodeMax(s.ServerMemoryUsed, nil), "used {{node}}"},
-					{x.nodeMax(s.ServerMemoryMax, nil), "limit {{node}}"},
+					{x.nodeMax(s.ServerMemoryUsed, nil), "used {{target}} {{node}}"},
+					{x.nodeMax(s.ServerMemoryMax, nil), "limit {{target}} {{node}}"},
 				},
 			}, {
 				title: "Clients",
 				help: help{"Client connections per node, connected and blocked (BLPOP, XREAD BLOCK…)." + haMax,
 					"steady; a climb in connected clients is pools growing under lock contention.", rbServerResources},
 				unit:    units.Short,
-				targets: []target{{x.nodeMax(s.ServerClients, []string{"state"}), "{{node}} {{state}}"}},
+				targets: []target{{x.nodeMax(s.ServerClients, []string{"state"}), "{{target}} {{node}} {{state}}"}},
 			}},
 		}, {
 			title: "Server: command latency",
@@ -161,15 +161,15 @@ func keyspace() (*board, error) {
 				// No thresholds: the alert watches the script commands
 				// only, and every other command shares the axis.
 				unit:    units.Seconds,
-				targets: []target{{ratio(x.nodeRate(s.ServerCommandSeconds, []string{"command"}), cmdCalls), "{{node}} {{command}}"}},
+				targets: []target{{ratio(x.nodeRate(s.ServerCommandSeconds, []string{"command"}), cmdCalls), "{{target}} {{node}} {{command}}"}},
 			}, {
 				title: "Server calls and failed calls",
 				help: help{"Calls per second per command, and calls that failed or were rejected." + haMax,
 					"failures 0.", rbServerCommandStats},
 				unit: units.OpsPerSecond,
 				targets: []target{
-					{cmdCalls, "{{node}} {{command}}"},
-					{x.nodeRate(s.ServerCommandFailed, []string{"command"}), "failed {{node}} {{command}}"},
+					{cmdCalls, "{{target}} {{node}} {{command}}"},
+					{x.nodeRate(s.ServerCommandFailed, []string{"command"}), "failed {{target}} {{node}} {{command}}"},
 				},
 			}},
 		}, {
@@ -217,42 +217,42 @@ func keyspace() (*board, error) {
 				help: help{"1 when the exporter's last sample of the node succeeded, 0 otherwise." + perExporter,
 					"1 for every exporter and node.", rbExporterDown},
 				unit: units.Short, max: 1, scale: alertValue,
-				targets: []target{{x.agg("min", s.ExporterUp, perInstance), "{{instance}} {{node}}"}},
+				targets: []target{{x.agg("min", s.ExporterUp, perInstance), "{{instance}} {{target}} {{node}}"}},
 			}, {
 				title: "Keyspace coverage",
 				help: help{"Fraction of each node's keyspace covered by the keyspace figures on this board; below 1 the view is partial." + perExporter,
 					"1.", rbExporterCoverage},
 				unit: units.PercentUnit, max: 1, scale: alertValue,
-				targets: []target{{x.agg("min", s.ExporterKeyspaceCoverage, perInstance), "{{instance}} {{node}}"}},
+				targets: []target{{x.agg("min", s.ExporterKeyspaceCoverage, perInstance), "{{instance}} {{target}} {{node}}"}},
 			}, {
 				title: "Sample duration",
 				help: help{"Duration of the last sample of each node." + perExporter,
 					"well below the scrape interval.", rbExporterCoverage},
 				unit:    units.Seconds,
-				targets: []target{{x.agg("max", s.ExporterSampleDuration, perInstance), "{{instance}} {{node}}"}},
+				targets: []target{{x.agg("max", s.ExporterSampleDuration, perInstance), "{{instance}} {{target}} {{node}}"}},
 			}, {
 				title: "Scan cycles, truncated samples and keys scanned",
 				help: help{"Complete SCAN passes, samples cut short by the key or time budget, and keys inspected, per second." + perExporter,
 					"cycles steady; truncations mean a pass spans several samples (coverage tells how much is seen).", rbExporterCoverage},
 				unit: units.OpsPerSecond,
 				targets: []target{
-					{x.rate(s.ExporterScanCycles, perInstance), "cycles {{instance}} {{node}}"},
-					{x.rate(s.ExporterTruncated, perInstance), "truncated {{instance}} {{node}}"},
-					{x.rate(s.ExporterKeysScanned, perInstance), "keys {{instance}} {{node}}"},
+					{x.rate(s.ExporterScanCycles, perInstance), "cycles {{instance}} {{target}} {{node}}"},
+					{x.rate(s.ExporterTruncated, perInstance), "truncated {{instance}} {{target}} {{node}}"},
+					{x.rate(s.ExporterKeysScanned, perInstance), "keys {{instance}} {{target}} {{node}}"},
 				},
 			}, {
 				title: "Sampler errors by stage and class",
 				help: help{"Sampler errors per second by stage (connect, info, scan, keys, locks, queues, latency) and class; the other stages are still sampled." + perExporter,
 					"0; noperm means the exporter's ACL user lacks a command.", rbExporterFailing},
 				unit: units.OpsPerSecond, scale: anyEvent,
-				targets: []target{{x.rate(s.ExporterErrors, []string{"instance", "node", "stage", "class"}), "{{instance}} {{node}} {{stage}} {{class}}"}},
+				targets: []target{{x.rate(s.ExporterErrors, []string{"instance", targetLabel, "node", "stage", "class"}), "{{instance}} {{target}} {{node}} {{stage}} {{class}}"}},
 			}, {
 				title: "Time since last successful sample",
 				help: help{"Seconds since each node was last sampled successfully." + perExporter,
 					"about one scrape interval.", rbExporterDown},
 				unit: units.Seconds,
 				targets: []target{
-					{"time() - " + x.agg("max", s.ExporterLastSuccess, perInstance), "{{instance}} {{node}}"},
+					{"time() - " + x.agg("max", s.ExporterLastSuccess, perInstance), "{{instance}} {{target}} {{node}}"},
 				},
 			}},
 		}},

@@ -579,7 +579,7 @@ func TestLintRulesCanFail(t *testing.T) {
 		"glance-row":          func(b boardJSON) { objects(b["panels"])[1]["type"] = "timeseries" },
 		"target-exporter-per-node": func(b boardJSON) {
 			replaceInExpr(func(b boardJSON) map[string]any { return objects(panelTitled(b, "Locks without TTL")["targets"])[0] },
-				"max by (node, key_group) (", "sum by (node, key_group) (")(b)
+				"max by (target, node, key_group) (", "sum by (target, node, key_group) (")(b)
 		},
 		"template-job":            func(b boardJSON) { b.variable("job")["allValue"] = "" },
 		"template-instance":       func(b boardJSON) { b.variable("instance")["refresh"] = 1.0 },

@@ -98,8 +98,9 @@ func (x *exprs) by(m signals.ID, labels ...string) string {
 	}
 	for _, l := range labels {
 		// le is a histogram's; job and instance are the scrape target's,
-		// on every series.
-		if l != "le" && l != varJob && l != varInstance {
+		// on every series; target is the exporter's when it watches
+		// several Redis (absent, it groups as one empty value).
+		if l != "le" && l != varJob && l != varInstance && l != targetLabel {
 			x.label(m, l)
 		}
 	}
@@ -136,10 +137,18 @@ func (x *exprs) heatmap(m signals.ID) string {
 // with the number of exporters. (Figures about the exporters themselves,
 // the sampler's health, are shown per exporter instead.)
 
-// nodeMax is max by (node, by…) (m{…}) for a gauge the exporter reports
-// per node.
+// targetLabel names the Redis deployment of a multi-target exporter
+// (exporter.TargetLabel): two deployments may share a node's address (two
+// databases of one server), so a node is known by its target and address.
+const targetLabel = "target"
+
+// perNode are the labels that tell one node's series from another's.
+var perNode = []string{targetLabel, "node"}
+
+// nodeMax is max by (target, node, by…) (m{…}) for a gauge the exporter
+// reports per node.
 func (x *exprs) nodeMax(m signals.ID, by []string, matchers ...string) string {
-	return x.agg("max", m, append([]string{"node"}, by...), matchers...)
+	return x.agg("max", m, append(slices.Clone(perNode), by...), matchers...)
 }
 
 // nodeTotal is sum by (by…) of nodeMax: a total over the nodes that
@@ -148,10 +157,10 @@ func (x *exprs) nodeTotal(m signals.ID, by []string, matchers ...string) string 
 	return "sum " + x.by(m, by...) + "(" + x.nodeMax(m, by, matchers...) + ")"
 }
 
-// nodeRate is max by (node, by…) (rate(m{…}[$__rate_interval])) for a
+// nodeRate is max by (target, node, by…) (rate(m{…}[$__rate_interval])) for a
 // server counter (INFO) that every exporter of the node reads.
 func (x *exprs) nodeRate(m signals.ID, by []string, matchers ...string) string {
-	return "max " + x.by(m, append([]string{"node"}, by...)...) + "(rate(" + x.sel(m, "", matchers...) + "[" + rateInterval + "]))"
+	return "max " + x.by(m, append(slices.Clone(perNode), by...)...) + "(rate(" + x.sel(m, "", matchers...) + "[" + rateInterval + "]))"
 }
 
 // agg is op by (labels) (m{…}) for a gauge.
