@@ -289,10 +289,9 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 		if err != nil || !ok {
 			return
 		}
-		if end = leaseEnd(s.role, n); end < 0 {
+		if end, reason = replyEnd(s.role, n); end < 0 {
 			return
 		}
-		reason = lostReason(s.role, n)
 	}
 	if isInstrumented(ctx) {
 		return
@@ -313,39 +312,34 @@ func (h *Hook) script(ctx context.Context, c *command, f *finished) {
 	h.lockEnd(s.role, key, token, hasToken, reason, end, uint32(f.end/time.Millisecond))
 }
 
-// leaseEnd is the lease-end outcome of an owner-checked release's or
-// extension's reply, or -1 when the reply ends no lease. A release
-// answered 0 is refused: the lock was gone or someone else's, which only
-// a release that answers -1 for a gone lock tells apart (expired).
-func leaseEnd(role Role, n int64) int {
-	switch {
-	case n == 1 && role.releases():
-		return endReleased
-	case n == 0 && role.releases():
-		return endRefused
-	case n == -1 && role.releases():
-		return endExpired
-	case n == 0 && role == RoleExtend:
-		return endLost
-	}
-	return -1
+// replyEnds is what an owner-checked release's or extension's reply says
+// of the lease: how it ended and, when the lock was lost, why. A release
+// answered 0 is refused: the lock was gone or someone else's, which only a
+// release that answers -1 for a gone lock tells apart (expired). Replies
+// not listed (most: a renewal's 1) end no lease.
+var replyEnds = [...]struct {
+	role        Role
+	reply       int64
+	end, reason int
+}{
+	{RoleRelease, 1, endReleased, -1},
+	{RoleReleaseTellsExpiry, 1, endReleased, -1},
+	{RoleRelease, 0, endRefused, lostExpiredOrNotOwner},
+	{RoleReleaseTellsExpiry, 0, endRefused, lostNotOwner},
+	{RoleRelease, -1, endExpired, lostExpired},
+	{RoleReleaseTellsExpiry, -1, endExpired, lostExpired},
+	{RoleExtend, 0, endLost, lostRenewFailed},
 }
 
-// lostReason is the lost-lock reason of an owner-checked release's or
-// extension's reply, or -1 when the reply loses no lock. A release that
-// answers 0 for both an expired lock and another owner's says only that.
-func lostReason(role Role, n int64) int {
-	switch {
-	case n == 0 && role == RoleRelease:
-		return lostExpiredOrNotOwner
-	case n == 0 && role == RoleReleaseTellsExpiry:
-		return lostNotOwner
-	case n == -1 && role.releases():
-		return lostExpired
-	case n == 0 && role == RoleExtend:
-		return lostRenewFailed
+// replyEnd is the lease end (-1 for none) and lost-lock reason (-1 for
+// none) of reply n to a script of role.
+func replyEnd(role Role, n int64) (end, reason int) {
+	for _, e := range replyEnds {
+		if e.role == role && e.reply == n {
+			return e.end, e.reason
+		}
 	}
-	return -1
+	return -1, -1
 }
 
 // lockEnd counts the end of a lease (and a lost lock, reason ≥ 0) from an
