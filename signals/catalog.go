@@ -92,6 +92,18 @@ const (
 	StreamGroupLag           ID = "cachewatch_exporter_stream_group_lag"
 	StreamGroupOldestPending ID = "cachewatch_exporter_stream_group_oldest_pending_age_seconds"
 	QueueReadsSkipped        ID = "cachewatch_exporter_queue_reads_skipped_total"
+
+	ProbeTargets    ID = "cachewatch_exporter_probe_targets"
+	ProbeMaxTargets ID = "cachewatch_exporter_probe_max_targets"
+	ProbeRefused    ID = "cachewatch_exporter_probe_refused_total"
+)
+
+// Reasons a probe is answered without sampling (label "reason" of
+// ProbeRefused): a target, module or credential it cannot use (400), or a
+// new target beyond --probe.max-targets (503).
+const (
+	ProbeRefusedBadRequest = "bad_request"
+	ProbeRefusedMaxTargets = "max_targets"
 )
 
 // Bucket layouts shared by several histograms. Loopback Redis answers in tens
@@ -775,6 +787,30 @@ var exporterMetrics = map[ID]*Metric{
 	},
 }
 
+// Probe signals: the health of /probe (exporter/probe), on the exporter's
+// own /metrics.
+var proberMetrics = map[ID]*Metric{
+	ProbeTargets: {
+		Name: string(ProbeTargets), Kind: Gauge,
+		Help:     "Targets the exporter samples because they were probed (/probe) within --probe.idle-timeout.",
+		Emitters: []Emitter{Prober},
+		OTel:     OTelInstrument{"cachewatch.exporter.probe.targets", OTelObservableGauge, "{target}"},
+	},
+	ProbeMaxTargets: {
+		Name: string(ProbeMaxTargets), Kind: Gauge,
+		Help:     "The most targets sampled at once (--probe.max-targets); a probe of a new target beyond it is refused.",
+		Emitters: []Emitter{Prober},
+		OTel:     OTelInstrument{"cachewatch.exporter.probe.max_targets", OTelObservableGauge, "{target}"},
+	},
+	ProbeRefused: {
+		Name: string(ProbeRefused), Kind: Counter,
+		Help:     "Probes answered without metrics: bad_request (400: a target, module or credential it cannot use), max_targets (503: a new target beyond --probe.max-targets). Their targets are not watched.",
+		Labels:   []Label{{Name: "reason", Values: []string{ProbeRefusedBadRequest, ProbeRefusedMaxTargets}}},
+		Emitters: []Emitter{Prober},
+		OTel:     OTelInstrument{"cachewatch.exporter.probe.refused", OTelObservableCounter, "{probe}"},
+	},
+}
+
 // order is the catalog's stable order: client signals, hook signals,
 // exporter signals.
 var order = []ID{
@@ -797,4 +833,6 @@ var order = []ID{
 	ServerClients, ServerMemoryUsed, ServerMemoryMax,
 	QueueLength, QueueOldestAge, StreamGroupPending, StreamGroupsDropped, StreamGroupLag, StreamGroupOldestPending,
 	QueueReadsSkipped,
+
+	ProbeTargets, ProbeMaxTargets, ProbeRefused,
 }

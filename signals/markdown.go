@@ -26,6 +26,7 @@ func WriteMarkdown(w io.Writer) error {
 		{"Instrumented client (`instrument/`)", Instrument},
 		{"Hook on any go-redis client (`hooks/`)", Hooks},
 		{"Exporter (`exporter/`, `cachewatch exporter`)", Exporter},
+		{"Probe (`exporter/probe`, `cachewatch exporter --probe.modules-file`)", Prober},
 	}
 	for _, s := range sections {
 		fmt.Fprintf(&b, "## %s\n\n", s.title)

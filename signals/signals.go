@@ -52,6 +52,7 @@ const (
 	Instrument Emitter = "instrument"
 	Hooks      Emitter = "hooks"
 	Exporter   Emitter = "exporter"
+	Prober     Emitter = "probe"
 )
 
 // Label is a label name together with the values it can take. Values is
@@ -129,7 +130,7 @@ func (id ID) def() *Metric {
 // catalog maps every ID to its definition.
 var catalog = func() map[ID]*Metric {
 	out := map[ID]*Metric{}
-	for _, part := range []map[ID]*Metric{clientMetrics, hookMetrics, exporterMetrics} {
+	for _, part := range []map[ID]*Metric{clientMetrics, hookMetrics, exporterMetrics, proberMetrics} {
 		for id, m := range part {
 			out[id] = m
 		}

@@ -203,6 +203,7 @@ func (f *exporterFlags) serve(ctx context.Context, exporters []*exporter.Exporte
 	mux := http.NewServeMux()
 	links := []web.LandingLinks{{Address: f.path, Text: "Metrics"}}
 	if prober != nil {
+		reg.MustRegister(prober)
 		mux.Handle(probePath, prober)
 		links = append(links, web.LandingLinks{Address: probePath + "?target=redis://localhost:6379", Text: "Probe"})
 	}

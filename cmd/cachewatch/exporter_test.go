@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,20 +19,8 @@ import (
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/internal/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a command writing while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *lockedBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *lockedBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func freeListenAddr(t *testing.T) string {
 	t.Helper()
@@ -149,7 +136,7 @@ func TestExporterTargetsFile(t *testing.T) {
 		"  - name: sessions\n    addrs: ['"+b.Addr+"']\n    password_env: CACHEWATCH_TEST_B_PASSWORD\n    mode: standalone\n")
 	listen := freeListenAddr(t)
 	ctx, cancel := context.WithCancel(ctx)
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"exporter", "--targets.file", file, "--web.listen-address", listen, "--sample.interval", "200ms"}, io.Discard, &stderr)
@@ -238,7 +225,7 @@ func TestExporterCommand(t *testing.T) {
 	}
 	listen := freeListenAddr(t)
 	ctx, cancel := context.WithCancel(ctx)
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"exporter", "--redis.url", "redis://" + srv.Addr, "--redis.password-file", pwFile,
@@ -284,7 +271,7 @@ func TestExporterTakenPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	code := run(context.Background(), []string{"exporter", "--redis.url", "redis://" + srv.Addr,
 		"--web.listen-address", l.Addr().String()}, io.Discard, &stderr)
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")

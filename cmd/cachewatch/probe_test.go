@@ -10,6 +10,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
+	"github.com/cachewatch/cachewatch/internal/syncbuf"
 )
 
 // With --probe.modules-file the exporter serves /probe for any target and
@@ -19,7 +20,7 @@ func TestExporterProbeMode(t *testing.T) {
 	modules := writeFile(t, t.TempDir(), "modules.yml", "modules:\n  default: {}\n")
 	listen := freeListenAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"exporter", "--probe.modules-file", modules, "--web.listen-address", listen,
@@ -30,11 +31,15 @@ func TestExporterProbeMode(t *testing.T) {
 		`cachewatch_exporter_up{node="`+srv.Addr+`",target="`+target+`"} 1`)
 	metrictest.PromtoolCheck(t, body)
 	self := waitForBody(t, "http://"+listen+"/metrics", "", "", "go_goroutines")
-	if strings.Contains(self, "cachewatch_exporter_") {
+	if strings.Contains(self, "cachewatch_exporter_up") || strings.Contains(self, "target=") {
 		t.Errorf("/metrics serves a target's series in probe mode:\n%s", self)
 	}
 	if code := httpStatus(t, "http://"+listen+"/probe?target="+url.QueryEscape("redis://u:hunter2@h:1"), "", ""); code != 400 {
 		t.Errorf("a password in the target: %d, want 400", code)
+	}
+	self = waitForBody(t, "http://"+listen+"/metrics", "", "", `cachewatch_exporter_probe_refused_total{reason="bad_request"} 1`)
+	if !strings.Contains(self, "cachewatch_exporter_probe_targets 1\n") {
+		t.Errorf("/metrics does not count the one probed target:\n%s", self)
 	}
 	cancel()
 	if code := <-done; code != 0 {

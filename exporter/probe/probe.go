@@ -38,6 +38,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/signals"
 )
 
 // Defaults for the zero values of Options.
@@ -90,6 +91,9 @@ type Prober struct {
 	mu      sync.Mutex
 	targets map[key]*target
 	closed  bool
+
+	// Probes answered without sampling, by reason (self-metrics).
+	badRequests, overLimit atomic.Uint64
 }
 
 // key tells targets apart: one sampler per module and target.
@@ -146,9 +150,11 @@ func (p *Prober) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t, err := p.target(k)
 	switch {
 	case errors.Is(err, ErrTooManyTargets):
+		p.overLimit.Add(1)
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	case err != nil:
+		p.badRequests.Add(1)
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -314,6 +320,31 @@ func (p *Prober) Targets() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.targets)
+}
+
+// The Prober's self-metrics, from the catalog.
+var (
+	targetsDesc    = signals.ProbeTargets.Metric().Desc(nil)
+	maxTargetsDesc = signals.ProbeMaxTargets.Metric().Desc(nil)
+	refusedDesc    = signals.ProbeRefused.Metric().Desc(nil)
+)
+
+// Describe sends the descriptors of the Prober's self-metrics.
+func (p *Prober) Describe(ch chan<- *prometheus.Desc) {
+	ch <- targetsDesc
+	ch <- maxTargetsDesc
+	ch <- refusedDesc
+}
+
+// Collect sends the Prober's self-metrics: the targets sampled, the most
+// allowed, and the probes refused by reason. A Prober registered on the
+// exporter's /metrics makes "a target's probes are refused" visible where
+// nothing else is scraped.
+func (p *Prober) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(targetsDesc, prometheus.GaugeValue, float64(p.Targets()))
+	ch <- prometheus.MustNewConstMetric(maxTargetsDesc, prometheus.GaugeValue, float64(p.opts.MaxTargets))
+	ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(p.badRequests.Load()), signals.ProbeRefusedBadRequest)
+	ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(p.overLimit.Load()), signals.ProbeRefusedMaxTargets)
 }
 
 // Close stops every target and waits for their connections to be closed;

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -23,6 +25,7 @@ import (
 	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/exporter/probe"
 	"github.com/cachewatch/cachewatch/internal/keygrouptest"
+	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
@@ -306,5 +309,44 @@ func TestProbeModulePassword(t *testing.T) {
 		if code != http.StatusOK || up != want || strings.Contains(body, "s3cret") {
 			t.Errorf("module %q: %d, up %v, want %v", module, code, up, want)
 		}
+	}
+}
+
+// The Prober's self-metrics count what its answers did: the targets
+// sampled, the limit, and each refused probe by reason.
+func TestProbeSelfMetrics(t *testing.T) {
+	s := redistest.Start(t)
+	p, srv := newProber(t, probe.Options{MaxTargets: 1})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(p)
+	read := func(name string, labels ...string) float64 { return metrictest.Sum(t, reg, name, labels...) }
+	if got := read("cachewatch_exporter_probe_targets"); got != 0 {
+		t.Fatalf("%v targets before any probe", got)
+	}
+	if code, _ := get(t, srv, s.Addr, ""); code != http.StatusOK {
+		t.Fatalf("probe: %d", code)
+	}
+	for range 2 {
+		get(t, srv, "redis://u:secret@h:6379", "") // 400
+	}
+	get(t, srv, "h:6379", "nope")  // 400: unknown module
+	get(t, srv, "127.0.0.1:2", "") // 503: over max targets
+	get(t, srv, s.Addr, "")        // sampled already: not refused
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"cachewatch_exporter_probe_targets", nil, 1},
+		{"cachewatch_exporter_probe_max_targets", nil, 1},
+		{"cachewatch_exporter_probe_refused_total", []string{"reason", "bad_request"}, 3},
+		{"cachewatch_exporter_probe_refused_total", []string{"reason", "max_targets"}, 1},
+	} {
+		if got := read(c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 4 {
+		t.Errorf("%d series (%v), want 4", n, err)
 	}
 }
