@@ -198,7 +198,7 @@ func catalogProblems(expr string) []string {
 // labelsOf is the label names series name of m can carry.
 func labelsOf(m signals.Metric, name string) []string {
 	labels := append(m.LabelNames(), alwaysThere...)
-	if m.HasSource(signals.Exporter) { // a multi-target exporter's target label
+	if m.HasEmitter(signals.Exporter) { // a multi-target exporter's target label
 		labels = append(labels, "target")
 	}
 	if strings.HasSuffix(name, "_bucket") && m.Kind == signals.Histogram {
