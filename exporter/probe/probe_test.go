@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -348,5 +349,52 @@ func TestProbeSelfMetrics(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg); err != nil || n != 4 {
 		t.Errorf("%d series (%v), want 4", n, err)
+	}
+}
+
+// A Cluster probed by one seed address: the module's mode samples every
+// master, each series carries the target, and the lock counts summed over
+// the masters are Redis's.
+func TestProbeClusterTarget(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	rdb := c.Client(t)
+	ctx := context.Background()
+	const locks = 30 // spread over the masters by their slots
+	for i := range locks {
+		if err := rdb.Set(ctx, "lock:order:"+strconv.Itoa(i), "tok", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modules, err := probe.ParseModules([]byte("modules:\n  cluster:\n    mode: cluster\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srv := newProber(t, probe.Options{Modules: modules})
+	target := c.Addrs()[0]
+	var fams map[string]*dto.MetricFamily
+	perNode := map[string]float64{}
+	poll.Until(t, "every master's locks to be counted", func() bool {
+		code, body := get(t, srv, target, "cluster")
+		if code != http.StatusOK {
+			t.Fatalf("%d %s", code, body)
+		}
+		fams = families(t, body)
+		for _, addr := range c.Addrs() {
+			if n, ok := value(fams, "cachewatch_exporter_locks_held", map[string]string{"node": addr, "key_group": "lock:order:*"}); ok {
+				perNode[addr] = n
+			}
+		}
+		return len(perNode) == len(c.Addrs())
+	})
+	checkTarget(t, fams, target)
+	sum := 0.0
+	for addr, n := range perNode {
+		if up, _ := value(fams, "cachewatch_exporter_up", map[string]string{"node": addr}); up != 1 {
+			t.Errorf("%s: up %v", addr, up)
+		}
+		sum += n
+	}
+	if sum != locks {
+		t.Errorf("locks held over the masters %v (%v), want %d", sum, perNode, locks)
 	}
 }
