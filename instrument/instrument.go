@@ -101,6 +101,17 @@ type Options struct {
 	// "orders"; without them, waiters fall back to polling
 	// (CacheOptions.PollInterval) and copies to revalidation.
 	Namespace string
+	// LivenessTTL is the life of this process instance's liveness key
+	// (lockholder.AliveKey), which the client refreshes every third of it
+	// while it takes live locks (LockOptions.NoLiveness false). A waiter
+	// that finds such a lock held and its holder's key gone takes it over
+	// at once instead of waiting for its TTL; the holder, when it could not
+	// refresh the key for this long (stopped, starved, cut off from Redis),
+	// ends its live locks as lost. Zero means DefaultLivenessTTL (1.5s).
+	// Raise it where a process may stall longer (pool waits, long GC
+	// pauses on a starved machine): a stall past it costs the holder its
+	// locks, never two holders.
+	LivenessTTL time.Duration
 }
 
 // DefaultNamespace is the Namespace of a zero Options.
@@ -124,6 +135,12 @@ type Client struct {
 	hub *hub
 	// writes are its Caches' writes of loaded values still in flight.
 	writes pendingWrites
+	// alive keeps this process's liveness key while it takes live locks;
+	// aliveCheck is the liveness argument of the acquire script
+	// (luascript.LockAcquire): the key prefix where one script may read the
+	// liveness key (one server), "1" where it may not (Cluster, Ring).
+	alive      *liveness
+	aliveCheck string
 }
 
 // New returns a Client over rdb (a *redis.Client, *redis.ClusterClient or
@@ -155,6 +172,11 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		ns = DefaultNamespace
 	}
 	c.hub = newHub(rdb, c.ctx, ns, c.clock)
+	c.alive = newLiveness(c, opts.LivenessTTL)
+	c.aliveCheck = "1"
+	if _, single := rdb.(*redis.Client); single {
+		c.aliveCheck = lockholder.AlivePrefix
+	}
 	if c.log == nil {
 		c.log = slog.Default()
 	}

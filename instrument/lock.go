@@ -58,7 +58,7 @@ const (
 
 // LockOptions configures one Lock call. The zero value takes a
 // DefaultLockTTL lease, retries with the default Backoff while the lock is
-// busy, and neither renews nor fences.
+// busy, is live (see NoLiveness), and neither renews nor fences.
 type LockOptions struct {
 	// TTL is the lease: the lock key expires this long after it was taken
 	// or last renewed. Zero means DefaultLockTTL; a lock without expiry
@@ -80,6 +80,25 @@ type LockOptions struct {
 	// counter key on the lock's hash slot ("{key}:fence", or "key:fence" when
 	// key has a hash tag) that expires an hour after the last acquisition.
 	Fencing bool
+	// NoLiveness takes the lock as before liveness: a plain SET NX PX
+	// (unless fenced) that never takes over another holder's lock and
+	// whose own value carries no liveness mark, so that it ends only by
+	// release or TTL.
+	//
+	// By default a lock is live: its value ends with lockholder.LiveMark,
+	// the client keeps its process's liveness key (Options.LivenessTTL)
+	// while it holds it, and it ends as lost (Context done, cause
+	// ErrLockLost) when the client could not refresh that key in time. In
+	// return, a Lock that finds a lock held by a live-marked holder whose
+	// liveness key is gone (its process died, or stalled past its
+	// liveness) takes it over in the same round trip on one server, in
+	// two more on a Cluster, instead of waiting out its TTL; a fenced
+	// lock's token moves on, so fenced writers refuse the old holder.
+	// The acquire is one Lua script instead of SET NX (see
+	// docs/benchmarks.md for its cost) and, once per client, one refresh
+	// every LivenessTTL/3. Locks of other libraries and unmarked values
+	// are never taken over.
+	NoLiveness bool
 }
 
 // Lock is a held lease lock. Its methods are safe for concurrent use.
@@ -97,6 +116,7 @@ type Lock struct {
 	fence  int64
 	ttl    time.Duration
 	renew  bool
+	live   bool      // registered with the client's liveness (LockOptions.NoLiveness false)
 	taken  time.Time // when the acquiring reply arrived (client clock)
 	span   trace.Span
 	ctx    context.Context
@@ -132,16 +152,26 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 			return nil, err
 		}
 	}
-	token, err := c.lockValue()
-	if err != nil {
-		return nil, err
-	}
-	a := &acquisition{key: key, group: c.group(key), token: token, mode: lockMode(opts.Backoff)}
+	a := &acquisition{key: key, group: c.group(key), mode: lockMode(opts.Backoff), live: !opts.NoLiveness}
 	ctx, a.span = c.spans.start(ctx, "cachewatch.lock", trace.WithAttributes(
 		attribute.String("cachewatch.key_group", a.group),
 		attribute.Int64("cachewatch.lock.ttl_ms", ttl.Milliseconds())))
 	b := opts.Backoff.withDefaults()
 	a.start = c.now()
+	if a.live {
+		if a.epoch, a.live, err = c.alive.ensure(ctx); err != nil {
+			if ended := ctxsleep.Ended(ctx); ended != nil {
+				return nil, c.lockFailed(ctx, a, "gave_up", fmt.Errorf("cachewatch: lock %q: %w (redis: %v)", key, ended, err))
+			}
+			// Redis failed: the attempt reports it, or, if Redis is back,
+			// takes the lock without the liveness it cannot prove.
+			a.live = false
+		}
+	}
+	if a.token, err = c.lockValue(a.live); err != nil {
+		a.span.End()
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := c.backoffWait(ctx, a.group, b.Delay(attempt)); err != nil {
@@ -149,7 +179,8 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 			}
 		}
 		sent := c.now()
-		fence, ok, err := c.tryLock(ctx, key, fenceKey, token, ttl)
+		t, err := c.tryLock(ctx, a, fenceKey, ttl)
+		ok := err == nil && t.got != busy
 		if ended := ctxsleep.Ended(ctx); err != nil && ended != nil {
 			// The caller's own deadline or cancellation cut the attempt
 			// off: not a Redis failure. The caller stopped waiting, as it
@@ -163,8 +194,11 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 		case err != nil:
 			return nil, c.lockFailed(ctx, a, "error", c.lockErr(ctx, key, err))
 		case ok:
+			if t.got == takenOver {
+				c.tookOver(ctx, a, t.old)
+			}
 			c.m.lockAcquire.WithLabelValues(a.group, "acquired", a.mode).ObserveContext(ctx, c.now().Sub(a.start).Seconds())
-			return c.held(ctx, a.span, key, a.group, token, fence, ttl, sent, opts.Renew), nil
+			return c.held(ctx, a, t.fence, ttl, sent, opts.Renew), nil
 		case attempt >= b.Retries:
 			return nil, c.lockFailed(ctx, a, "gave_up", fmt.Errorf("%w: %q after %d attempts", ErrLockBusy, key, attempt+1))
 		}
@@ -177,6 +211,8 @@ type acquisition struct {
 	mode              string // the lock metrics' mode label (lockMode)
 	start             time.Time
 	span              trace.Span
+	live              bool   // live-marked, registered with the client's liveness
+	epoch             uint64 // the liveness epoch the lock is taken in
 }
 
 // lockMode is the mode label of an acquisition retrying by b: try_once when
@@ -188,21 +224,29 @@ func lockMode(b Backoff) string {
 	return signals.ModeWait
 }
 
-// tryLock makes one acquire attempt: ok false with a nil error means busy.
-// An attempt abandoned at ctx's end that still lands is released at once.
-func (c *Client) tryLock(ctx context.Context, key, fenceKey, token string, ttl time.Duration) (fence int64, ok bool, err error) {
-	fence, err = bounded(ctx, c.rdb, func() (int64, error) {
-		if fenceKey == "" {
-			ok, err := c.rdb.SetNX(c.ctx(ctx), key, token, ttl).Result()
-			if ok {
-				return 1, err
-			}
-			return 0, err
-		}
-		return luascript.LockAcquireFenced.Run(c.ctx(ctx), c.rdb, []string{key, fenceKey},
-			token, ttl.Milliseconds(), fenceCounterTTL.Milliseconds()).Int64()
-	}, func(late int64, err error) {
-		if err == nil && late > 0 {
+// What an acquire attempt got.
+const (
+	busy      = iota // another holder has the lock
+	acquired         // the lock was free
+	takenOver        // taken over from a dead holder
+)
+
+// taken is the result of one acquire attempt: got, the fencing token
+// (0 unfenced) and, when taken over, the dead holder's value.
+type taken struct {
+	got   int
+	fence int64
+	old   string
+}
+
+// tryLock makes one acquire attempt. An attempt abandoned at ctx's end that
+// still lands is released at once.
+func (c *Client) tryLock(ctx context.Context, a *acquisition, fenceKey string, ttl time.Duration) (taken, error) {
+	key, token := a.key, a.token
+	t, err := bounded(ctx, c.rdb, func() (taken, error) {
+		return c.acquireOnce(c.ctx(ctx), a, fenceKey, ttl)
+	}, func(late taken, err error) {
+		if err == nil && late.got != busy {
 			c.releaseAbandoned(ctx, key, token, ttl)
 		}
 	})
@@ -210,11 +254,85 @@ func (c *Client) tryLock(ctx context.Context, key, fenceKey, token string, ttl t
 		// Cut off mid-call: the SET may still reach Redis after we left.
 		go c.releaseAbandoned(ctx, key, token, ttl)
 	}
-	ok = err == nil && fence > 0
 	if fenceKey == "" {
-		fence = 0
+		t.fence = 0
 	}
-	return fence, ok, err
+	return t, err
+}
+
+// acquireOnce sends one attempt: SET NX PX for a plain lock, else the
+// acquire script, which takes a dead holder's lock over where it can read
+// its liveness key (one server); elsewhere (Cluster, Ring) it hands back
+// a live-marked holder's value, checked here (takeOverIfDead).
+func (c *Client) acquireOnce(ctx context.Context, a *acquisition, fenceKey string, ttl time.Duration) (taken, error) {
+	if !a.live && fenceKey == "" {
+		ok, err := c.rdb.SetNX(ctx, a.key, a.token, ttl).Result()
+		if ok && err == nil {
+			return taken{got: acquired}, nil
+		}
+		return taken{}, err
+	}
+	keys := []string{a.key}
+	if fenceKey != "" {
+		keys = append(keys, fenceKey)
+	}
+	check := "0"
+	if a.live {
+		check = c.aliveCheck
+	}
+	reply, err := luascript.LockAcquire.Run(ctx, c.rdb, keys, a.token, ttl.Milliseconds(),
+		fenceCounterTTL.Milliseconds(), check).Slice()
+	if err != nil {
+		return taken{}, err
+	}
+	code, _ := reply[0].(int64)
+	switch {
+	case (code == acquired || code == takenOver) && len(reply) > 1:
+		t := taken{got: int(code)}
+		t.fence, _ = reply[1].(int64)
+		if len(reply) > 2 {
+			t.old, _ = reply[2].(string)
+		}
+		return t, nil
+	case code == 3 && len(reply) > 1:
+		old, _ := reply[1].(string)
+		return c.takeOverIfDead(ctx, keys, a.token, ttl, old)
+	}
+	return taken{}, nil
+}
+
+// takeOverIfDead takes the lock holding old over when old's holder keeps a
+// liveness key and that key is gone: one EXISTS on the key's own slot, then
+// a compare-and-take on the lock's (luascript.LockTakeOver), which changes
+// nothing if the lock no longer holds old.
+func (c *Client) takeOverIfDead(ctx context.Context, keys []string, token string, ttl time.Duration, old string) (taken, error) {
+	h := lockholder.Parse(old)
+	if !h.Live {
+		return taken{}, nil
+	}
+	n, err := c.rdb.Exists(ctx, lockholder.AliveKey(h.Instance)).Result()
+	if err != nil || n != 0 {
+		return taken{}, err
+	}
+	fence, err := luascript.LockTakeOver.Run(ctx, c.rdb, keys, token, ttl.Milliseconds(),
+		fenceCounterTTL.Milliseconds(), old).Int64()
+	if err != nil || fence == 0 {
+		return taken{}, err
+	}
+	return taken{got: takenOver, fence: fence, old: old}, nil
+}
+
+// tookOver counts the end of the dead holder's lease, which its holder
+// cannot count: taken_over, on the taker's side.
+func (c *Client) tookOver(ctx context.Context, a *acquisition, old string) {
+	c.m.leaseEnds.WithLabelValues(a.group, signals.EndTakenOver).Inc()
+	h := lockholder.Parse(old)
+	a.span.AddEvent("lock taken over: its holder's liveness key is gone", trace.WithAttributes(
+		attribute.String("cachewatch.lock.holder.service", h.Service),
+		attribute.String("cachewatch.lock.holder.host", h.Host),
+		attribute.Int("cachewatch.lock.holder.pid", h.PID)))
+	c.logLock(ctx, "taken_over", a.group, a.key, a.token, slog.String("holder_service", h.Service),
+		slog.String("holder_host", h.Host), slog.Int("holder_pid", h.PID))
 }
 
 // releaseAbandoned deletes a lock taken by an attempt its caller gave up on
@@ -332,16 +450,25 @@ func (c *Client) lockFailed(ctx context.Context, a *acquisition, outcome string,
 }
 
 // held builds the Lock after a successful attempt sent at sent.
-func (c *Client) held(ctx context.Context, span trace.Span, key, group, token string, fence int64, ttl time.Duration, sent time.Time, renew bool) *Lock {
+func (c *Client) held(ctx context.Context, a *acquisition, fence int64, ttl time.Duration, sent time.Time, renew bool) *Lock {
 	// The lease, not the acquire deadline, bounds the holder's context.
 	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	key, group, token, span := a.key, a.group, a.token, a.span
 	l := &Lock{c: c, key: key, group: group, token: token, fence: fence, ttl: ttl, renew: renew,
-		taken: c.now(), span: span, ctx: lctx, cancel: cancel}
+		taken: c.now(), span: span, ctx: lctx, cancel: cancel, live: a.live}
 	span.AddEvent("lease acquired", trace.WithAttributes(attribute.Int64("cachewatch.lock.fence", fence)))
 	c.logLock(ctx, "acquired", group, key, token, slog.Int64("fence", fence))
 	l.mu.Lock()
 	l.setValidUntil(sent.Add(ttl))
 	l.mu.Unlock()
+	if l.live && !c.alive.register(l, a.epoch) {
+		// The proof of life lapsed while the acquire was on its way: a
+		// waiter may already have taken the lock over.
+		l.mu.Lock()
+		l.lose(lostRenewFailed, signals.EndLost)
+		l.mu.Unlock()
+		return l
+	}
 	if renew {
 		// Release stops the heartbeat through stop, between beats: a
 		// renewal already sent is waited for, so that its result is known
@@ -602,6 +729,9 @@ func (l *Lock) finish(outcome, end string, cause error) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	if l.live {
+		l.c.alive.unregister(l)
+	}
 	l.c.m.leaseEnds.WithLabelValues(l.group, end).Inc()
 	l.c.m.lockHold.WithLabelValues(l.group, end).ObserveContext(l.ctx, l.c.now().Sub(l.taken).Seconds())
 	l.c.logLock(l.ctx, outcome, l.group, l.key, l.token)
@@ -634,10 +764,13 @@ func lockTTL(ttl time.Duration) (time.Duration, error) {
 // lockValue returns the value a lock of this client holds: its holder's
 // identity and a random token of 128 bits from crypto/rand (lockholder).
 // The scripts compare it whole, as they compared the bare token.
-func (c *Client) lockValue() (string, error) {
+func (c *Client) lockValue(live bool) (string, error) {
 	token, err := lockholder.NewToken()
 	if err != nil {
 		return "", fmt.Errorf("cachewatch: %w", err)
+	}
+	if live {
+		return c.holder.LiveValue(token, c.now()), nil
 	}
 	return c.holder.Value(token, c.now()), nil
 }

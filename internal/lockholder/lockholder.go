@@ -22,10 +22,12 @@
 // about 80 bytes (Size).
 //
 // Scripts compare the whole value, never a part of it, so a value is as
-// safe an owner check as the bare token was. A Cache's refresh lease may
-// follow the value with "@<channel>", the channel whose subscriber shows its
-// holder's process alive, and a lease kept through a failed load's hold-off
-// is led by '!'.
+// safe an owner check as the bare token was. What follows an '@' names the
+// holder's proof of life: a lock whose holder keeps its liveness key ends
+// with a bare '@' (LiveMark: AliveKey(instance) exists while the holder's
+// process runs, see Live), and a Cache's refresh lease may follow the value
+// with "@<channel>", the channel whose subscriber shows its holder's process
+// alive. A lease kept through a failed load's hold-off is led by '!'.
 package lockholder
 
 import (
@@ -92,7 +94,15 @@ type Holder struct {
 	// load's hold-off (led by '!').
 	Wake    string
 	HoldOff bool
+	// Live is true for a value ending with LiveMark: its holder keeps the
+	// liveness key AliveKey(Instance) while its process runs and treats
+	// its own locks as lost once it cannot prove that, so a lock whose
+	// holder's liveness key is gone may be taken over before its TTL.
+	Live bool
 }
+
+// LiveMark ends the value of a lock whose holder keeps its liveness key.
+const LiveMark = "@"
 
 // Identity is a process's part of the values it writes, fixed once: Value
 // adds the token and the time of each acquisition.
@@ -144,6 +154,18 @@ func (id *Identity) Append(dst []byte, token string, at time.Time) []byte {
 	dst = appendEscaped(dst, token)
 	dst = append(dst, id.mid...)
 	return strconv.AppendInt(dst, at.UnixMilli(), 10)
+}
+
+// AppendLive appends the value of a lock whose holder keeps its liveness
+// key: Append's, followed by LiveMark.
+func (id *Identity) AppendLive(dst []byte, token string, at time.Time) []byte {
+	return append(id.Append(dst, token, at), LiveMark...)
+}
+
+// LiveValue is Value for a holder that keeps its liveness key (AppendLive).
+func (id *Identity) LiveValue(token string, at time.Time) string {
+	var buf [160]byte
+	return string(id.AppendLive(buf[:0], token, at))
 }
 
 // Size returns the bytes of this identity's values with a token of
@@ -212,9 +234,9 @@ const AlivePrefix = "cachewatch:alive:"
 
 // AliveKey names the liveness key of a process instance: a key with a short
 // TTL that the process's clients keep refreshing while it runs, so that a
-// lock whose holder's key is gone is known to have a dead holder. The
-// instance is the key's hash tag: in Redis Cluster one slot holds it,
-// wherever the locks are.
+// lock whose holder's key is gone (and whose value is Live) is known to
+// have a dead holder. The instance is the key's hash tag: in Redis Cluster
+// one slot holds it, wherever the locks are.
 func AliveKey(instance string) string {
 	return AlivePrefix + "{" + instance + "}"
 }

@@ -32,9 +32,17 @@ func TestRoundTrip(t *testing.T) {
 		}
 		for _, lease := range []string{"!" + v + "@ns:wake:ab12", v + "@ns:wake:ab12"} {
 			h := Parse(lease)
-			if h.Kind != Cachewatch || h.Wake != "ns:wake:ab12" || h.HoldOff != strings.HasPrefix(lease, "!") || h.Token != "tok-en_1" {
+			if h.Kind != Cachewatch || h.Wake != "ns:wake:ab12" || h.HoldOff != strings.HasPrefix(lease, "!") || h.Token != "tok-en_1" || h.Live {
 				t.Errorf("Parse(%q) = %+v", lease, h)
 			}
+		}
+		live := id.LiveValue("tok-en_1", at)
+		want.Live = true
+		if live != v+LiveMark || Parse(live) != want {
+			t.Errorf("LiveValue = %q, Parse = %+v, want %q, %+v", live, Parse(live), v+LiveMark, want)
+		}
+		if h := Parse("!" + live); h.Live || !h.HoldOff {
+			t.Errorf("Parse(%q) = %+v: a hold-off lease is not a live lock", "!"+live, h)
 		}
 	}
 }

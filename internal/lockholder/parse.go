@@ -19,7 +19,7 @@ func Parse(value string) Holder {
 	}
 	if strings.HasPrefix(value, Version+"|") {
 		if rest, wake, ok := strings.Cut(value, "@"); ok {
-			value, h.Wake = rest, wake
+			value, h.Wake, h.Live = rest, wake, wake == "" && !h.HoldOff
 		}
 		if !parseCachewatch(value, &h) {
 			return Holder{}

@@ -18,8 +18,9 @@ import (
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 )
 
-// SetNXCounter is a go-redis hook counting the SET … NX commands (lock
-// acquire attempts) a client sends, as seen on the wire.
+// SetNXCounter is a go-redis hook counting the lock acquire attempts a
+// client sends, as seen on the wire: SET … NX commands and cachewatch's
+// acquire scripts.
 type SetNXCounter struct{ n atomic.Int64 }
 
 // N returns the SET … NX commands counted so far.
@@ -34,14 +35,19 @@ func (h *SetNXCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	return next
 }
 
-// ProcessHook counts SET commands whose last argument is NX.
+// ProcessHook counts SET commands whose last argument is NX, and acquire
+// scripts Redis ran.
 func (h *SetNXCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
 		if cmd.Name() == "set" && len(args) > 3 && strings.EqualFold(fmt.Sprint(args[len(args)-1]), "nx") {
 			h.n.Add(1)
 		}
-		return next(ctx, cmd)
+		err := next(ctx, cmd)
+		if IsAcquireScript(cmd) && (err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT")) {
+			h.n.Add(1) // an EVALSHA refused for an unloaded script is sent again as EVAL
+		}
+		return err
 	}
 }
 
@@ -67,12 +73,9 @@ func (h *HoldAttempts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // ProcessHook holds acquire attempts until their context ends.
 func (h *HoldAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
 		switch name := strings.ToLower(cmd.Name()); {
 		case ctx.Done() == nil:
-		case name == "set",
-			(name == "evalsha" || name == "eval") && len(args) > 1 &&
-				(args[1] == luascript.LockAcquireFenced.SHA || args[1] == luascript.LockAcquireFenced.Src):
+		case name == "set", IsAcquireScript(cmd):
 			select {
 			case h.Entered <- struct{}{}:
 			default:
@@ -81,6 +84,21 @@ func (h *HoldAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return next(ctx, cmd)
 	}
+}
+
+// IsAcquireScript reports whether cmd runs one of cachewatch's lock
+// acquire scripts.
+func IsAcquireScript(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if name := strings.ToLower(cmd.Name()); (name != "evalsha" && name != "eval") || len(args) < 2 {
+		return false
+	}
+	for _, s := range []*luascript.Script{luascript.LockAcquire, luascript.LockAcquireFenced} {
+		if args[1] == s.SHA || args[1] == s.Src {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckCutOff asserts that g counts n acquisitions given up and nothing
