@@ -630,14 +630,15 @@ func (l *Lock) heartbeat(stop <-chan struct{}, lockCtx context.Context) {
 // With Renew, it first stops the heartbeat, waiting for a renewal already
 // sent to come back (it is counted, and cannot land after the release).
 // It returns an error wrapping ErrNotOwner when the lease had already ended
-// (the lock is then counted as lost, once), and ErrRedis when Redis failed
+// (the lock is then counted as lost, once; a key still there is deleted
+// all the same), and ErrRedis when Redis failed
 // (the key then expires at its TTL).
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
 	l.mu.Lock()
-	twice := l.released
+	twice, ended := l.released, l.finished
 	l.released = true
 	l.mu.Unlock()
 	if l.stopRenew != nil && !twice {
@@ -657,7 +658,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	case err != nil:
 		l.finish("release_error", signals.EndReleaseFailed, errReleased)
 		return l.c.lockErr(ctx, l.key, err)
-	case n == 0:
+	case n == 0 || ended:
+		// Ended before: the lease ran out or could no longer be proven by
+		// the client's clock, even if the key, not yet expired on Redis's,
+		// was still there to delete.
 		l.lose(l.goneReason(), signals.EndTakenOver)
 		return fmt.Errorf("%w: %q: the lease had ended", ErrNotOwner, l.key)
 	}
