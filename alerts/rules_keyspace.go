@@ -243,4 +243,4 @@ func keyspaceDefinitions(cfg Config) []definition {
 
 // holdersCLI is where the lock runbooks go from the holders table: the
 // commands that name each lock's key and process.
-const holdersCLI = "`cachewatch locks --redis.url …` lists every lock with its key, holder (service, host, pid), held for and TTL left, and `cachewatch doctor` names the holder of each lock it flags."
+const holdersCLI = "`cachewatch locks --redis.url …` lists every lock with its key, holder (service, host, pid), held for, TTL left and `alive?` — `no` when the holder's process is gone (its liveness key expired: the next waiter takes a live lock over, so a `no` that stays names a lock nobody waits for, or one without TTL that only deleting frees), `yes` while it runs, `unknown` for other libraries' and unmarked locks — and `cachewatch doctor` names the holder of each lock it flags; panel *Locks held by a dead holder* counts the `no`s per group."

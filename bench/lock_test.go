@@ -35,6 +35,24 @@ func fullJitter(retry int) time.Duration {
 	return rand.N(ceiling)
 }
 
+// cachewatchLocker takes instrument's lock on key, live unless noLiveness.
+func cachewatchLocker(b *testing.B, rdb *redis.Client, key string, noLiveness bool) locker {
+	c, err := instrument.New(rdb, instrument.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	opts := instrument.LockOptions{TTL: lockBenchTTL, NoLiveness: noLiveness,
+		Backoff: instrument.Backoff{Base: lockBenchBase, Max: lockBenchMax, Retries: 1 << 30}}
+	return func(ctx context.Context) (func(context.Context) error, error) {
+		l, err := c.Lock(ctx, key, opts)
+		if err != nil {
+			return nil, err
+		}
+		return l.Release, nil
+	}
+}
+
 // locker takes a lock and returns its release.
 type locker func(ctx context.Context) (release func(context.Context) error, err error)
 
@@ -45,19 +63,11 @@ var lockLibraries = []struct {
 	new  func(b *testing.B, rdb *redis.Client, key string) locker
 }{
 	{"cachewatch", func(b *testing.B, rdb *redis.Client, key string) locker {
-		c, err := instrument.New(rdb, instrument.Options{Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		opts := instrument.LockOptions{TTL: lockBenchTTL,
-			Backoff: instrument.Backoff{Base: lockBenchBase, Max: lockBenchMax, Retries: 1 << 30}}
-		return func(ctx context.Context) (func(context.Context) error, error) {
-			l, err := c.Lock(ctx, key, opts)
-			if err != nil {
-				return nil, err
-			}
-			return l.Release, nil
-		}
+		return cachewatchLocker(b, rdb, key, false)
+	}},
+	// The lock without liveness: a plain SET NX PX, as before live locks.
+	{"cachewatch-noliveness", func(b *testing.B, rdb *redis.Client, key string) locker {
+		return cachewatchLocker(b, rdb, key, true)
 	}},
 	{"redislock", func(b *testing.B, rdb *redis.Client, key string) locker {
 		c := redislock.New(rdb)

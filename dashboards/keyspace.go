@@ -57,6 +57,12 @@ func keyspace() (*board, error) {
 				unit: units.Short, scale: alertValue,
 				targets: []target{{x.nodeMax(s.LocksLongHeld, kg), "{{target}} {{node}} {{key_group}}"}},
 			}, {
+				title: "Locks held by a dead holder",
+				help: help{"Locks whose holder keeps a liveness key (instrument's live locks) that is gone: its process died, or stalled past its liveness. The next waiter takes such a lock over before its TTL; `cachewatch locks` shows which (column *alive?*). In a Cluster a node judges only the holders whose liveness key it holds." + haMax,
+					"0, or brief blips after a process died; a count that stays is a dead holder's lock nobody waits for.", rbLocksLongHeld},
+				unit:    units.Short,
+				targets: []target{{x.nodeMax(s.LocksDeadHolder, kg), "{{node}} {{key_group}}"}},
+			}, {
 				kind:  tablePanel,
 				title: "Lock holders (longest-held)",
 				help: help{"Who holds the longest-held locks of each group now: the service and host the lock's value names (instrument's holder value, bsm/redislock's metadata; `opaque` for a bare token), and how long that holder has held its longest-held lock of the group. One row per node, group, service and host, for the holders of each group's N longest-held locks (`--locks.holders`). Keys, tokens and process ids are not labels: `cachewatch locks` lists every lock with its key, process and TTL." + haMax,

@@ -245,6 +245,7 @@ func collectPass(m emitter, p *Pass) {
 		m.gauge(signals.LocksWithoutTTL, float64(g.LocksNoTTL), group)
 		if p.TokensRead {
 			m.gauge(signals.LocksLongHeld, float64(g.LocksLongHeld), group)
+			m.gauge(signals.LocksDeadHolder, float64(g.LocksDeadHolder), group)
 		}
 		for _, x := range g.LocksExpiring {
 			m.gauge(signals.LocksExpiring, float64(x.Keys), group, x.Label)

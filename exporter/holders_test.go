@@ -97,3 +97,48 @@ func TestLockHoldersNamed(t *testing.T) {
 		t.Fatalf("holders: %+v", hs)
 	}
 }
+
+// Live locks whose holder's liveness key is gone are counted per group as
+// held by a dead holder, and the holders table says alive no; a live
+// holder's lock, an unmarked value and an opaque token are not counted
+// (yes, unknown, unknown).
+func TestLocksDeadHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	value := func(instance, mark string) string {
+		return fmt.Sprintf("cw1|tok%s|reports|host-1|42|%s|%d%s", instance, instance, now, mark)
+	}
+	must(t, rdb.Set(ctx, lockholder.AliveKey("liveInst"), "1", time.Minute).Err())
+	for k, v := range map[string]string{
+		"lock:job:11": value("deadInst", "@"), "lock:job:12": value("deadInst", "@"),
+		"lock:job:13": value("liveInst", "@"), "lock:job:14": value("otherInst", ""),
+		"lock:job:15": "abcdefghijklmnopqrstuv",
+	} {
+		must(t, rdb.Set(ctx, k, v, time.Minute).Err())
+	}
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}},
+		LockHolders: 10, LockNotifications: exporter.NotifyOff})
+	e.Sample(ctx)
+	_, got := scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_locks_dead_holder{key_group="lock:job:*"}`: 2,
+		`cachewatch_exporter_locks_held{key_group="lock:job:*"}`:        5,
+	})
+	alive := map[string]string{}
+	for _, h := range e.Snapshots()[0].Pass.Groups["lock:job:*"].Holders {
+		alive[h.Key] = h.Alive
+	}
+	want := map[string]string{"lock:job:11": "no", "lock:job:12": "no", "lock:job:13": "yes",
+		"lock:job:14": "unknown", "lock:job:15": "unknown"}
+	for k, w := range want {
+		if alive[k] != w {
+			t.Errorf("%s: alive %q, want %q (all: %v)", k, alive[k], w, alive)
+		}
+	}
+	must(t, rdb.Set(ctx, lockholder.AliveKey("deadInst"), "1", time.Minute).Err()) // the holder's process is back
+	e.Sample(ctx)
+	_, got = scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{`cachewatch_exporter_locks_dead_holder{key_group="lock:job:*"}`: 0})
+}

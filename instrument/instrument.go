@@ -81,7 +81,9 @@ type Options struct {
 	// retry backoff, waiters' polling and orphan-claim releases. nil means
 	// the real clock; tests inject clockwork.NewFakeClock() to exercise
 	// leases, renewals, backoff and TTLs without sleeping. (Redis expires
-	// keys on its own clock; context deadlines stay on the real one.)
+	// keys on its own clock; context deadlines stay on the real one, and so
+	// does the liveness key's refresh and lapse, LivenessTTL, which Redis
+	// expires.)
 	Clock clockwork.Clock
 	// Name is the client label of this client's series (default
 	// "default"): of its lock and cache series, and of its Caches' circuit

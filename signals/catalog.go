@@ -65,6 +65,7 @@ const (
 	LockIndexRepairs         ID = "cachewatch_exporter_lock_index_repairs_total"
 	LockNotificationsRefused ID = "cachewatch_exporter_lock_notifications_refused"
 	LockHolderHeld           ID = "cachewatch_exporter_lock_holder_held_seconds"
+	LocksDeadHolder          ID = "cachewatch_exporter_locks_dead_holder"
 	ExporterDataTimestamp    ID = "cachewatch_exporter_data_timestamp_seconds"
 	ExporterSampleInterval   ID = "cachewatch_exporter_sample_interval_seconds"
 	KeysMemory               ID = "cachewatch_exporter_keys_memory_bytes"
@@ -593,6 +594,14 @@ var exporterMetrics = map[ID]*Metric{
 		Emitters: []Emitter{Exporter},
 		OTel:     OTelInstrument{"cachewatch.exporter.lock.holder.held", OTelObservableGauge, "s"},
 	},
+	LocksDeadHolder: {
+		Name: string(LocksDeadHolder), Kind: Gauge,
+		Help: "Locks held by a dead process: the holder keeps a liveness key (instrument's live locks) and it is gone, so the next waiter takes the lock over before its TTL. " +
+			"Checked once per sample, one EXISTS per holder process (at most 2000), not per lock; in a Cluster a node judges only the holders whose liveness key it holds. Locks of other libraries and unmarked locks are never counted.",
+		Labels:  []Label{node, keyGroup},
+		Sources: []Source{Exporter},
+		OTel:    OTelInstrument{"cachewatch.exporter.locks.dead_holder", OTelObservableGauge, "{lock}"},
+	},
 	ExporterDataTimestamp: {
 		Name: string(ExporterDataTimestamp), Kind: Gauge, Unit: "seconds",
 		Help: "Unix time of the oldest observation behind a series family's figures (their age is time() minus it). It stays while the family's series are left out (a failing stage), so the age keeps growing.",
@@ -826,7 +835,7 @@ var order = []ID{
 	ExporterTruncated, ExporterErrors, ExporterKeyspaceCoverage,
 	ExporterDataTimestamp, ExporterSampleInterval,
 	LocksHeld, LocksWithoutTTL, LocksLongHeld, LocksExpiring, LockNotifications, LockIndexRepairs,
-	LockNotificationsRefused, LockHolderHeld,
+	LockNotificationsRefused, LockHolderHeld, LocksDeadHolder,
 	KeysSampled, KeysWithoutTTL, KeysExpiring, KeysMemory, ExpirySync,
 	ServerKeyspaceHits, ServerKeyspaceMisses, ServerExpiredKeys, ServerEvictedKeys, ServerMissBursts,
 	ServerCommandCalls, ServerCommandSeconds, ServerCommandFailed, ServerCommandLatency, ServerCommandDuration,

@@ -1,7 +1,8 @@
 // Package locks lists the locks a live Redis holds and who holds them: for
 // each lock key its group, its holder (service, host, process, as the
 // lock's value names it: instrument's holder value, bsm/redislock's
-// metadata, else opaque), how long it has been held and its TTL left. It
+// metadata, else opaque), whether that holder is alive (for a holder that
+// keeps a liveness key), how long it has been held and its TTL left. It
 // is what `cachewatch locks` prints, once or refreshed like top.
 //
 // It reads as the exporter does, and as little: SCAN … MATCH over the lock
@@ -83,6 +84,11 @@ type Lock struct {
 	HeldFor float64 `json:"held_for_seconds"`
 	// TTL is the remaining time to live in seconds; -1 when it has none.
 	TTL float64 `json:"ttl_seconds"`
+	// Alive says whether the holder is alive: "yes" (its liveness key
+	// exists), "no" (it is gone: the process died, and the next waiter of
+	// a live lock takes it over) or "unknown" (a holder that keeps no
+	// liveness key: another library's lock, an unmarked one, opaque).
+	Alive string `json:"alive"`
 }
 
 // Listing is what one read found, longest-held first.
@@ -153,7 +159,7 @@ func (r *Reader) Read(ctx context.Context) (*Listing, error) {
 	seen := make(map[string]seenToken, len(reads))
 	for _, rd := range reads {
 		lk := Lock{Node: rd.Node, Key: rd.Key, Group: rd.Group, Format: rd.Holder.Format, Service: rd.Holder.Service,
-			Host: rd.Holder.Host, PID: rd.Holder.PID, Instance: rd.Holder.Instance, TTL: -1}
+			Host: rd.Holder.Host, PID: rd.Holder.PID, Instance: rd.Holder.Instance, TTL: -1, Alive: rd.Alive}
 		if rd.TTL >= 0 {
 			lk.TTL = rd.TTL.Seconds()
 		}

@@ -24,7 +24,7 @@ func (l *Listing) WriteJSON(w io.Writer) error {
 func (l *Listing) WriteTable(w io.Writer, limit int) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "%d locks at %s\n", len(l.Locks), l.At.UTC().Format(time.RFC3339))
-	fmt.Fprintln(tw, "KEY\tGROUP\tSERVICE\tHOST\tPID\tHELD FOR\tTTL LEFT\tNODE")
+	fmt.Fprintln(tw, "KEY\tGROUP\tSERVICE\tHOST\tPID\tALIVE?\tHELD FOR\tTTL LEFT\tNODE")
 	rows := l.Locks
 	if limit > 0 && len(rows) > limit {
 		rows = rows[:limit]
@@ -45,8 +45,8 @@ func (l *Listing) WriteTable(w io.Writer, limit int) error {
 		if lk.TTL >= 0 {
 			ttl = duration(lk.TTL)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(lk.Key), printable(lk.Group), printable(service),
-			printable(lk.Host), pid, held, ttl, lk.Node)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(lk.Key), printable(lk.Group), printable(service),
+			printable(lk.Host), pid, lk.Alive, held, ttl, lk.Node)
 	}
 	if n := len(l.Locks) - len(rows); n > 0 {
 		fmt.Fprintf(tw, "… and %d more (--limit)\n", n)

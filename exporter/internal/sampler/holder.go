@@ -61,7 +61,7 @@ func ParseHolder(value string) (snapshot.Holder, int64) {
 		return snapshot.Holder{Format: snapshot.Opaque}, 0
 	}
 	h := lockholder.Parse(value)
-	out := snapshot.Holder{Format: h.Kind.String(), Service: h.Service, Host: h.Host, PID: h.PID, Instance: h.Instance}
+	out := snapshot.Holder{Format: h.Kind.String(), Service: h.Service, Host: h.Host, PID: h.PID, Instance: h.Instance, Live: h.Live}
 	switch h.Kind {
 	case lockholder.Cachewatch:
 		return out, h.Acquired.UnixMilli()
@@ -87,7 +87,7 @@ func heldSince(en *lockEntry) time.Time {
 // offer keeps the lock among the group's n longest-held (by heldSince,
 // then key), if it is one of them. Locks whose value was not read name no
 // holder and are left out.
-func (g *lockGroup) offer(n int, key string, en *lockEntry, ttl time.Duration, longHeld, pastTTL bool) {
+func (g *lockGroup) offer(n int, key string, en *lockEntry, ttl time.Duration, longHeld, pastTTL bool, alive string) {
 	if n <= 0 || en.holder == nil {
 		return
 	}
@@ -101,7 +101,7 @@ func (g *lockGroup) offer(n int, key string, en *lockEntry, ttl time.Duration, l
 	if at >= n {
 		return
 	}
-	h := snapshot.HeldLock{Key: key, Group: en.group, Holder: *en.holder, Since: since, TTL: ttl, LongHeld: longHeld, PastTTL: pastTTL}
+	h := snapshot.HeldLock{Key: key, Group: en.group, Holder: *en.holder, Since: since, TTL: ttl, LongHeld: longHeld, PastTTL: pastTTL, Alive: alive}
 	g.holders = slices.Insert(g.holders, at, h)
 	if len(g.holders) > n {
 		g.holders = g.holders[:n]

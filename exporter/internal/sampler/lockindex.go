@@ -178,7 +178,9 @@ func (x *lockIndex) regroup(groups *keygroup.Classifier) {
 // lockGroup is the lock figures of one lock group.
 type lockGroup struct {
 	locks, noTTL, longHeld, longHeldNoTTL, longHeldPastTTL uint64
-	expiring                                               horizonCounts
+	// deadHolder counts the locks whose holder's liveness key is gone.
+	deadHolder uint64
+	expiring   horizonCounts
 	// holders are the longest-held locks, longest first.
 	holders []snapshot.HeldLock
 }
@@ -230,7 +232,7 @@ func withLocks(p *snapshot.Pass, groups map[string]*lockGroup, asOf time.Time, t
 			v.Groups[name] = g
 		}
 		g.Locks, g.LocksNoTTL, g.LocksLongHeld, g.LocksLongHeldNoTTL = lg.locks, lg.noTTL, lg.longHeld, lg.longHeldNoTTL
-		g.LocksLongHeldPastTTL = lg.longHeldPastTTL
+		g.LocksLongHeldPastTTL, g.LocksDeadHolder = lg.longHeldPastTTL, lg.deadHolder
 		g.LocksExpiring = lg.expiring.within()
 		g.Holders = lg.holders
 	}

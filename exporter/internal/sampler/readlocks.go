@@ -27,6 +27,9 @@ type LockRead struct {
 	Token uint64
 	// TTL is the remaining time to live; -1 when the lock has none.
 	TTL time.Duration
+	// Alive says whether the holder is alive (snapshot.AliveYes, AliveNo,
+	// AliveUnknown): its liveness key, for a holder that keeps one.
+	Alive string
 }
 
 // ReadLocksOptions bound a ReadLocks call.
@@ -67,11 +70,14 @@ func ReadLocks(ctx context.Context, cfg Config, opts ReadLocksOptions) ([]LockRe
 		errs      = make([]error, len(addrs))
 		wg        sync.WaitGroup
 	)
+	clients := make([]*redis.Client, len(addrs))
+	for i, addr := range addrs {
+		clients[i] = cfg.client(addr)
+		defer clients[i].Close()
+	}
 	for i, addr := range addrs {
 		wg.Go(func() {
-			c := cfg.client(addr)
-			defer c.Close()
-			locks, more, err := readNodeLocks(ctx, &cfg, c, addr, opts)
+			locks, more, err := readNodeLocks(ctx, &cfg, clients[i], addr, opts)
 			mu.Lock()
 			defer mu.Unlock()
 			out, truncated = append(out, locks...), truncated || more
@@ -90,7 +96,21 @@ func ReadLocks(ctx context.Context, cfg Config, opts ReadLocksOptions) ([]LockRe
 	if opts.Max > 0 && len(out) > opts.Max {
 		out, truncated = out[:opts.Max], true
 	}
+	judgeAlive(ctx, &cfg, clients, out)
 	return out, truncated, errors.Join(errs...)
+}
+
+// judgeAlive sets whether each lock's holder is alive, asking every node
+// for the liveness keys of the holders that keep one (checkAlive).
+func judgeAlive(ctx context.Context, cfg *Config, clients []*redis.Client, locks []LockRead) {
+	hs := make([]*snapshot.Holder, len(locks))
+	for i := range locks {
+		hs[i] = &locks[i].Holder
+	}
+	alive := checkAlive(ctx, clients, liveInstances(hs), cfg.Batch, nil)
+	for i := range locks {
+		locks[i].Alive = alive.of(&locks[i].Holder)
+	}
 }
 
 // readNodeLocks lists the lock keys of one node, at most opts.Max of them.

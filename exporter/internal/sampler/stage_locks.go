@@ -145,7 +145,7 @@ func (l *lockStage) run(ctx context.Context, deadline time.Time, readTokens bool
 		}
 		errs = append(errs, se)
 	}
-	l.show(l.env.now())
+	l.show(ctx, l.env.now(), own)
 	shown.locksShown()
 	return errs
 }
@@ -165,7 +165,7 @@ func (l *lockStage) logOverflow() {
 func (l *lockStage) settleAndShow(ctx context.Context, own lookups, shown shower) *StageError {
 	at, se := l.settle(ctx, own)
 	if !at.IsZero() {
-		l.show(at)
+		l.show(ctx, at, own)
 		shown.locksShown()
 	}
 	return se
@@ -173,14 +173,27 @@ func (l *lockStage) settleAndShow(ctx context.Context, own lookups, shown shower
 
 // show makes the index's figures at the moment at the ones served, until
 // the next moment the index is exact (or, without notifications, the next
-// pass ends). More lock keys than MaxLocks show none.
-func (l *lockStage) show(at time.Time) {
+// pass ends). More lock keys than MaxLocks show none. The holders that
+// keep a liveness key are checked alive now (one pipeline of EXISTS per
+// Batch holder processes, at most MaxAliveChecks): in a Cluster, those
+// whose key is on another master are unknown.
+func (l *lockStage) show(ctx context.Context, at time.Time, own lookups) {
 	x := &l.index
 	x.view, x.viewAt = nil, at
 	x.viewNotified, x.viewTokens = l.feed != nil && x.synced, x.tokensRead
-	if !x.overflow {
-		x.view = l.figures(at)
+	if x.overflow {
+		return
 	}
+	var alive aliveSet
+	if x.tokensRead {
+		hs := make([]*snapshot.Holder, 0, len(x.holders.known))
+		for _, h := range x.holders.known {
+			hs = append(hs, h)
+		}
+		alive = checkAlive(ctx, []*redis.Client{l.env.rdb}, liveInstances(hs), l.env.cfg.Batch,
+			func(hit bool) { own.count("exists", hit) })
+	}
+	x.view = l.figures(at, alive)
 }
 
 // verify reads again every lock the index holds once a pass without
@@ -397,7 +410,7 @@ func (l *lockStage) readToken(en *lockEntry, get *redis.StringCmd, ttl time.Dura
 // run out are gone, whether or not the server has expired them yet (as
 // Redis sees it: a key whose expiry is the current millisecond is still
 // there).
-func (l *lockStage) figures(now time.Time) map[string]*lockGroup {
+func (l *lockStage) figures(now time.Time, alive aliveSet) map[string]*lockGroup {
 	x := &l.index
 	x.regroup(l.env.cfg.LockGroups)
 	out := map[string]*lockGroup{}
@@ -418,7 +431,11 @@ func (l *lockStage) figures(now time.Time) map[string]*lockGroup {
 		longHeld := en.hasToken && now.Sub(en.since) >= l.env.cfg.LongHeld
 		pastTTL := longHeld && ttl >= 0 && (en.firstTTL < 0 || now.Sub(en.since) > en.firstTTL)
 		g.add(ttl, longHeld, pastTTL)
-		g.offer(l.env.cfg.LockHolders, key, &en, ttl, longHeld, pastTTL)
+		state := alive.of(en.holder)
+		if state == snapshot.AliveNo {
+			g.deadHolder++
+		}
+		g.offer(l.env.cfg.LockHolders, key, &en, ttl, longHeld, pastTTL, state)
 	}
 	return out
 }

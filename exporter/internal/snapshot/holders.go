@@ -13,7 +13,17 @@ type Holder struct {
 	Host     string `json:"host,omitempty"`
 	PID      int    `json:"pid,omitempty"`
 	Instance string `json:"instance,omitempty"`
+	// Live: the holder keeps its instance's liveness key while it runs
+	// (a live cachewatch lock), so whether it is alive can be told.
+	Live bool `json:"live,omitempty"`
 }
+
+// Whether a lock's holder is alive (HeldLock.Alive).
+const (
+	AliveYes     = "yes"     // its liveness key exists
+	AliveNo      = "no"      // its liveness key is gone: a waiter takes the lock over
+	AliveUnknown = "unknown" // another library's or an unmarked lock, or not checked
+)
 
 // Opaque is the Format of a value that names no holder.
 const Opaque = "opaque"
@@ -35,4 +45,7 @@ type HeldLock struct {
 	// first seen (the owner kept extending it).
 	LongHeld bool `json:"long_held"`
 	PastTTL  bool `json:"past_ttl"`
+	// Alive says whether the holder is alive: AliveYes, AliveNo or
+	// AliveUnknown.
+	Alive string `json:"alive"`
 }

@@ -51,6 +51,10 @@ type GroupStats struct {
 	// token was held longer than the TTL it had when first seen: the owner
 	// kept extending the lease (doctor judges long-held by these).
 	LocksLongHeldPastTTL uint64
+	// LocksDeadHolder counts the locks whose holder keeps a liveness key
+	// (a live cachewatch lock) that is gone: held by a dead process, for a
+	// waiter to take over.
+	LocksDeadHolder uint64
 	// LocksExpiring counts the locks whose remaining TTL is within each
 	// horizon (cumulative, shortest first); locks without TTL are not in
 	// it.
