@@ -598,9 +598,9 @@ var exporterMetrics = map[ID]*Metric{
 		Name: string(LocksDeadHolder), Kind: Gauge,
 		Help: "Locks held by a dead process: the holder keeps a liveness key (instrument's live locks) and it is gone, so the next waiter takes the lock over before its TTL. " +
 			"Checked once per sample, one EXISTS per holder process (at most 2000), not per lock; in a Cluster a node judges only the holders whose liveness key it holds. Locks of other libraries and unmarked locks are never counted.",
-		Labels:  []Label{node, keyGroup},
-		Sources: []Source{Exporter},
-		OTel:    OTelInstrument{"cachewatch.exporter.locks.dead_holder", OTelObservableGauge, "{lock}"},
+		Labels:   []Label{node, keyGroup},
+		Emitters: []Emitter{Exporter},
+		OTel:     OTelInstrument{"cachewatch.exporter.locks.dead_holder", OTelObservableGauge, "{lock}"},
 	},
 	ExporterDataTimestamp: {
 		Name: string(ExporterDataTimestamp), Kind: Gauge, Unit: "seconds",

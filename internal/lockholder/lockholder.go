@@ -25,7 +25,7 @@
 // safe an owner check as the bare token was. What follows an '@' names the
 // holder's proof of life: a lock whose holder keeps its liveness key ends
 // with a bare '@' (LiveMark: AliveKey(instance) exists while the holder's
-// process runs, see Live), and a Cache's refresh lease may follow the value
+// process runs, see Live), and a Cache's refresh claim may follow the value
 // with "@<channel>", the channel whose subscriber shows its holder's process
 // alive. A lease kept through a failed load's hold-off is led by '!'.
 package lockholder
@@ -89,7 +89,7 @@ type Holder struct {
 	Instance string    // the process instance; names its liveness key (Cachewatch)
 	Acquired time.Time // (Cachewatch)
 	Metadata string    // redislock's metadata, as stored (Redislock)
-	// Wake is the wake channel a Cache's refresh lease names after '@'
+	// Wake is the wake channel a Cache's refresh claim names after '@'
 	// ("" for a lock); HoldOff is true for a lease kept through a failed
 	// load's hold-off (led by '!').
 	Wake    string
