@@ -8,6 +8,8 @@ require (
 	github.com/cachewatch/cachewatch v0.0.0-00010101000000-000000000000
 	github.com/google/go-jsonnet v0.22.0
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.2
+	github.com/prometheus/common v0.72.0
+	github.com/prometheus/prometheus v0.310.0
 	helm.sh/helm/v4 v4.3.1
 	k8s.io/api v0.37.2
 	sigs.k8s.io/yaml v1.6.0
@@ -57,9 +59,7 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/prometheus/prometheus v0.310.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect

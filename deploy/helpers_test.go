@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	monitoringv1alpha1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -106,6 +107,7 @@ type objects struct {
 	Deployments     []appsv1.Deployment
 	StatefulSets    []appsv1.StatefulSet
 	Probes          []monitoringv1.Probe
+	ScrapeConfigs   []monitoringv1alpha1.ScrapeConfig
 	Services        []corev1.Service
 	ServiceAccounts []corev1.ServiceAccount
 	ConfigMaps      []corev1.ConfigMap
@@ -132,6 +134,8 @@ func decodeAll(t *testing.T, stream []byte) objects {
 			target = slot(&o.StatefulSets)
 		case "monitoring.coreos.com/v1 Probe":
 			target = slot(&o.Probes)
+		case "monitoring.coreos.com/v1alpha1 ScrapeConfig":
+			target = slot(&o.ScrapeConfigs)
 		case "v1 Service":
 			target = slot(&o.Services)
 		case "v1 ServiceAccount":

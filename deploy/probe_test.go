@@ -7,6 +7,10 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	monitoringv1alpha1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/relabel"
 )
 
 // moduleEntry is one module of the exporter's --probe.modules-file, as
@@ -155,4 +159,113 @@ func TestChartProbeRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want an error with %q", name, err, c.want)
 		}
 	}
+}
+
+// With probe.discoverServices the chart renders one ScrapeConfig per
+// replica that discovers Services. Run through Prometheus's own relabelling
+// over 30 discovered Services, each annotated one is probed by exactly one
+// replica, at that replica's address, as redis://<service>.<namespace>.svc:<port>,
+// and the others by none.
+func TestChartShardsDiscoverServices(t *testing.T) {
+	v := shardedValues()
+	v["probe"].(map[string]any)["discoverServices"] = true
+	out, err := renderChart(t, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := decodeAll(t, out)
+	if len(o.ScrapeConfigs) != 3 {
+		t.Fatalf("%d ScrapeConfigs, want one per replica (3)", len(o.ScrapeConfigs))
+	}
+	sts := o.StatefulSets[0]
+	probedBy := map[string][]int{}
+	for i, sc := range o.ScrapeConfigs {
+		checkScrapeConfig(t, i, sc)
+		for k := range 30 {
+			svc := discoveredService(k)
+			lb := labels.NewBuilder(labels.FromMap(svc))
+			if !relabel.ProcessBuilder(lb, relabelConfigs(t, sc.Spec.RelabelConfigs)...) {
+				continue
+			}
+			target := lb.Get("__param_target")
+			want := fmt.Sprintf("redis://%s.%s.svc:6379", svc["__meta_kubernetes_service_name"], svc["__meta_kubernetes_namespace"])
+			if target != want || lb.Get("instance") != target || !strings.HasPrefix(lb.Get("__address__"), fmt.Sprintf("%s-%d.", sts.Name, i)) {
+				t.Errorf("replica %d: service %d → target %q, instance %q, address %q; want %q at replica %d",
+					i, k, target, lb.Get("instance"), lb.Get("__address__"), want, i)
+			}
+			probedBy[target] = append(probedBy[target], i)
+		}
+	}
+	annotated := 0
+	for k := range 30 {
+		if discoveredService(k)["__meta_kubernetes_service_annotation_cachewatch_io_probe"] == "true" {
+			annotated++
+		}
+	}
+	if len(probedBy) != annotated {
+		t.Errorf("%d targets probed, want the %d annotated Services", len(probedBy), annotated)
+	}
+	for target, replicas := range probedBy {
+		if len(replicas) != 1 {
+			t.Errorf("%s probed by replicas %v, want exactly one", target, replicas)
+		}
+	}
+}
+
+// discoveredService is the label set Kubernetes service discovery gives
+// Service k: one in five is not annotated for probing.
+func discoveredService(k int) map[string]string {
+	svc := map[string]string{
+		"__address__":                                fmt.Sprintf("redis-%d.ns-%d.svc:6379", k, k%3),
+		"__meta_kubernetes_service_name":             fmt.Sprintf("redis-%d", k),
+		"__meta_kubernetes_namespace":                fmt.Sprintf("ns-%d", k%3),
+		"__meta_kubernetes_service_port_number":      "6379",
+		"__meta_kubernetes_service_annotation_other": "x",
+	}
+	if k%5 != 0 {
+		svc["__meta_kubernetes_service_annotation_cachewatch_io_probe"] = "true"
+	}
+	return svc
+}
+
+func checkScrapeConfig(t *testing.T, i int, sc monitoringv1alpha1.ScrapeConfig) {
+	t.Helper()
+	s := sc.Spec
+	if s.MetricsPath == nil || *s.MetricsPath != "/probe" || s.JobName == nil || *s.JobName != "cachewatch-exporter" ||
+		!slices.Equal(s.Params["module"], []string{"orders"}) || sc.Labels["prometheus"] != "main" ||
+		len(s.KubernetesSDConfigs) != 1 || s.KubernetesSDConfigs[0].Role != "Service" {
+		t.Errorf("ScrapeConfig %d: path %v, job %v, params %v, labels %v, SD %+v", i, s.MetricsPath, s.JobName, s.Params, sc.Labels, s.KubernetesSDConfigs)
+	}
+}
+
+// relabelConfigs turns the operator's relabellings into Prometheus's, with
+// Prometheus's defaults for what is left out.
+func relabelConfigs(t *testing.T, in []monitoringv1.RelabelConfig) []*relabel.Config {
+	t.Helper()
+	var out []*relabel.Config
+	for _, r := range in {
+		c := relabel.DefaultRelabelConfig
+		c.NameValidationScheme = model.UTF8Validation
+		for _, l := range r.SourceLabels {
+			c.SourceLabels = append(c.SourceLabels, model.LabelName(l))
+		}
+		if r.Separator != nil {
+			c.Separator = *r.Separator
+		}
+		if r.Regex != "" {
+			c.Regex = relabel.MustNewRegexp(r.Regex)
+		}
+		if r.Replacement != nil {
+			c.Replacement = *r.Replacement
+		}
+		if r.Action != "" {
+			c.Action = relabel.Action(strings.ToLower(r.Action))
+		}
+		c.TargetLabel, c.Modulus = r.TargetLabel, uint64(r.Modulus)
+		if err := c.Validate(model.UTF8Validation); err != nil {
+			t.Fatalf("relabelling %+v: %v", r, err)
+		}
+		out = append(out, &c)
+	}
+	return out
 }
