@@ -250,8 +250,8 @@ type catalogCheck struct {
 	recording map[string]bool
 }
 
-// target is the exporter's own target label (exporter.TargetLabel), on every
-// series of a multi-target exporter (--targets.file, /probe).
+// target is the exporter's own target label (naming an exporter by its
+// Options.Name), on every series of a multi-target exporter (--targets.file, /probe).
 var targetLabels = map[string]bool{"job": true, "instance": true, "target": true}
 
 func newCatalogCheck(groups []Group) *catalogCheck {

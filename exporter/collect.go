@@ -9,13 +9,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 	"github.com/cachewatch/cachewatch/internal/emit"
 	"github.com/cachewatch/cachewatch/signals"
 )
 
-// TargetLabel is the label naming an exporter's target (Options.Name) on
+// targetLabel is the label naming an exporter's target (Options.Name) on
 // every series it exports to Prometheus, when it has a name.
-const TargetLabel = "target"
+const targetLabel = "target"
 
 // newDescs returns one descriptor per exporter metric of the catalog, and
 // the key-group overflow counter shared with the other emitters unless its
@@ -24,7 +25,7 @@ const TargetLabel = "target"
 func newDescs(name string, overflow bool) map[signals.ID]*prometheus.Desc {
 	var constLabels prometheus.Labels
 	if name != "" {
-		constLabels = prometheus.Labels{TargetLabel: name}
+		constLabels = prometheus.Labels{targetLabel: name}
 	}
 	out := map[signals.ID]*prometheus.Desc{}
 	for _, m := range signals.All() {
@@ -141,7 +142,7 @@ func validUTF8(s string) string {
 
 // collectAges sends when each series family's figures were taken, kept
 // while the family's series are left out (a failing stage).
-func collectAges(m emitter, s *NodeSnapshot) {
+func collectAges(m emitter, s *snapshot.Node) {
 	for _, a := range []struct {
 		family string
 		at     time.Time
@@ -163,7 +164,7 @@ func collectAges(m emitter, s *NodeSnapshot) {
 	m.counter(signals.LockIndexRepairs, float64(s.LockRepairs))
 }
 
-func collectNode(m emitter, s *NodeSnapshot) {
+func collectNode(m emitter, s *snapshot.Node) {
 	up := 0.0
 	if s.Up {
 		up = 1
@@ -195,7 +196,7 @@ func collectNode(m emitter, s *NodeSnapshot) {
 	}
 }
 
-func collectServer(m emitter, s *NodeSnapshot) {
+func collectServer(m emitter, s *snapshot.Node) {
 	st := s.Server
 	m.counter(signals.ServerKeyspaceHits, float64(s.Hits))
 	m.counter(signals.ServerKeyspaceMisses, float64(s.Misses))
@@ -223,7 +224,7 @@ func collectServer(m emitter, s *NodeSnapshot) {
 
 // collectPass sends the key figures of a complete whole-keyspace pass (none
 // of a pass in progress) and the lock figures shown.
-func collectPass(m emitter, p *Pass) {
+func collectPass(m emitter, p *snapshot.Pass) {
 	for group, g := range p.Groups {
 		if g.Keys > 0 && p.Complete {
 			m.gauge(signals.KeysSampled, float64(g.Keys), group)
@@ -273,7 +274,7 @@ func (m emitter) histogram(def signals.ID, cumulative []uint64, count uint64, su
 	}
 }
 
-func collectQueues(m emitter, qs []QueueStats) {
+func collectQueues(m emitter, qs []snapshot.QueueStats) {
 	for _, q := range qs {
 		m.gauge(signals.QueueLength, float64(q.Length), q.Queue, q.Type)
 		if q.HasOldest {

@@ -11,8 +11,8 @@
 //
 //   - the lock stage keeps an index of the lock keys (their expiry and a
 //     hash of their owner token). A SCAN … MATCH pass over the keyspace
-//     fills it, reading each lock's TTL (PEXPIRETIME) and the first
-//     MaxTokenBytes of its value (GETRANGE, never GET), paced so that SCAN
+//     fills it, reading each lock's TTL (PEXPIRETIME) and a bounded prefix of
+//     its value (GETRANGE, never GET), paced so that SCAN
 //     takes at most LockScanBudget of the server's time. The node is
 //     subscribed to the keyspace events of the lock patterns (by default
 //     the exporter turns on the classes it needs, LockNotifications), and
@@ -62,27 +62,25 @@ import (
 	"github.com/cachewatch/cachewatch/signals"
 )
 
-// Defaults for the zero values of Options.
-const (
-	DefaultInterval       = sampler.DefaultInterval
-	DefaultMaxKeys        = sampler.DefaultMaxKeys
-	DefaultMaxDuration    = sampler.DefaultMaxDuration
-	DefaultScanCount      = sampler.DefaultScanCount
-	DefaultBatch          = sampler.DefaultBatch
-	DefaultLongHeld       = sampler.DefaultLongHeld
-	DefaultKeysPerSecond  = sampler.DefaultKeysPerSecond
-	DefaultLockScanCount  = sampler.DefaultLockScanCount
-	DefaultLockPattern    = sampler.DefaultLockPattern
-	MaxTokenBytes         = sampler.MaxTokenBytes
-	MaxStreamGroups       = snapshot.MaxStreamGroups
-	DefaultLockScanBudget = sampler.DefaultLockScanBudget
-	DefaultLockReconcile  = sampler.DefaultLockReconcile
-	DefaultMaxLocks       = sampler.DefaultMaxLocks
-	DefaultLockHolders    = sampler.DefaultLockHolders
-	DefaultMaxQueueReply  = sampler.DefaultMaxQueueReply
-	DefaultMaxInfoReply   = sampler.DefaultMaxInfoReply
-	DefaultMaxReply       = sampler.DefaultMaxReply
-)
+// DefaultInterval is the time between samples in Run when
+// Options.Interval is zero.
+const DefaultInterval = sampler.DefaultInterval
+
+// DefaultOptions returns the Options whose zero values New replaces by
+// defaults with those defaults filled in (Target and the classifiers stay
+// unset): what a command line shows as its flags' defaults. New(o) with o
+// taken from DefaultOptions samples as New with those fields left zero.
+func DefaultOptions() Options {
+	return Options{
+		LockPatterns: []string{sampler.DefaultLockPattern}, LockNotifications: NotifyAuto,
+		LockScanBudget: sampler.DefaultLockScanBudget, LockReconcile: sampler.DefaultLockReconcile,
+		MaxLocks: sampler.DefaultMaxLocks, LockHolders: sampler.DefaultLockHolders,
+		MaxQueueReply: sampler.DefaultMaxQueueReply, MaxInfoReply: sampler.DefaultMaxInfoReply, MaxReply: sampler.DefaultMaxReply,
+		Interval: sampler.DefaultInterval, MaxKeys: sampler.DefaultMaxKeys, MaxDuration: sampler.DefaultMaxDuration,
+		ScanCount: sampler.DefaultScanCount, Batch: sampler.DefaultBatch, LockScanCount: sampler.DefaultLockScanCount,
+		KeysPerSecond: sampler.DefaultKeysPerSecond, LongHeld: sampler.DefaultLongHeld,
+	}
+}
 
 // Options configures an Exporter. Only Target.Addrs is required.
 type Options struct {
@@ -113,37 +111,36 @@ type Options struct {
 	LockNotifications NotifyMode
 	// LockScanBudget is the share of the server's time (0 to 1) the lock
 	// pass's SCAN may take over each interval, by the server's own
-	// accounting of SCAN time per key; default DefaultLockScanBudget.
+	// accounting of SCAN time per key; default in DefaultOptions.
 	LockScanBudget float64
 	// LockReconcile is how long a reconciling pass over the keyspace may
-	// take once notifications keep the lock index exact; default
-	// DefaultLockReconcile.
+	// take once notifications keep the lock index exact; default in
+	// DefaultOptions.
 	LockReconcile time.Duration
 	// MaxLocks bounds the lock keys indexed per node; with more, the lock
-	// series are left out. Default DefaultMaxLocks.
+	// series are left out. Default in DefaultOptions.
 	MaxLocks int
 	// LockHolders is how many of each lock group's longest-held locks have
 	// their holder (service and host, as the lock's value names them)
 	// exported, as lock_holder_held_seconds: at most LockHolders series per
 	// node and lock group, whatever the number of services. Default
-	// DefaultLockHolders; negative exports none.
+	// in DefaultOptions; negative exports none.
 	LockHolders int
 	// MemorySample > 0 reads MEMORY USAGE of one key in MemorySample in
 	// the whole-keyspace pass (paced with it) and exports the estimated
 	// memory per key group. 0 (the default) reads none.
 	MemorySample int
 	// MaxQueueReply bounds, in bytes, the reply of a queue read whose size
-	// the data decides; default DefaultMaxQueueReply. A larger reply is
+	// the data decides; default in DefaultOptions. A larger reply is
 	// refused before it is read, and that read is left out for a backoff.
 	MaxQueueReply int
 	// MaxInfoReply bounds, in bytes, an INFO reply, and MaxReply any other
-	// reply but lock values (at most MaxTokenBytes) and queue reads
+	// reply but lock values (a bounded prefix) and queue reads
 	// (MaxQueueReply): SCAN pages, TTLs, CONFIG GET, CLUSTER NODES, LATENCY
 	// HISTOGRAM, keyspace events. A reply that declares more — or that is
 	// not the Redis protocol — is refused before it is read
-	// (ErrReplyTooLarge, ErrBadReply: class "malformed") and the node is
-	// down until its backoff passes. Defaults DefaultMaxInfoReply and
-	// DefaultMaxReply.
+	// (class "malformed") and the node is
+	// down until its backoff passes. Defaults in DefaultOptions.
 	MaxInfoReply, MaxReply int
 	// Queues are list, stream or sorted-set keys to report on.
 	Queues []string
@@ -164,7 +161,7 @@ type Options struct {
 	LockScanCount int
 	// KeysPerSecond paces the whole-keyspace pass of each node, so the
 	// sampler takes a bounded share of a single-threaded server. 0 means
-	// DefaultKeysPerSecond; a negative value turns pacing off (the lock
+	// the default in DefaultOptions; a negative value turns pacing off (the lock
 	// pass too, which is otherwise spread over half the interval).
 	KeysPerSecond float64
 	// LongHeld is how long an owner token must be seen unchanged for its
@@ -195,9 +192,6 @@ type Options struct {
 
 // ErrNoAddrs is returned by New when the target has no address.
 var ErrNoAddrs = errors.New("exporter: no Redis address")
-
-// ErrNotSampled is the error of a node that has not been sampled yet.
-var ErrNotSampled = sampler.ErrNotSampled
 
 // Exporter samples Redis nodes and serves their last sample as metrics.
 // It is safe for concurrent use.
@@ -248,6 +242,10 @@ func (opts Options) config() (sampler.Config, error) {
 			return sampler.Config{}, errors.New("exporter: empty lock pattern")
 		}
 	}
+	notify, err := opts.LockNotifications.notify()
+	if err != nil {
+		return sampler.Config{}, err
+	}
 	t := opts.Target
 	return sampler.Config{
 		Conn: sampler.Conn{Addrs: t.Addrs, Username: t.Username, Password: t.Password, DB: t.DB, TLS: t.TLS,
@@ -256,7 +254,7 @@ func (opts Options) config() (sampler.Config, error) {
 		Interval: opts.Interval, MaxDuration: opts.MaxDuration, MaxKeys: opts.MaxKeys, ScanCount: opts.ScanCount,
 		Batch: opts.Batch, KeysPerSecond: opts.KeysPerSecond, Unpaced: opts.KeysPerSecond < 0,
 		KeyGroups: opts.KeyGroups, MemorySample: opts.MemorySample, HotKeys: opts.HotKeys,
-		LockPatterns: opts.LockPatterns, LockGroups: opts.LockGroups, Notify: opts.LockNotifications.notify(),
+		LockPatterns: opts.LockPatterns, LockGroups: opts.LockGroups, Notify: notify,
 		LockScanBudget: opts.LockScanBudget, LockReconcile: opts.LockReconcile, LockScanCount: opts.LockScanCount,
 		MaxLocks: opts.MaxLocks, LockHolders: lockHolders(opts.LockHolders), LongHeld: opts.LongHeld, Queues: opts.Queues, MissBurst: opts.MissBurst,
 		Clock: opts.Clock, Logger: opts.Logger,
@@ -276,12 +274,12 @@ func (e *Exporter) Run(ctx context.Context) error {
 // failed is not tried again before its backoff has passed (at most
 // Interval, or 8 × Interval for a command refused by ACL), however often
 // Sample is called: its last result is reported meanwhile.
-func (e *Exporter) Sample(ctx context.Context) []*NodeSnapshot { return e.sampler.Sample(ctx) }
+func (e *Exporter) Sample(ctx context.Context) []*snapshot.Node { return e.sampler.Sample(ctx) }
 
 // Snapshots returns the last published snapshot of every node, sorted by
 // node. Before the first sample each configured address has one with Up
-// false and Err ErrNotSampled.
-func (e *Exporter) Snapshots() []*NodeSnapshot { return e.sampler.Snapshots() }
+// false and an Err saying so.
+func (e *Exporter) Snapshots() []*snapshot.Node { return e.sampler.Snapshots() }
 
 // Close waits for a running sample to end and closes every connection.
 // Snapshots stay readable. Close on a nil *Exporter (what New returns
@@ -305,7 +303,7 @@ func (e *Exporter) Close() error {
 func lockHolders(n int) int {
 	switch {
 	case n == 0:
-		return DefaultLockHolders
+		return sampler.DefaultLockHolders
 	case n < 0:
 		return 0
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/internal/sampler"
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 	"github.com/cachewatch/cachewatch/internal/hostileredis"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
@@ -72,7 +74,7 @@ func TestWrongPassword(t *testing.T) {
 	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, Password: wrong},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s := e.Sample(context.Background())[0]
-	var se *exporter.StageError
+	var se *snapshot.StageError
 	if s.Up || !errors.As(s.Err, &se) || se.Class != "auth" {
 		t.Fatalf("wrong password: up=%v err=%v", s.Up, s.Err)
 	}
@@ -159,7 +161,7 @@ func TestKilledMidSample(t *testing.T) {
 	_, got := scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{`cachewatch_exporter_keys_sampled{key_group="item:*"}`: 2000})
 
-	done := make(chan *exporter.NodeSnapshot)
+	done := make(chan *snapshot.Node)
 	go func() { done <- e.Sample(ctx)[0] }()
 	waitForScans(t, srv.Addr, 3) // the paced sample is well under way
 	srv.Kill()
@@ -298,7 +300,7 @@ func TestScrapeDuringStuckSample(t *testing.T) {
 		t.Fatal(s.Err)
 	}
 	srv.Pause()
-	done := make(chan *exporter.NodeSnapshot, 1)
+	done := make(chan *snapshot.Node, 1)
 	go func() { done <- e.Sample(context.Background())[0] }()
 	_, got := scrape(t, reg)
 	select {
@@ -322,7 +324,7 @@ func TestMalformedInfo(t *testing.T) {
 	addr := fakeRESP(t, "# Stats\r\nkeyspace_hits:lots\r\n")
 	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{addr}, Mode: exporter.ModeStandalone}})
 	s := e.Sample(context.Background())[0]
-	if s.Up || !errors.Is(s.Err, exporter.ErrMalformed) {
+	if s.Up || !errors.Is(s.Err, sampler.ErrMalformed) {
 		t.Fatalf("malformed INFO: up=%v err=%v", s.Up, s.Err)
 	}
 	_, got := scrape(t, reg)

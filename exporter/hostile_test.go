@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/internal/sampler"
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 	"github.com/cachewatch/cachewatch/internal/hostileredis"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
@@ -38,8 +40,8 @@ func TestHostileRepliesTakeOnlyTheirNodeDown(t *testing.T) {
 				srv := hostileredis.Start(t, m.Mode, cmd)
 				clk := clockwork.NewFakeClockAt(time.Now())
 				reg := prometheus.NewRegistry()
-				bad := sampler(t, reg, "hostile", srv.Addr, clk)
-				good := sampler(t, reg, "healthy", healthy.Addr, clk)
+				bad := hostileExporter(t, reg, "hostile", srv.Addr, clk)
+				good := hostileExporter(t, reg, "healthy", healthy.Addr, clk)
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
 				s := bad.Sample(ctx)[0]
@@ -50,15 +52,15 @@ func TestHostileRepliesTakeOnlyTheirNodeDown(t *testing.T) {
 				if g := good.Sample(ctx)[0]; !g.Up {
 					t.Fatalf("the healthy target beside it: %v", g.Err)
 				}
-				wantClass := exporter.ClassMalformed
+				wantClass := snapshot.ClassMalformed
 				if m.Mode == hostileredis.MidReplyClose {
-					wantClass = exporter.ClassConnection
+					wantClass = snapshot.ClassConnection
 				}
-				var se *exporter.StageError
+				var se *snapshot.StageError
 				if s.Up || !errors.As(s.Err, &se) || se.Class != wantClass || srv.Hostile.Load() == 0 {
 					t.Fatalf("up %v, err %v (%d hostile replies sent); want down, class %s", s.Up, s.Err, srv.Hostile.Load(), wantClass)
 				}
-				if wantClass == exporter.ClassMalformed && !errors.Is(s.Err, exporter.ErrBadReply) {
+				if wantClass == snapshot.ClassMalformed && !errors.Is(s.Err, sampler.ErrBadReply) {
 					t.Errorf("err %v does not wrap ErrBadReply", s.Err)
 				}
 				dialled := srv.Conns.Load()
@@ -78,8 +80,8 @@ func TestHostileRepliesTakeOnlyTheirNodeDown(t *testing.T) {
 	}
 }
 
-// sampler is an Exporter of one address named target, registered on reg.
-func sampler(t *testing.T, reg *prometheus.Registry, target, addr string, clk clockwork.Clock) *exporter.Exporter {
+// hostileExporter is an Exporter of one address named target, registered on reg.
+func hostileExporter(t *testing.T, reg *prometheus.Registry, target, addr string, clk clockwork.Clock) *exporter.Exporter {
 	t.Helper()
 	e, err := exporter.New(exporter.Options{Name: target, Clock: clk, LockNotifications: exporter.NotifyOff,
 		Target: exporter.Target{Addrs: []string{addr}, Mode: exporter.ModeStandalone, ReadTimeout: 10 * time.Second}})
@@ -102,7 +104,7 @@ func TestReplyLimitsAreTheOptions(t *testing.T) {
 		must(t, err)
 		s := e.Sample(ctx)[0]
 		_ = e.Close()
-		if s.Up != c.up || (!c.up && !errors.Is(s.Err, exporter.ErrReplyTooLarge)) {
+		if s.Up != c.up || (!c.up && !errors.Is(s.Err, sampler.ErrReplyTooLarge)) {
 			t.Errorf("MaxInfoReply %d: up %v, err %v; want up %v", c.limit, s.Up, s.Err, c.up)
 		}
 		if !c.up && !containsAll(s.Err.Error(), "INFO", fmt.Sprint(c.limit)) {

@@ -15,13 +15,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/internal/sampler"
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
 // notifyArgs start a server that publishes the keyspace events the lock
 // index needs.
-var notifyArgs = []string{"--notify-keyspace-events", exporter.NotifyFlags}
+var notifyArgs = []string{"--notify-keyspace-events", sampler.NotifyFlags}
 
 // writeLocks writes cache keys and lock keys: locks lock:order:0…locks-1,
 // the first noTTL of them without expiry.
@@ -177,7 +179,7 @@ func TestReconcilingPassRepairsLostEvents(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		must(t, rdb.Set(ctx, fmt.Sprintf("lock:job:%d", i), "t", time.Minute).Err())
 	}
-	must(t, rdb.ConfigSet(ctx, "notify-keyspace-events", exporter.NotifyFlags).Err())
+	must(t, rdb.ConfigSet(ctx, "notify-keyspace-events", sampler.NotifyFlags).Err())
 	s := e.Sample(ctx)[0] // the reconciling pass (1,040 keys at ≥ 1,000 keys/s) completes
 	if s.Pass == nil || !s.Pass.LocksNotified {
 		t.Fatalf("not synced: %v", s.Errors)
@@ -253,8 +255,8 @@ func TestNotificationModes(t *testing.T) {
 	if s := auto.Sample(ctx)[0]; s.Pass == nil || !s.Pass.LocksNotified {
 		t.Fatalf("auto mode: not synced: %v", s.Errors)
 	}
-	if got := notifyConfig(t, rdb); !hasClasses(got, exporter.NotifyFlags+"E") {
-		t.Fatalf("auto mode: notify-keyspace-events = %q, want E$ kept and %s added", got, exporter.NotifyFlags)
+	if got := notifyConfig(t, rdb); !hasClasses(got, sampler.NotifyFlags+"E") {
+		t.Fatalf("auto mode: notify-keyspace-events = %q, want E$ kept and %s added", got, sampler.NotifyFlags)
 	}
 	_, m := scrape(t, reg)
 	expect(t, m, srv.Addr, map[string]float64{`cachewatch_exporter_lock_notifications`: 1, `cachewatch_exporter_lock_notifications_refused`: 0})
@@ -269,8 +271,8 @@ func TestNotificationModes(t *testing.T) {
 		t.Fatalf("enable mode: not synced: %v", s.Errors)
 	}
 	must(t, on.Close())
-	if got := notifyConfig(t, rdb); !hasClasses(got, exporter.NotifyFlags+"E") {
-		t.Fatalf("enable mode: notify-keyspace-events = %q after Close, want %s left on", got, exporter.NotifyFlags)
+	if got := notifyConfig(t, rdb); !hasClasses(got, sampler.NotifyFlags+"E") {
+		t.Fatalf("enable mode: notify-keyspace-events = %q after Close, want %s left on", got, sampler.NotifyFlags)
 	}
 }
 
@@ -385,7 +387,7 @@ func TestNotificationsOnEveryClusterMaster(t *testing.T) {
 	ctx := context.Background()
 	for _, n := range cl.Nodes {
 		c := n.Client(t)
-		must(t, c.ConfigSet(ctx, "notify-keyspace-events", exporter.NotifyFlags).Err())
+		must(t, c.ConfigSet(ctx, "notify-keyspace-events", sampler.NotifyFlags).Err())
 	}
 	rdb := cl.Client(t)
 	writeLocks(t, rdb, 3000, 90, 0)
@@ -427,7 +429,7 @@ func TestNotificationsOnEveryClusterMaster(t *testing.T) {
 
 // allNotified reports whether every node's lock index is synced and
 // followed by notifications.
-func allNotified(snaps []*exporter.NodeSnapshot) bool {
+func allNotified(snaps []*snapshot.Node) bool {
 	for _, s := range snaps {
 		if s.Pass == nil || !s.Pass.LocksNotified {
 			return false

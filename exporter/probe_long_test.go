@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/internal/sampler"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/internal/syncbuf"
@@ -180,7 +181,7 @@ func (p *longProbe) scrape() (lockFigures, time.Time, bool) {
 func (p *longProbe) exact() bool {
 	seen, at, ok := p.scrape()
 	if ok {
-		if good, why := checkAt(p.log.snapshot(), seen, at, exporter.DefaultLongHeld); !good {
+		if good, why := checkAt(p.log.snapshot(), seen, at, sampler.DefaultLongHeld); !good {
 			p.t.Errorf("figures never true at %v: %s", at, why)
 		}
 	}
@@ -394,7 +395,7 @@ func (p *longProbe) scrapeOnce(r *steadyRun) {
 		return
 	}
 	r.checked++
-	if good, why := checkAt(p.log.snapshot(), seen, at, exporter.DefaultLongHeld); !good {
+	if good, why := checkAt(p.log.snapshot(), seen, at, sampler.DefaultLongHeld); !good {
 		if r.violations++; r.violations <= 5 {
 			p.logf("VIOLATION at +%v: figures of %v never true then: %s", now.Sub(p.began).Round(time.Millisecond), at, why)
 		}
@@ -422,10 +423,10 @@ func (p *longProbe) progress(r *steadyRun, n int) {
 		age = r.ages[n-1]
 	}
 	calls, usec := scanStats(p.admin)
-	c := time.Duration(float64(usec) * 1000 / float64(max(calls, 1)) / exporter.DefaultLockScanCount)
+	c := time.Duration(float64(usec) * 1000 / float64(max(calls, 1)) / sampler.DefaultLockScanCount)
 	p.logf("+%v: %d scrapes with figures, last age %v; SCAN %d calls, %v per key visited (c*N/B at the 20 %% budget: %.0f s); load %s",
 		time.Since(p.began).Round(time.Second), n, age.Round(time.Millisecond), calls, c,
-		c.Seconds()*float64(p.keys)/exporter.DefaultLockScanBudget, loadAvg())
+		c.Seconds()*float64(p.keys)/sampler.DefaultLockScanBudget, loadAvg())
 }
 
 // scanStats reads the server's SCAN calls and time (INFO commandstats).

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/internal/sampler"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 )
 
@@ -239,7 +240,7 @@ func TestLockFiguresTrueAtTheirTimestamp(t *testing.T) {
 		if !shown {
 			continue
 		}
-		if ok, why := checkAt(log.snapshot(), seen, at, exporter.DefaultLongHeld); !ok {
+		if ok, why := checkAt(log.snapshot(), seen, at, sampler.DefaultLongHeld); !ok {
 			t.Fatalf("scrape %d shows figures never true at their time %s: %s", checked, at.Format(time.StampMicro), why)
 		}
 		checked++

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/keygroup"
@@ -252,7 +253,7 @@ func TestQueueReadsCappedByReplySize(t *testing.T) {
 		`cachewatch_exporter_queue_reads_skipped_total{queue="big",read="first_entry"}`: samples, // refused in the first, then left out
 		`cachewatch_exporter_queue_reads_skipped_total{queue="fan",read="groups"}`:      samples - 1,
 		`cachewatch_exporter_queue_length{queue="big",type="stream"}`:                   2,
-		`cachewatch_exporter_stream_groups_dropped{queue="fan"}`:                        3000 - exporter.MaxStreamGroups,
+		`cachewatch_exporter_stream_groups_dropped{queue="fan"}`:                        3000 - snapshot.MaxStreamGroups,
 	})
 	if _, ok := got[fmt.Sprintf(`cachewatch_exporter_queue_oldest_age_seconds{node=%q,queue="big"}`, srv.Addr)]; ok {
 		t.Error("the age of a first entry not read is still served")

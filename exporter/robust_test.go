@@ -18,6 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/internal/sampler"
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
@@ -34,7 +36,7 @@ func TestUpZeroBeforeFirstSample(t *testing.T) {
 			t.Errorf("before the first sample: up{node=%q} = %v (present %v), want 0", a, v, ok)
 		}
 	}
-	if s := e.Snapshots(); len(s) != 2 || !errors.Is(s[0].Err, exporter.ErrNotSampled) {
+	if s := e.Snapshots(); len(s) != 2 || !errors.Is(s[0].Err, sampler.ErrNotSampled) {
 		t.Fatalf("snapshots before the first sample: %+v", s)
 	}
 }
@@ -46,11 +48,11 @@ func TestTLSToPlaintextPort(t *testing.T) {
 	must(t, err)
 	e, _ := newExporter(t, exporter.Options{Target: tg})
 	s := e.Sample(context.Background())[0]
-	if s.Up || !errors.Is(s.Err, exporter.ErrTLSMismatch) || !strings.Contains(s.Err.Error(), "redis://") {
+	if s.Up || !errors.Is(s.Err, sampler.ErrTLSMismatch) || !strings.Contains(s.Err.Error(), "redis://") {
 		t.Fatalf("TLS to a plaintext port: up=%v err=%v", s.Up, s.Err)
 	}
-	var se *exporter.StageError
-	if !errors.As(s.Err, &se) || se.Stage != exporter.StageConnect || se.Class != exporter.ClassConnection {
+	var se *snapshot.StageError
+	if !errors.As(s.Err, &se) || se.Stage != snapshot.StageConnect || se.Class != snapshot.ClassConnection {
 		t.Fatalf("stage error: %+v", se)
 	}
 }
@@ -68,12 +70,12 @@ func TestTLSMismatchRealServer(t *testing.T) {
 	must(t, err)
 	e, reg := newExporter(t, exporter.Options{Target: plain})
 	s := e.Sample(ctx)[0]
-	if s.Up || !errors.Is(s.Err, exporter.ErrTLSMismatch) || !strings.Contains(s.Err.Error(), "TLS mismatch") ||
+	if s.Up || !errors.Is(s.Err, sampler.ErrTLSMismatch) || !strings.Contains(s.Err.Error(), "TLS mismatch") ||
 		!strings.Contains(s.Err.Error(), "rediss://") {
 		t.Fatalf("redis:// to a TLS port: up=%v err=%v", s.Up, s.Err)
 	}
-	var se *exporter.StageError
-	if !errors.As(s.Err, &se) || se.Stage != exporter.StageConnect || se.Class != exporter.ClassConnection {
+	var se *snapshot.StageError
+	if !errors.As(s.Err, &se) || se.Stage != snapshot.StageConnect || se.Class != snapshot.ClassConnection {
 		t.Fatalf("stage error: %+v", se)
 	}
 	up := metrictest.Sum(t, reg, "cachewatch_exporter_up", "node", srv.Addr)
@@ -100,7 +102,7 @@ func TestTLSMismatchRealServer(t *testing.T) {
 	wrong.TLS = srv.ClientTLS()
 	e, reg = newExporter(t, exporter.Options{Target: wrong})
 	s = e.Sample(ctx)[0]
-	if s.Up || !errors.Is(s.Err, exporter.ErrTLSMismatch) || !strings.Contains(s.Err.Error(), "does not speak TLS") {
+	if s.Up || !errors.Is(s.Err, sampler.ErrTLSMismatch) || !strings.Contains(s.Err.Error(), "does not speak TLS") {
 		t.Fatalf("rediss:// to a plaintext port: up=%v err=%v", s.Up, s.Err)
 	}
 	if up := metrictest.Sum(t, reg, "cachewatch_exporter_up", "node", plainSrv.Addr); up != 0 {
@@ -270,7 +272,7 @@ func TestClusterDownIsRateBounded(t *testing.T) {
 		`cachewatch_exporter_up`: 1,
 	})
 	stats := infoFields(t, rdb, "commandstats")
-	if got := stats["cmdstat_pexpiretime.rejected"]; got == 0 || got > attempts*2*exporter.DefaultBatch {
+	if got := stats["cmdstat_pexpiretime.rejected"]; got == 0 || got > attempts*2*sampler.DefaultBatch {
 		t.Errorf("refused PEXPIRETIMEs: %d over %d samples", got, samples)
 	}
 }
@@ -313,7 +315,7 @@ func TestStreamGroupsDroppedAndOverflow(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	must(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "orders", Values: []any{"n", 1}}).Err())
-	for i := 0; i < exporter.MaxStreamGroups+7; i++ {
+	for i := 0; i < snapshot.MaxStreamGroups+7; i++ {
 		must(t, rdb.XGroupCreate(ctx, "orders", fmt.Sprintf("g%d", i), "0").Err())
 	}
 	for i := 0; i < 5; i++ {

@@ -50,26 +50,25 @@ func defineExporter(cmd *kingpin.CmdClause) action {
 	cmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.path)
 	cmd.Flag("sample.interval", "Time between samples.").Default(exporter.DefaultInterval.String()).DurationVar(&f.interval)
 	cmd.Flag("locks.long-held", "Owner token unchanged this long makes a lock long-held.").
-		Default(exporter.DefaultLongHeld.String()).DurationVar(&f.longHeld)
+		Default(exporterDefaults.LongHeld.String()).DurationVar(&f.longHeld)
 	cmd.Flag("server.miss-burst", "Count a miss burst when server misses grow by this much in one sample (0: off).").
 		Default("0").Uint64Var(&f.missBurst)
 	cmd.Flag("locks.notifications", "Follow lock keys through keyspace notifications: auto (CONFIG SET the missing classes when allowed, put back on exit), existing (only when the server publishes them), enable (CONFIG SET them and leave them on), or off.").
-		Default(exporter.NotifyAuto.String()).EnumVar(&f.notifications, notifyModes()...)
+		Default(string(exporter.NotifyAuto)).EnumVar(&f.notifications, notifyModes()...)
 	cmd.Flag("locks.reconcile", "With notifications, time over which a SCAN pass reconciles the lock index.").
-		Default(exporter.DefaultLockReconcile.String()).DurationVar(&f.reconcile)
+		Default(exporterDefaults.LockReconcile.String()).DurationVar(&f.reconcile)
 	cmd.Flag("targets.file", "YAML file of Redis targets, each with its own credentials, sampled apart and labelled target (instead of --redis.*).").
 		PlaceHolder("FILE").StringVar(&f.targetsFile)
 	f.probe.register(cmd)
 	return f.run
 }
 
-// notifyModes are the values of --locks.notifications.
+// exporterDefaults are the exporter's defaults, shown as the flags'.
+var exporterDefaults = exporter.DefaultOptions()
+
+// notifyModes are the values of --locks.notifications, the default first.
 func notifyModes() []string {
-	out := make([]string, len(exporter.NotifyModes))
-	for i, m := range exporter.NotifyModes {
-		out[i] = m.String()
-	}
-	return out
+	return []string{string(exporter.NotifyAuto), string(exporter.NotifyExisting), string(exporter.NotifyEnable), string(exporter.NotifyOff)}
 }
 
 // validate checks what kingpin cannot: ranges and cross-flag rules. It
@@ -98,7 +97,7 @@ func (f *exporterFlags) validate() ([]exporter.Options, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode, _ := exporter.ParseNotifyMode(f.notifications) // kingpin checked the value
+	mode := exporter.NotifyMode(f.notifications) // kingpin checked the value
 	for i := range all {
 		all[i].Interval, all[i].LongHeld, all[i].MissBurst = f.interval, f.longHeld, f.missBurst
 		all[i].LockNotifications, all[i].LockReconcile = mode, f.reconcile

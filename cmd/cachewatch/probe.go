@@ -65,7 +65,7 @@ func (f *exporterFlags) probeSampling() (func() (exporter.Options, error), error
 		if err != nil {
 			return exporter.Options{}, err
 		}
-		mode, _ := exporter.ParseNotifyMode(f.notifications) // kingpin checked the value
+		mode := exporter.NotifyMode(f.notifications) // kingpin checked the value
 		opts.Target = exporter.Target{}
 		opts.Interval, opts.LongHeld, opts.MissBurst = f.interval, f.longHeld, f.missBurst
 		opts.LockNotifications, opts.LockReconcile = mode, f.reconcile

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/cachewatch/cachewatch/exporter"
+	"github.com/cachewatch/cachewatch/exporter/internal/sampler"
+	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
 	"github.com/cachewatch/cachewatch/internal/ctxsleep"
 	"github.com/cachewatch/cachewatch/keygroup"
 )
@@ -167,7 +169,7 @@ type Report struct {
 	Findings []Finding     `json:"findings"`
 	// HotKeys are the hottest keys by OBJECT FREQ (LFU policy only). Key
 	// names appear here, in the operator's report, never in metrics.
-	HotKeys []exporter.HotKey `json:"hot_keys,omitempty"`
+	HotKeys []snapshot.HotKey `json:"hot_keys,omitempty"`
 	// IntervalSeconds separated the two samples.
 	IntervalSeconds float64 `json:"interval_seconds"`
 	// Incomplete lists what could not be sampled and why (a node down, a
@@ -265,7 +267,7 @@ func (o Options) withDefaults() Options {
 func (o Options) exporterOptions(perSample time.Duration) exporter.Options {
 	eo := o.Exporter
 	eo.LongHeld, eo.HotKeys, eo.LockHolders = o.LongHeld, o.HotKeys, namedPerGroup
-	eo.MaxDuration = min(cmp.Or(eo.MaxDuration, exporter.DefaultMaxDuration), perSample)
+	eo.MaxDuration = min(cmp.Or(eo.MaxDuration, sampler.DefaultMaxDuration), perSample)
 	if eo.KeyGroups == nil {
 		eo.KeyGroups, _ = keygroup.New(keygroup.Options{MinKeys: 1}) // valid options: no error
 	}
@@ -290,14 +292,14 @@ const (
 // snapshots, with an error wrapping ErrNoNode when no node was up. When ctx
 // ends during a sample, it returns the snapshots of the sample before, if
 // any, and ctx's error.
-func coverKeyspace(ctx context.Context, e *exporter.Exporter, deadline time.Time) ([]*exporter.NodeSnapshot, error) {
+func coverKeyspace(ctx context.Context, e *exporter.Exporter, deadline time.Time) ([]*snapshot.Node, error) {
 	before := map[string]uint64{} // passes completed before this call; 0 for new nodes
 	for _, s := range e.Snapshots() {
 		before[s.Node] = s.ScanCycles
 	}
 	last := progressOf(e.Snapshots())
 	backoff := firstBackoff
-	var ended []*exporter.NodeSnapshot // the last sample that ended before ctx
+	var ended []*snapshot.Node // the last sample that ended before ctx
 	for stalls := 0; ; {
 		snaps := e.Sample(ctx)
 		if err := endedErr(ctx); err != nil {
@@ -313,7 +315,7 @@ func coverKeyspace(ctx context.Context, e *exporter.Exporter, deadline time.Time
 		for _, s := range snaps {
 			if s.Up && s.ScanCycles <= before[s.Node] {
 				done = false
-				moved = moved || progressOf([]*exporter.NodeSnapshot{s})[s.Node] > last[s.Node]
+				moved = moved || progressOf([]*snapshot.Node{s})[s.Node] > last[s.Node]
 			}
 		}
 		last = progressOf(snaps)
@@ -346,7 +348,7 @@ func endedErr(ctx context.Context) error {
 }
 
 // progressOf returns the keys scanned plus passes completed of each node.
-func progressOf(snaps []*exporter.NodeSnapshot) map[string]uint64 {
+func progressOf(snaps []*snapshot.Node) map[string]uint64 {
 	p := make(map[string]uint64, len(snaps))
 	for _, s := range snaps {
 		p[s.Node] = s.KeysScanned + s.ScanCycles
@@ -356,11 +358,11 @@ func progressOf(snaps []*exporter.NodeSnapshot) map[string]uint64 {
 
 // onlyRefused reports whether every failed stage of an up node was refused
 // by the server's ACL: retrying cannot help.
-func onlyRefused(snaps []*exporter.NodeSnapshot) bool {
+func onlyRefused(snaps []*snapshot.Node) bool {
 	refused := false
 	for _, s := range snaps {
 		for _, se := range s.Errors {
-			if s.Up && se.Class != exporter.ClassNoPerm {
+			if s.Up && se.Class != snapshot.ClassNoPerm {
 				return false
 			}
 			refused = refused || s.Up
@@ -371,7 +373,7 @@ func onlyRefused(snaps []*exporter.NodeSnapshot) bool {
 
 // noNodeUp returns an error wrapping ErrNoNode and every node's error when
 // no node could be sampled.
-func noNodeUp(snaps []*exporter.NodeSnapshot) error {
+func noNodeUp(snaps []*snapshot.Node) error {
 	var errs []error
 	for _, s := range snaps {
 		if s.Up {
@@ -384,13 +386,13 @@ func noNodeUp(snaps []*exporter.NodeSnapshot) error {
 
 // Analyze turns snapshots into a report. Findings of the same check and
 // subject on several Cluster masters are merged into one.
-func Analyze(snaps []*exporter.NodeSnapshot, th Thresholds) *Report {
+func Analyze(snaps []*snapshot.Node, th Thresholds) *Report {
 	return analyze(snaps, th, nil)
 }
 
 // analyze is Analyze knowing the configured queues, so that one found on
 // no node is reported.
-func analyze(snaps []*exporter.NodeSnapshot, th Thresholds, queues []string) *Report {
+func analyze(snaps []*snapshot.Node, th Thresholds, queues []string) *Report {
 	th = th.withDefaults()
 	a := &analysis{th: th, merged: map[string]*Finding{}}
 	r := &Report{}
@@ -420,12 +422,12 @@ func analyze(snaps []*exporter.NodeSnapshot, th Thresholds, queues []string) *Re
 }
 
 // incomplete says what could not be sampled on one node, and why.
-func incomplete(s *exporter.NodeSnapshot) []string {
+func incomplete(s *snapshot.Node) []string {
 	if !s.Up {
 		return []string{fmt.Sprintf("%s: not sampled: %v", s.Node, s.Err)}
 	}
 	var out []string
-	seen := map[exporter.Stage]bool{}
+	seen := map[snapshot.Stage]bool{}
 	for _, se := range s.Errors {
 		if !seen[se.Stage] {
 			seen[se.Stage] = true
@@ -459,13 +461,13 @@ func (a *analysis) add(node string, f Finding) {
 	m.Locks = append(m.Locks, f.Locks...)
 }
 
-func (a *analysis) node(s *exporter.NodeSnapshot) {
+func (a *analysis) node(s *snapshot.Node) {
 	if !s.Up {
 		a.add(s.Node, Finding{Check: CheckNodeDown, Severity: Critical, Count: 1})
 		return
 	}
 	for _, se := range s.Errors {
-		if se.Class == exporter.ClassNoPerm {
+		if se.Class == snapshot.ClassNoPerm {
 			a.add(s.Node, Finding{Check: CheckSamplerForbidden, Severity: Warning, Command: string(se.Stage), Count: 1})
 		}
 	}
@@ -481,7 +483,7 @@ func (a *analysis) node(s *exporter.NodeSnapshot) {
 	a.queues(s.Node, s.Queues)
 }
 
-func queueNames(qs []exporter.QueueStats) map[string]bool {
+func queueNames(qs []snapshot.QueueStats) map[string]bool {
 	m := make(map[string]bool, len(qs))
 	for _, q := range qs {
 		m[q.Queue] = true
@@ -494,7 +496,7 @@ func queueNames(qs []exporter.QueueStats) map[string]bool {
 // together by design, and are not recomputed) and locks and queues out of
 // hot keys without TTL (locks without TTL have their own check; queues do
 // not expire).
-func (a *analysis) keyspace(node string, p *exporter.Pass, queues map[string]bool) {
+func (a *analysis) keyspace(node string, p *snapshot.Pass, queues map[string]bool) {
 	for name, g := range p.Groups {
 		if g.LocksNoTTL > 0 {
 			a.add(node, Finding{Check: CheckLocksWithoutTTL, Severity: Critical, KeyGroup: name, Count: g.LocksNoTTL, Total: g.Locks,
@@ -524,7 +526,7 @@ func (a *analysis) keyspace(node string, p *exporter.Pass, queues map[string]boo
 // queue: it is held under another type, or does not exist. A queue is only
 // called missing when every node was sampled without a queue-stage error,
 // so that the node owning it cannot be the one that failed.
-func (a *analysis) missingQueues(snaps []*exporter.NodeSnapshot, queues []string) {
+func (a *analysis) missingQueues(snaps []*snapshot.Node, queues []string) {
 	found := map[string]bool{}
 	for _, s := range snaps {
 		if !s.Up {
@@ -565,7 +567,7 @@ func (a *analysis) missingQueues(snaps []*exporter.NodeSnapshot, queues []string
 
 var scriptCommands = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
 
-func (a *analysis) server(s *exporter.NodeSnapshot) {
+func (a *analysis) server(s *snapshot.Node) {
 	st := s.Server
 	for _, c := range scriptCommands {
 		cs, ok := st.Commands[c]
@@ -587,7 +589,7 @@ func (a *analysis) server(s *exporter.NodeSnapshot) {
 	}
 }
 
-func (a *analysis) queues(node string, qs []exporter.QueueStats) {
+func (a *analysis) queues(node string, qs []snapshot.QueueStats) {
 	for _, q := range qs {
 		switch q.Type {
 		case "list":

@@ -112,7 +112,7 @@ func checkTarget(t *testing.T, fams map[string]*dto.MetricFamily, want string) {
 		for _, m := range f.GetMetric() {
 			got := "<none>"
 			for _, l := range m.GetLabel() {
-				if l.GetName() == exporter.TargetLabel {
+				if l.GetName() == "target" {
 					got = l.GetValue()
 				}
 			}
