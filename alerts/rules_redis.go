@@ -49,26 +49,37 @@ func redisDefinitions(cfg Config) []definition {
 // the page, and one command answered in the window is enough to stay
 // quiet.
 func redisUnreachable(cfg Config) definition {
-	count := func(values string) series {
-		return series{`cachewatch_redis_command_duration_seconds_count{` + cli + `, command="get"}`, values}
-	}
-	failed := func(values string) series {
-		return series{`cachewatch_redis_command_errors_total{` + cli + `, command="get", error_class="connection"}`, values}
-	}
-	clientLabels := map[string]string{"job": "api", "client": "orders"}
 	return definition{
 		group: groupRedis, name: "CachewatchRedisUnreachable",
-		query: `sum by (job, client) (
+		query: redisUnreachableQuery,
+		by:    "job, client", op: ">",
+		levels:      []level{lvl(SeverityCritical, 0, "0")},
+		guard:       redisUnreachableGuard,
+		guardOn:     "job, client",
+		seen:        serviceSight("cachewatch_redis_command_duration_seconds_count", "0x59"),
+		forDur:      time.Duration(cfg.RedisUnreachableFor),
+		summary:     "Redis is unreachable: no command of a client got a reply.",
+		description: `Client {{ $labels.client }} of {{ $labels.job }} got no reply to any of the {{ $value | printf "%.0f" }} commands it sent in the last ${redis_unreachable_window} (refused, reset, timed out, or LOADING/MASTERDOWN-class replies): Redis is unreachable from it.`,
+		impact:      fallbackImpact,
+		runbook:     redisUnreachableRunbook(),
+		cases:       redisUnreachableCases(),
+	}
+}
+
+// redisUnreachableQuery counts, per job and client, the commands that got
+// no reply within the window.
+const redisUnreachableQuery = `sum by (job, client) (
   cachewatch_redis_command_errors_total{${service_selector}, ` + noReply + `}
   - (
     cachewatch_redis_command_errors_total{${service_selector}, ` + noReply + `} offset ${redis_unreachable_window}
     or
     0 * cachewatch_redis_command_errors_total{${service_selector}, ` + noReply + `}
   )
-)`,
-		by: "job, client", op: ">",
-		levels: []level{lvl(SeverityCritical, 0, "0")},
-		guard: `(
+)`
+
+// redisUnreachableGuard keeps the page quiet while any command of the
+// window got a reply.
+const redisUnreachableGuard = `(
   sum by (job, client) (
     cachewatch_redis_command_duration_seconds_count{${service_selector}}
     - (
@@ -86,44 +97,49 @@ func redisUnreachable(cfg Config) definition {
       0 * cachewatch_redis_command_errors_total{${service_selector}, ` + noReply + `}
     )
   )
-) < 1`,
-		guardOn:     "job, client",
-		seen:        serviceSight("cachewatch_redis_command_duration_seconds_count", "0x59"),
-		forDur:      time.Duration(cfg.RedisUnreachableFor),
-		summary:     "Redis is unreachable: no command of a client got a reply.",
-		description: `Client {{ $labels.client }} of {{ $labels.job }} got no reply to any of the {{ $value | printf "%.0f" }} commands it sent in the last ${redis_unreachable_window} (refused, reset, timed out, or LOADING/MASTERDOWN-class replies): Redis is unreachable from it.`,
-		impact:      fallbackImpact,
-		runbook: runbook{
-			meaning: "Every command the client (a hooked go-redis client, by its `client` label) sent within `redis_unreachable_window` failed for want of a reply: connections refused or reset, timeouts, or a server that answers it cannot serve. " +
-				"It pages whatever the traffic: a circuit breaker that cuts the traffic to a trial call now and then does not slow it, and one answered command in the window keeps it quiet. " +
-				"It inhibits the Redis availability and cache availability pages and the command-error and breaker tickets of the same job: one incident, one page. The description names the load moved to the source meanwhile: lookups per minute that fell back to the loader (`cachewatch_cache_fallbacks_total`).",
-			resolves: "It resolves once a command gets a reply again (or the job stops sending any).",
-			causes: []string{
-				"Redis down, restarting, or killed (OOM killer, eviction of its pod).",
-				"A network partition, a firewall or security-group change, DNS pointing elsewhere.",
-				"Redis loading its dataset after a restart (`LOADING`) or a replica whose master is down (`MASTERDOWN`).",
-				"Every connection of the pool stuck behind blocking commands (all calls time out).",
-			},
-			confirm: "On **" + boardRedis + "**, panels *Command errors by class* (connection, timeout, unavailable) and *Pool connections by state*; on **" + boardKeyspace + "**, *Exporter up* (an exporter of the same Redis pages CachewatchRedisNodeUnreachable); on **" + boardContention + "**, *Fallbacks by cause* and *Circuit breaker state*.",
-			fix:     "Restore Redis or the path to it; meanwhile keep the fallback bounded (`CacheOptions.FallbackConcurrency`) so the database survives the load the description names.",
+) < 1`
+
+func redisUnreachableRunbook() runbook {
+	return runbook{
+		meaning: "Every command the client (a hooked go-redis client, by its `client` label) sent within `redis_unreachable_window` failed for want of a reply: connections refused or reset, timeouts, or a server that answers it cannot serve. " +
+			"It pages whatever the traffic: a circuit breaker that cuts the traffic to a trial call now and then does not slow it, and one answered command in the window keeps it quiet. " +
+			"It inhibits the Redis availability and cache availability pages and the command-error and breaker tickets of the same job: one incident, one page. The description names the load moved to the source meanwhile: lookups per minute that fell back to the loader (`cachewatch_cache_fallbacks_total`).",
+		resolves: "It resolves once a command gets a reply again (or the job stops sending any).",
+		causes: []string{
+			"Redis down, restarting, or killed (OOM killer, eviction of its pod).",
+			"A network partition, a firewall or security-group change, DNS pointing elsewhere.",
+			"Redis loading its dataset after a restart (`LOADING`) or a replica whose master is down (`MASTERDOWN`).",
+			"Every connection of the pool stuck behind blocking commands (all calls time out).",
 		},
-		cases: []testCase{{
-			name:    "Redis killed under 20 commands a second: every command since fails",
-			series:  []series{count("0+1200x29 34860+60x29"), failed("_x30 60+60x29")},
-			quietAt: []time.Duration{30 * time.Minute},
-			want:    []want{{SeverityCritical, clientLabels, "Client orders of api got no reply to any of the 60 commands it sent in the last 1m (refused, reset, timed out, or LOADING/MASTERDOWN-class replies): Redis is unreachable from it."}},
-		}, {
-			name:   "a breaker cutting the traffic to 2 trial commands a minute does not hide it",
-			series: []series{count("0+1200x29 34802+2x29"), failed("_x30 2+2x29")},
-			want:   []want{{SeverityCritical, clientLabels, "Client orders of api got no reply to any of the 2 commands it sent in the last 1m (refused, reset, timed out, or LOADING/MASTERDOWN-class replies): Redis is unreachable from it."}},
-		}, {
-			name:   "healthy: a reset now and then, the other commands answered",
-			series: []series{count("0+1200x59"), failed("0+6x59")},
-		}, {
-			name:   "recovered: answered again",
-			series: []series{count("0+1200x29 34860+60x9 35460+1200x19"), failed("_x30 60+60x9 600x19")},
-		}},
+		confirm: "On **" + boardRedis + "**, panels *Command errors by class* (connection, timeout, unavailable) and *Pool connections by state*; on **" + boardKeyspace + "**, *Exporter up* (an exporter of the same Redis pages CachewatchRedisNodeUnreachable); on **" + boardContention + "**, *Fallbacks by cause* and *Circuit breaker state*.",
+		fix:     "Restore Redis or the path to it; meanwhile keep the fallback bounded (`CacheOptions.FallbackConcurrency`) so the database survives the load the description names.",
 	}
+}
+
+func redisUnreachableCases() []testCase {
+	count := func(values string) series {
+		return series{`cachewatch_redis_command_duration_seconds_count{` + cli + `, command="get"}`, values}
+	}
+	failed := func(values string) series {
+		return series{`cachewatch_redis_command_errors_total{` + cli + `, command="get", error_class="connection"}`, values}
+	}
+	clientLabels := map[string]string{"job": "api", "client": "orders"}
+	return []testCase{{
+		name:    "Redis killed under 20 commands a second: every command since fails",
+		series:  []series{count("0+1200x29 34860+60x29"), failed("_x30 60+60x29")},
+		quietAt: []time.Duration{30 * time.Minute},
+		want:    []want{{SeverityCritical, clientLabels, "Client orders of api got no reply to any of the 60 commands it sent in the last 1m (refused, reset, timed out, or LOADING/MASTERDOWN-class replies): Redis is unreachable from it."}},
+	}, {
+		name:   "a breaker cutting the traffic to 2 trial commands a minute does not hide it",
+		series: []series{count("0+1200x29 34802+2x29"), failed("_x30 2+2x29")},
+		want:   []want{{SeverityCritical, clientLabels, "Client orders of api got no reply to any of the 2 commands it sent in the last 1m (refused, reset, timed out, or LOADING/MASTERDOWN-class replies): Redis is unreachable from it."}},
+	}, {
+		name:   "healthy: a reset now and then, the other commands answered",
+		series: []series{count("0+1200x59"), failed("0+6x59")},
+	}, {
+		name:   "recovered: answered again",
+		series: []series{count("0+1200x29 34860+60x9 35460+1200x19"), failed("_x30 60+60x9 600x19")},
+	}}
 }
 
 // redisNodeUnreachable pages when the exporter could not reach a node in

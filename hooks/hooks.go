@@ -225,17 +225,9 @@ func New(opts Options) (*Hook, error) {
 	if h.signals == 0 {
 		h.signals = AllSignals
 	}
-	for _, p := range opts.TryOnce {
-		if _, err := path.Match(p, ""); err != nil {
-			return nil, fmt.Errorf("hooks: TryOnce pattern %q: %w", p, err)
-		}
-	}
-	horizon := opts.RetryHorizon
-	switch {
-	case horizon == 0:
-		horizon = DefaultRetryHorizon
-	case horizon < time.Millisecond:
-		return nil, fmt.Errorf("hooks: RetryHorizon %v: want at least 1ms", opts.RetryHorizon)
+	horizon, err := retryHorizon(opts)
+	if err != nil {
+		return nil, err
 	}
 	if reg != nil {
 		if err := claimName(reg, name); err != nil {
@@ -257,24 +249,10 @@ func New(opts Options) (*Hook, error) {
 	}
 	h.buildCommands(v, name)
 	h.pipe = [2]lazyObserver{newLazyObserver(v.pipeDur, name, "pipeline"), newLazyObserver(v.pipeDur, name, "tx")}
-	h.scripts, err = newScriptRegistry(opts.Scripts, func(script string, role Role) *scriptInfo {
-		s := &scriptInfo{name: script, role: role, noscript: newLazyCounter(v.noscript, name, script)}
-		for i := range s.dur {
-			s.dur[i] = newLazyObserver(v.scriptDur, name, script, scriptCmdNames[i])
-		}
-		return s
-	})
-	if err != nil {
+	if h.scripts, err = newScriptRegistry(opts.Scripts, scriptSeries(v, name)); err != nil {
 		return nil, err
 	}
-	clock := opts.Clock
-	if clock == nil {
-		clock = clockwork.NewRealClock()
-	}
-	bursts := burst.New(burst.Options{Window: opts.MissBurstWindow, Threshold: opts.MissBurstThreshold, Now: clock.Now})
-	h.byGroup = newGroupSet(h.groups, func(group string) *groupMetrics {
-		return newGroupMetrics(v, name, group, lockMode(opts.TryOnce, group), bursts)
-	})
+	h.byGroup = newGroupSet(h.groups, groupSeries(v, name, opts))
 	h.retries = newRetryTable(horizon, h.settleTryOnce)
 	if reg != nil && h.on(Locks) {
 		// Every scrape settles the acquisitions whose horizon has passed,
@@ -292,6 +270,47 @@ func New(opts Options) (*Hook, error) {
 		}
 	}
 	return h, nil
+}
+
+// retryHorizon checks the TryOnce patterns and returns the retry horizon,
+// the default for 0.
+func retryHorizon(opts Options) (time.Duration, error) {
+	for _, p := range opts.TryOnce {
+		if _, err := path.Match(p, ""); err != nil {
+			return 0, fmt.Errorf("hooks: TryOnce pattern %q: %w", p, err)
+		}
+	}
+	switch {
+	case opts.RetryHorizon == 0:
+		return DefaultRetryHorizon, nil
+	case opts.RetryHorizon < time.Millisecond:
+		return 0, fmt.Errorf("hooks: RetryHorizon %v: want at least 1ms", opts.RetryHorizon)
+	}
+	return opts.RetryHorizon, nil
+}
+
+// scriptSeries returns the constructor of a known script's series.
+func scriptSeries(v *vecs, name string) func(script string, role Role) *scriptInfo {
+	return func(script string, role Role) *scriptInfo {
+		s := &scriptInfo{name: script, role: role, noscript: newLazyCounter(v.noscript, name, script)}
+		for i := range s.dur {
+			s.dur[i] = newLazyObserver(v.scriptDur, name, script, scriptCmdNames[i])
+		}
+		return s
+	}
+}
+
+// groupSeries returns the constructor of a key group's series, with the
+// miss-burst detector they share on opts.Clock.
+func groupSeries(v *vecs, name string, opts Options) func(group string) *groupMetrics {
+	clock := opts.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	bursts := burst.New(burst.Options{Window: opts.MissBurstWindow, Threshold: opts.MissBurstThreshold, Now: clock.Now})
+	return func(group string) *groupMetrics {
+		return newGroupMetrics(v, name, group, lockMode(opts.TryOnce, group), bursts)
+	}
 }
 
 // register builds the series of the enabled signals on every sink; the

@@ -93,18 +93,7 @@ func (f *demoFlags) run(ctx context.Context, c *cli) int {
 	opts := demo.Options{
 		RedisURL: f.redisURL, Password: os.Getenv(PasswordEnv), Duration: f.duration, Phase: f.phase,
 		Instances: f.instances, Callers: f.callers, Keys: f.keys, Registry: reg,
-		Announce: func(server string) {
-			fmt.Fprintf(progressOut, "cachewatch demo on %s\n", server)
-			fmt.Fprintf(progressOut, "metrics: http://%s/metrics (Prometheus can scrape it while the demo runs)\n", ln.Addr())
-			if f.phase != "" {
-				fmt.Fprintf(progressOut, "running %v, %s only\n", f.duration, f.phase)
-			} else {
-				fmt.Fprintf(progressOut, "running %v: %v unprotected, then %v on cachewatch\n", f.duration, f.duration/2, f.duration/2)
-			}
-			if w := demo.ShortRunWarning(f.duration, f.phase); w != "" {
-				fmt.Fprintln(progressOut, w)
-			}
-		},
+		Announce: f.announce(progressOut, ln.Addr()),
 		Progress: demo.ProgressPrinter(progressOut, terminal, width),
 	}
 	report, err := demo.Run(ctx, opts)
@@ -129,6 +118,23 @@ func (f *demoFlags) run(ctx context.Context, c *cli) int {
 		fmt.Fprintf(progressOut, "HTML report: %s\n", f.reportFile)
 	}
 	return 0
+}
+
+// announce returns what the demo prints once connected: the server, the
+// metrics address and what it will run.
+func (f *demoFlags) announce(out io.Writer, metrics net.Addr) func(server string) {
+	return func(server string) {
+		fmt.Fprintf(out, "cachewatch demo on %s\n", server)
+		fmt.Fprintf(out, "metrics: http://%s/metrics (Prometheus can scrape it while the demo runs)\n", metrics)
+		if f.phase != "" {
+			fmt.Fprintf(out, "running %v, %s only\n", f.duration, f.phase)
+		} else {
+			fmt.Fprintf(out, "running %v: %v unprotected, then %v on cachewatch\n", f.duration, f.duration/2, f.duration/2)
+		}
+		if w := demo.ShortRunWarning(f.duration, f.phase); w != "" {
+			fmt.Fprintln(out, w)
+		}
+	}
 }
 
 func writeDemoReport(r *demo.Report, f *demoFlags, stdout io.Writer) error {

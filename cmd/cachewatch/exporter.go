@@ -191,36 +191,9 @@ func (f *exporterFlags) run(ctx context.Context, c *cli) int {
 // serve samples every target in the background and serves their last
 // samples until ctx is done.
 func (f *exporterFlags) serve(ctx context.Context, exporters []*exporter.Exporter, prober *probe.Prober, logger *slog.Logger) int {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, e := range exporters {
-		if err := reg.Register(e); err != nil {
-			logger.Error("register target", "err", err)
-			return 1
-		}
-	}
-	mux := http.NewServeMux()
-	links := []web.LandingLinks{{Address: f.path, Text: "Metrics"}}
-	if prober != nil {
-		reg.MustRegister(prober)
-		mux.Handle(probePath, prober)
-		links = append(links, web.LandingLinks{Address: probePath + "?target=redis://localhost:6379", Text: "Probe"})
-	}
-	mux.Handle(f.path, promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
-	if f.path != "/" {
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Name:        "cachewatch exporter",
-			Description: "Lock, keyspace expiry, script and queue state sampled from Redis",
-			Version:     versionString(),
-			Links:       links,
-			Profiling:   "false", // no /debug/pprof handlers are served
-
-		})
-		if err != nil {
-			logger.Error("landing page", "err", err)
-			return 1
-		}
-		mux.Handle("/", landing)
+	mux, ok := f.handler(exporters, prober, logger)
+	if !ok {
+		return 1
 	}
 	// Bind first: a taken port is reported alone, before any sampling
 	// starts (and would have to be cancelled, with errors of its own).
@@ -262,4 +235,42 @@ func (f *exporterFlags) serve(ctx context.Context, exporters []*exporter.Exporte
 	cancel()
 	sampled.Wait()
 	return code
+}
+
+// handler registers the exporters and serves the metrics path, the probe
+// path with a prober, and a landing page; an error is logged and reported
+// as false.
+func (f *exporterFlags) handler(exporters []*exporter.Exporter, prober *probe.Prober, logger *slog.Logger) (*http.ServeMux, bool) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, e := range exporters {
+		if err := reg.Register(e); err != nil {
+			logger.Error("register target", "err", err)
+			return nil, false
+		}
+	}
+	mux := http.NewServeMux()
+	links := []web.LandingLinks{{Address: f.path, Text: "Metrics"}}
+	if prober != nil {
+		reg.MustRegister(prober)
+		mux.Handle(probePath, prober)
+		links = append(links, web.LandingLinks{Address: probePath + "?target=redis://localhost:6379", Text: "Probe"})
+	}
+	mux.Handle(f.path, promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
+	if f.path != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        "cachewatch exporter",
+			Description: "Lock, keyspace expiry, script and queue state sampled from Redis",
+			Version:     versionString(),
+			Links:       links,
+			Profiling:   "false", // no /debug/pprof handlers are served
+
+		})
+		if err != nil {
+			logger.Error("landing page", "err", err)
+			return nil, false
+		}
+		mux.Handle("/", landing)
+	}
+	return mux, true
 }

@@ -202,23 +202,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer target.close()
 
-	// The demo's keys are its own and name no one: their groups are kept
-	// from the first key (MinKeys 1) rather than learnt from many.
-	groups, err := keygroup.New(keygroup.Options{MinKeys: 1})
+	e, err := newEnv(target, o)
 	if err != nil {
-		return nil, fmt.Errorf("key groups: %w", err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e := &env{
-		newClient: func() *redis.Client { return redis.NewClient(target.opts) },
-		reg:       o.Registry, groups: groups, quiet: quiet, freshTTL: o.FreshTTL,
-		db: newDatabase(defaultLatency, o.FreshTTL/2),
-		// Round trips get 2s (the client's default is 250ms): the embedded
-		// miniredis starts a Lua interpreter for every script call, and a
-		// demo runs on busy laptops and CI machines.
-		redisTimeout: 2 * time.Second,
-		retryHorizon: o.retryHorizon,
-		versions:     newVersions(),
+		return nil, err
 	}
 	if o.Announce != nil {
 		o.Announce(target.server)
@@ -230,7 +216,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 
-	exp, stopExporter, err := startExporter(ctx, o.Registry, target, groups, quiet)
+	exp, stopExporter, err := startExporter(ctx, o.Registry, target, e.groups, e.quiet)
 	if err != nil {
 		return nil, err
 	}
@@ -260,6 +246,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			"script call the cachewatch client makes, one at a time, and this machine's load; run with --redis for latency figures")
 	}
 	return rep, nil
+}
+
+// newEnv returns what both phases share on target.
+func newEnv(target *redisTarget, o Options) (*env, error) {
+	// The demo's keys are its own and name no one: their groups are kept
+	// from the first key (MinKeys 1) rather than learnt from many.
+	groups, err := keygroup.New(keygroup.Options{MinKeys: 1})
+	if err != nil {
+		return nil, fmt.Errorf("key groups: %w", err)
+	}
+	return &env{
+		newClient: func() *redis.Client { return redis.NewClient(target.opts) },
+		reg:       o.Registry, groups: groups, quiet: slog.New(slog.NewTextHandler(io.Discard, nil)), freshTTL: o.FreshTTL,
+		db: newDatabase(defaultLatency, o.FreshTTL/2),
+		// Round trips get 2s (the client's default is 250ms): the embedded
+		// miniredis starts a Lua interpreter for every script call, and a
+		// demo runs on busy laptops and CI machines.
+		redisTimeout: 2 * time.Second,
+		retryHorizon: o.retryHorizon,
+		versions:     newVersions(),
+	}, nil
 }
 
 // ShortRunWarning says, in two lines, why a run whose phases last less
