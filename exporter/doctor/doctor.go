@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cachewatch/cachewatch/alerts"
 	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/exporter/internal/sampler"
 	"github.com/cachewatch/cachewatch/exporter/internal/snapshot"
@@ -76,11 +77,19 @@ type Thresholds struct {
 	MissMinLookups uint64
 }
 
-// DefaultThresholds are used for zero fields of Thresholds.
-var DefaultThresholds = Thresholds{
-	SyncScore: 10, SyncMinKeys: 10, SlowScript: time.Millisecond,
-	QueuePending: 1000, QueueAge: time.Minute, QueueLength: 10000,
-	MissRatio: 0.5, MissMinLookups: 1000,
+// DefaultThresholds are used for zero fields of Thresholds. Those an alert
+// also judges are the alert's (alerts.DefaultConfig), so that a finding and
+// an alert agree: expiry synchronisation (ExpirySync, ExpirySyncMinKeys),
+// slow scripts (ServerScriptMean), stream backlog (StreamLag) and queue age
+// (QueueOldestAge).
+var DefaultThresholds = defaultThresholds(alerts.DefaultConfig())
+
+func defaultThresholds(c alerts.Config) Thresholds {
+	return Thresholds{
+		SyncScore: c.ExpirySync, SyncMinKeys: uint64(c.ExpirySyncMinKeys), SlowScript: time.Duration(c.ServerScriptMean),
+		QueuePending: uint64(c.StreamLag), QueueAge: time.Duration(c.QueueOldestAge), QueueLength: 10000,
+		MissRatio: 0.5, MissMinLookups: 1000,
+	}
 }
 
 func (t Thresholds) withDefaults() Thresholds {

@@ -16,16 +16,16 @@ import (
 
 // The seeded state.
 const (
-	StuckLocks   = 3  // lock:stuck:N without TTL
-	TTLLocks     = 4  // lock:order:N with a 30s TTL
-	SyncKeys     = 50 // sync:item:N expiring in the same second
-	JitterKeys   = 50 // jit:item:N expiring 2s apart
-	PlainKeys    = 10 // plain:user:N without TTL
-	StreamLen    = 10 // entries in the "orders" stream
-	PendingMsgs  = 5  // delivered to group "workers", not acknowledged
-	ScriptCalls  = 3  // EVALSHA calls of the slow script
-	ListLen      = 7  // "jobs:list"
-	DelayedJobs  = 3  // "jobs:delayed", one overdue by DueAgo
+	StuckLocks   = 3   // lock:stuck:N without TTL
+	TTLLocks     = 4   // lock:order:N with a 30s TTL
+	SyncKeys     = 400 // sync:item:N expiring in the same second (over alerts.DefaultConfig().ExpirySyncMinKeys on each node of a 3-node Cluster)
+	JitterKeys   = 50  // jit:item:N expiring 2s apart
+	PlainKeys    = 10  // plain:user:N without TTL
+	StreamLen    = 10  // entries in the "orders" stream
+	PendingMsgs  = 5   // delivered to group "workers", not acknowledged
+	ScriptCalls  = 3   // EVALSHA calls of the slow script
+	ListLen      = 7   // "jobs:list"
+	DelayedJobs  = 3   // "jobs:delayed", one overdue by DueAgo
 	PendingAgeMs = 600_000
 	DueAgo       = 30 * time.Second
 )
@@ -45,8 +45,10 @@ func Seed(t testing.TB, rdb redis.UniversalClient) (streamBase int64, due time.T
 	for i := 1; i <= TTLLocks; i++ {
 		must(t, rdb.Set(ctx, fmt.Sprintf("lock:order:%d", i), fmt.Sprintf("tok-order-%d", i), 30*time.Second).Err())
 	}
-	// One absolute expiry, half a second into a second two minutes away.
-	at := now.Add(2 * time.Minute).Truncate(time.Second).Add(500 * time.Millisecond)
+	// One absolute expiry, half a second into a second nine minutes away:
+	// more seconds ahead than there are keys, so the synchronisation score
+	// (the busiest second over an even spread) is the key count.
+	at := now.Add(9 * time.Minute).Truncate(time.Second).Add(500 * time.Millisecond)
 	for i := 1; i <= SyncKeys; i++ {
 		must(t, rdb.Do(ctx, "SET", fmt.Sprintf("sync:item:%d", i), "v", "PXAT", at.UnixMilli()).Err())
 	}
