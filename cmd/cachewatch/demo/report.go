@@ -59,7 +59,7 @@ type PhaseReport struct {
 	LoaderCallsPerRefresh Figure `json:"loader_calls_per_refresh"`
 	// Fallbacks are lookups the cachewatch client served by loading
 	// directly because Redis failed or timed out: loader calls outside the
-	// one-per-refresh lease (0 unless Redis struggled).
+	// one-per-refresh claim (0 unless Redis struggled).
 	Fallbacks            Figure `json:"fallbacks"`
 	CallerP50Ms          Figure `json:"caller_p50_ms"`
 	CallerP99Ms          Figure `json:"caller_p99_ms"`
@@ -268,26 +268,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprint(tw, "metric\ttruth\t")
 	}
 	fmt.Fprintln(tw)
-	rows := []struct {
-		label string
-		pick  func(PhaseReport) Figure
-		f     string
-	}{
-		{"loader (database) calls per refresh", func(p PhaseReport) Figure { return p.LoaderCallsPerRefresh }, "%.2f"},
-		{"loader (database) calls", func(p PhaseReport) Figure { return p.LoaderCalls }, "%.0f"},
-		{"… of them direct, Redis failing", func(p PhaseReport) Figure { return p.Fallbacks }, "%.0f"},
-		{"caller p50 (ms)", func(p PhaseReport) Figure { return p.CallerP50Ms }, "%.1f"},
-		{"caller p99 (ms)", func(p PhaseReport) Figure { return p.CallerP99Ms }, "%.1f"},
-		{"stale served", func(p PhaseReport) Figure { return p.StaleServed }, "%.0f"},
-		{"cache misses", func(p PhaseReport) Figure { return p.CacheMisses }, "%.0f"},
-		{"first-try lock contention (waiting callers)", func(p PhaseReport) Figure { return percent(p.FirstTryContention) }, "%.1f%%"},
-		{"… of try-once acquisitions (the job's lock)", func(p PhaseReport) Figure { return percent(p.TryOnceContention) }, "%.1f%%"},
-		{"locks lost", func(p PhaseReport) Figure { return p.LocksLost }, "%.0f"},
-		{"write skew prevented", func(p PhaseReport) Figure { return p.WriteSkewPrevented }, "%.0f"},
-		{"older writes that landed", func(p PhaseReport) Figure { return p.OlderWritesLanded }, "%.0f"},
-		{fmt.Sprintf("miss bursts, ≥%d misses/%v (truth: stampedes)", burstThreshold, burstWindow), func(p PhaseReport) Figure { return p.MissBursts }, "%.0f"},
-	}
-	for _, row := range rows {
+	for _, row := range textRows() {
 		fmt.Fprintf(tw, "%s\t", row.label)
 		for _, p := range r.Phases {
 			fig := row.pick(p)
@@ -313,6 +294,33 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// textRow is one row of the text report: its label, the phase's figure and
+// its format.
+type textRow struct {
+	label string
+	pick  func(PhaseReport) Figure
+	f     string
+}
+
+// textRows are the rows of the text report, in order.
+func textRows() []textRow {
+	return []textRow{
+		{"loader (database) calls per refresh", func(p PhaseReport) Figure { return p.LoaderCallsPerRefresh }, "%.2f"},
+		{"loader (database) calls", func(p PhaseReport) Figure { return p.LoaderCalls }, "%.0f"},
+		{"… of them direct, Redis failing", func(p PhaseReport) Figure { return p.Fallbacks }, "%.0f"},
+		{"caller p50 (ms)", func(p PhaseReport) Figure { return p.CallerP50Ms }, "%.1f"},
+		{"caller p99 (ms)", func(p PhaseReport) Figure { return p.CallerP99Ms }, "%.1f"},
+		{"stale served", func(p PhaseReport) Figure { return p.StaleServed }, "%.0f"},
+		{"cache misses", func(p PhaseReport) Figure { return p.CacheMisses }, "%.0f"},
+		{"first-try lock contention (waiting callers)", func(p PhaseReport) Figure { return percent(p.FirstTryContention) }, "%.1f%%"},
+		{"… of try-once acquisitions (the job's lock)", func(p PhaseReport) Figure { return percent(p.TryOnceContention) }, "%.1f%%"},
+		{"locks lost", func(p PhaseReport) Figure { return p.LocksLost }, "%.0f"},
+		{"write skew prevented", func(p PhaseReport) Figure { return p.WriteSkewPrevented }, "%.0f"},
+		{"older writes that landed", func(p PhaseReport) Figure { return p.OlderWritesLanded }, "%.0f"},
+		{fmt.Sprintf("miss bursts, ≥%d misses/%v (truth: stampedes)", burstThreshold, burstWindow), func(p PhaseReport) Figure { return p.MissBursts }, "%.0f"},
+	}
 }
 
 func percent(f Figure) Figure {
