@@ -171,6 +171,23 @@ func (lv *liveness) lapse() {
 	}
 }
 
+// checkDue reports whether a's attempt should check the holder's
+// liveness: a retry, at most once every tenth of the TTL (a holder found
+// dead is taken over that much later at most, and a crowd of waiters
+// costs Redis a plain SET NX per retry in between).
+func (lv *liveness) checkDue(a *acquisition) bool {
+	now := lv.clock.Now()
+	if a.attempt == 0 {
+		a.checked = now
+		return false
+	}
+	if now.Sub(a.checked) < lv.ttl/10 {
+		return false
+	}
+	a.checked = now
+	return true
+}
+
 // register adds a lock taken in epoch to those a lapse ends. It reports
 // false when the proof of life lapsed since the lock's acquire was sent:
 // the lock may already have been taken over, and is lost.

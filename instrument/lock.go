@@ -94,10 +94,11 @@ type LockOptions struct {
 	// liveness) takes it over in the same round trip on one server, in
 	// two more on a Cluster, instead of waiting out its TTL; a fenced
 	// lock's token moves on, so fenced writers refuse the old holder.
-	// The acquire is one Lua script instead of SET NX (see
-	// docs/benchmarks.md for its cost) and, once per client, one refresh
-	// every LivenessTTL/3. Locks of other libraries and unmarked values
-	// are never taken over.
+	// A free lock is still one SET NX PX; retries run a Lua script instead
+	// (a try-once caller runs it right after a busy SET NX: one round trip
+	// more, only then). See docs/benchmarks.md for the cost, and, once per
+	// client, one refresh every LivenessTTL/3. Locks of other libraries
+	// and unmarked values are never taken over.
 	NoLiveness bool
 }
 
@@ -179,6 +180,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 			}
 		}
 		sent := c.now()
+		a.attempt = attempt
 		t, err := c.tryLock(ctx, a, fenceKey, ttl)
 		ok := err == nil && t.got != busy
 		if ended := ctxsleep.Ended(ctx); err != nil && ended != nil {
@@ -213,6 +215,8 @@ type acquisition struct {
 	span              trace.Span
 	live              bool   // live-marked, registered with the client's liveness
 	epoch             uint64 // the liveness epoch the lock is taken in
+	attempt           int       // the attempt under way, from 0
+	checked           time.Time // when an attempt last checked the holder's liveness (liveness clock)
 }
 
 // lockMode is the mode label of an acquisition retrying by b: try_once when
@@ -260,17 +264,25 @@ func (c *Client) tryLock(ctx context.Context, a *acquisition, fenceKey string, t
 	return t, err
 }
 
-// acquireOnce sends one attempt: SET NX PX for a plain lock, else the
-// acquire script, which takes a dead holder's lock over where it can read
-// its liveness key (one server); elsewhere (Cluster, Ring) it hands back
-// a live-marked holder's value, checked here (takeOverIfDead).
+// acquireOnce sends one attempt. An unfenced lock's attempt is SET NX PX,
+// as before liveness, except that a live lock's retries run the acquire
+// script once every tenth of the LivenessTTL (checkDue): it takes a dead
+// holder's lock over where it can read its liveness key (one server);
+// elsewhere (Cluster, Ring) it hands back a live-marked holder's value,
+// checked here (takeOverIfDead). A fenced lock's attempts always run it. A
+// try-once caller, which has no retry, runs it at once when its SET NX
+// finds the lock busy.
 func (c *Client) acquireOnce(ctx context.Context, a *acquisition, fenceKey string, ttl time.Duration) (taken, error) {
-	if !a.live && fenceKey == "" {
+	if fenceKey == "" && !(a.live && c.alive.checkDue(a)) {
 		ok, err := c.rdb.SetNX(ctx, a.key, a.token, ttl).Result()
-		if ok && err == nil {
+		switch {
+		case err != nil:
+			return taken{}, err
+		case ok:
 			return taken{got: acquired}, nil
+		case !a.live || a.mode != signals.ModeTryOnce:
+			return taken{}, nil
 		}
-		return taken{}, err
 	}
 	keys := []string{a.key}
 	if fenceKey != "" {
