@@ -213,8 +213,8 @@ type acquisition struct {
 	mode              string // the lock metrics' mode label (lockMode)
 	start             time.Time
 	span              trace.Span
-	live              bool   // live-marked, registered with the client's liveness
-	epoch             uint64 // the liveness epoch the lock is taken in
+	live              bool      // live-marked, registered with the client's liveness
+	epoch             uint64    // the liveness epoch the lock is taken in
 	attempt           int       // the attempt under way, from 0
 	checked           time.Time // when an attempt last checked the holder's liveness (liveness clock)
 }
