@@ -159,18 +159,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 		attribute.Int64("cachewatch.lock.ttl_ms", ttl.Milliseconds())))
 	b := opts.Backoff.withDefaults()
 	a.start = c.now()
-	if a.live {
-		if a.epoch, a.live, err = c.alive.ensure(ctx); err != nil {
-			if ended := ctxsleep.Ended(ctx); ended != nil {
-				return nil, c.lockFailed(ctx, a, "gave_up", fmt.Errorf("cachewatch: lock %q: %w (redis: %v)", key, ended, err))
-			}
-			// Redis failed: the attempt reports it, or, if Redis is back,
-			// takes the lock without the liveness it cannot prove.
-			a.live = false
-		}
-	}
-	if a.token, err = c.lockValue(a.live); err != nil {
-		a.span.End()
+	if err := c.prepare(ctx, a); err != nil {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
@@ -205,6 +194,29 @@ func (c *Client) Lock(ctx context.Context, key string, opts LockOptions) (*Lock,
 			return nil, c.lockFailed(ctx, a, "gave_up", fmt.Errorf("%w: %q after %d attempts", ErrLockBusy, key, attempt+1))
 		}
 	}
+}
+
+// prepare makes sure a live lock's liveness key stands (a lock is taken
+// without liveness when Redis fails meanwhile: the attempt then reports the
+// failure, or, if Redis is back, takes the lock without the liveness it
+// cannot prove) and sets the value the lock will hold.
+func (c *Client) prepare(ctx context.Context, a *acquisition) error {
+	if a.live {
+		var err error
+		if a.epoch, a.live, err = c.alive.ensure(ctx); err != nil {
+			if ended := ctxsleep.Ended(ctx); ended != nil {
+				return c.lockFailed(ctx, a, "gave_up", fmt.Errorf("cachewatch: lock %q: %w (redis: %v)", a.key, ended, err))
+			}
+			a.live = false
+		}
+	}
+	token, err := c.lockValue(a.live)
+	if err != nil {
+		a.span.End()
+		return err
+	}
+	a.token = token
+	return nil
 }
 
 // acquisition is one Lock call, as its metrics, log lines and span see it.
