@@ -35,10 +35,14 @@ type NamedLock struct {
 	// acquisition time, else when the first sample saw its token) to the
 	// sample's lock figures.
 	HeldForSeconds float64 `json:"held_for_seconds"`
+	// Alive says whether the holder is alive: "yes" or "no" for a holder
+	// that keeps a liveness key (instrument's live locks), else "unknown".
+	Alive string `json:"alive"`
 }
 
-// holder names the holder for a reader: "service@host pid N", or
-// "opaque" when the value names nobody.
+// holder names the holder for a reader: "service@host pid N", followed by
+// "(process gone)" when its liveness key is, or "opaque" when the value
+// names nobody.
 func (l NamedLock) holder() string {
 	if l.Format == snapshot.Opaque {
 		return snapshot.Opaque
@@ -50,6 +54,9 @@ func (l NamedLock) holder() string {
 	if l.PID > 0 {
 		s += " pid " + strconv.Itoa(l.PID)
 	}
+	if l.Alive == snapshot.AliveNo {
+		s += " (process gone)"
+	}
 	return s
 }
 
@@ -60,7 +67,7 @@ func flagged(node string, held []snapshot.HeldLock, asOf time.Time, flag func(sn
 		if flag(h) {
 			out = append(out, NamedLock{Node: node, Key: h.Key, Format: h.Holder.Format, Service: h.Holder.Service,
 				Host: h.Holder.Host, PID: h.Holder.PID, Instance: h.Holder.Instance,
-				HeldForSeconds: max(asOf.Sub(h.Since), 0).Seconds()})
+				HeldForSeconds: max(asOf.Sub(h.Since), 0).Seconds(), Alive: h.Alive})
 		}
 	}
 	return out

@@ -18,7 +18,8 @@ import (
 
 // Doctor names the holder of every lock it flags: a lock without TTL of
 // the reports service, a bare token (opaque), and a lock its holder keeps
-// extending past the TTL it first had (long-held).
+// extending past the TTL it first had (long-held). The first is a live
+// lock whose holder's liveness key is gone: "(process gone)".
 func TestDoctorNamesHolders(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -28,7 +29,7 @@ func TestDoctorNamesHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, v := range map[string]string{
-		"lock:stuck:1":   lockholder.NewIdentity("reports").Value(tok, time.Now()),
+		"lock:stuck:1":   lockholder.NewIdentity("reports").LiveValue(tok, time.Now()),
 		"lock:stuck:2":   "bare-token",
 		"lock:renewed:1": lockholder.NewIdentity("billing").Value(tok+"x", time.Now()),
 	} {
@@ -64,14 +65,14 @@ func TestDoctorNamesHolders(t *testing.T) {
 	named := map[string]string{}
 	for _, f := range r.Findings {
 		for _, l := range f.Locks {
-			named[f.Check+" "+l.Key] = l.Format + " " + l.Service + " " + l.Host + " " + strconv.Itoa(l.PID)
+			named[f.Check+" "+l.Key] = l.Format + " " + l.Service + " " + l.Host + " " + strconv.Itoa(l.PID) + " " + l.Alive
 		}
 	}
 	pid := strconv.Itoa(os.Getpid())
 	want := map[string]string{
-		doctor.CheckLocksWithoutTTL + " lock:stuck:1": "cachewatch reports " + host + " " + pid,
-		doctor.CheckLocksWithoutTTL + " lock:stuck:2": "opaque   0",
-		doctor.CheckLongHeldLocks + " lock:renewed:1": "cachewatch billing " + host + " " + pid,
+		doctor.CheckLocksWithoutTTL + " lock:stuck:1": "cachewatch reports " + host + " " + pid + " no",
+		doctor.CheckLocksWithoutTTL + " lock:stuck:2": "opaque   0 unknown",
+		doctor.CheckLongHeldLocks + " lock:renewed:1": "cachewatch billing " + host + " " + pid + " unknown",
 	}
 	for k, v := range want {
 		if named[k] != v {
@@ -85,7 +86,7 @@ func TestDoctorNamesHolders(t *testing.T) {
 	if err := r.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"lock:stuck:1  held by reports@" + host + " pid " + pid, "lock:stuck:2  held by opaque"} {
+	for _, s := range []string{"lock:stuck:1  held by reports@" + host + " pid " + pid + " (process gone)", "lock:stuck:2  held by opaque"} {
 		if !strings.Contains(text.String(), s) {
 			t.Errorf("text report lacks %q:\n%s", s, text.String())
 		}
