@@ -38,6 +38,10 @@ import (
 
 //go:generate go run ./internal/genjson -out json
 
+// The Helm chart's and the mixin's copies of the boards and the rules are
+// written by the deploy module's generator, from this package and alerts.
+//go:generate go -C ../deploy generate ./...
+
 // Dashboard is one built board.
 type Dashboard struct {
 	UID   string

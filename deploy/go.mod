@@ -10,6 +10,7 @@ require (
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.2
 	github.com/prometheus/common v0.72.0
 	github.com/prometheus/prometheus v0.310.0
+	go.yaml.in/yaml/v3 v3.0.5
 	helm.sh/helm/v4 v4.3.1
 	k8s.io/api v0.37.2
 	sigs.k8s.io/yaml v1.6.0
@@ -74,7 +75,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect

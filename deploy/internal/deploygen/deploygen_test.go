@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const root = "../.."
+const root = "../../.."
 
 // TestGeneratedFilesUpToDate fails while a committed file of the chart or
 // the mixin differs from what `go generate ./...` writes, or one it no

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cachewatch/cachewatch/internal/deploygen"
+	"github.com/cachewatch/cachewatch/deploy/internal/deploygen"
 )
 
 func main() {
