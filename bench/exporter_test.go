@@ -52,11 +52,11 @@ var exporterVariants = map[string]exporterVariant{
 	// previous: the lock pass over half the interval whatever it costs the
 	// server, no notifications (the design before the lock index).
 	"previous": {name: "previous", opts: func(addr string) exporter.Options {
-		return exporter.Options{Target: exporter.Target{Addrs: []string{addr}}, LockNotifications: exporter.NotifyOff, LockScanBudget: 1}
+		return exporter.Options{Target: exporter.Target{Addrs: []string{addr}}, Locks: exporter.LockOptions{Notifications: exporter.NotifyOff, ScanBudget: 1}}
 	}},
 	// scan: SCAN passes alone, within the default budget.
 	"scan": {name: "scan", opts: func(addr string) exporter.Options {
-		return exporter.Options{Target: exporter.Target{Addrs: []string{addr}}, LockNotifications: exporter.NotifyOff}
+		return exporter.Options{Target: exporter.Target{Addrs: []string{addr}}, Locks: exporter.LockOptions{Notifications: exporter.NotifyOff}}
 	}},
 	// notify: the defaults, on a server that publishes keyspace events.
 	"notify": {name: "notify", notify: true, opts: func(addr string) exporter.Options {

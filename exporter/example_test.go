@@ -23,9 +23,11 @@ func Example() {
 			Addrs:    []string{"localhost:6379"}, // or Cluster seeds: masters are discovered
 			Password: os.Getenv("CACHEWATCH_REDIS_PASSWORD"),
 		},
-		LockPatterns: []string{"lock:*", "*:lock", "mutex:[a-f]*"}, // Redis globs, as SCAN … MATCH reads them
-		Queues:       []string{"orders", "jobs:delayed"},
-		Interval:     15 * time.Second,
+		Queues: []string{"orders", "jobs:delayed"},
+		Sample: exporter.SampleOptions{Interval: 15 * time.Second},
+		Locks: exporter.LockOptions{
+			Patterns: []string{"lock:*", "*:lock", "mutex:[a-f]*"}, // Redis globs, as SCAN … MATCH reads them
+		},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -13,9 +13,9 @@
 //     hash of their owner token). A SCAN … MATCH pass over the keyspace
 //     fills it, reading each lock's TTL (PEXPIRETIME) and a bounded prefix of
 //     its value (GETRANGE, never GET), paced so that SCAN
-//     takes at most LockScanBudget of the server's time. The node is
+//     takes at most Locks.ScanBudget of the server's time. The node is
 //     subscribed to the keyspace events of the lock patterns (by default
-//     the exporter turns on the classes it needs, LockNotifications), and
+//     the exporter turns on the classes it needs, Locks.Notifications), and
 //     every sample reads again the locks that changed: once a pass after
 //     the subscription has completed, the lock figures shown are those of a
 //     moment the index was exact at, found by every sample however large
@@ -23,8 +23,8 @@
 //     notifications they are a pass's reading, shown when it ends;
 //   - the whole-keyspace pass walks it with SCAN … COUNT and pipelined TTL
 //     reads (and OBJECT FREQ under an LFU policy when hot keys are asked
-//     for, MEMORY USAGE of one key in MemorySample), paced at KeysPerSecond
-//     and bounded by MaxKeys and MaxDuration per sample; the cursor resumes
+//     for, MEMORY USAGE of one key in MemorySample), paced at Sample.KeysPerSecond
+//     and bounded by Sample.MaxKeys and MaxDuration per sample; the cursor resumes
 //     on the next sample. Its figures (the TTL and expiry shape) are those
 //     of the last complete pass, exported once one has completed; until
 //     then only the coverage is.
@@ -62,37 +62,39 @@ import (
 	"github.com/cachewatch/cachewatch/signals"
 )
 
-// DefaultInterval is the time between samples in Run when
-// Options.Interval is zero.
-const DefaultInterval = sampler.DefaultInterval
-
 // DefaultOptions returns the Options whose zero values New replaces by
 // defaults with those defaults filled in (Target and the classifiers stay
 // unset): what a command line shows as its flags' defaults. New(o) with o
 // taken from DefaultOptions samples as New with those fields left zero.
 func DefaultOptions() Options {
 	return Options{
-		LockPatterns: []string{sampler.DefaultLockPattern}, LockNotifications: NotifyAuto,
-		LockScanBudget: sampler.DefaultLockScanBudget, LockReconcile: sampler.DefaultLockReconcile,
-		MaxLocks: sampler.DefaultMaxLocks, LockHolders: sampler.DefaultLockHolders,
-		MaxQueueReply: sampler.DefaultMaxQueueReply, MaxInfoReply: sampler.DefaultMaxInfoReply, MaxReply: sampler.DefaultMaxReply,
-		Interval: sampler.DefaultInterval, MaxKeys: sampler.DefaultMaxKeys, MaxDuration: sampler.DefaultMaxDuration,
-		ScanCount: sampler.DefaultScanCount, Batch: sampler.DefaultBatch, LockScanCount: sampler.DefaultLockScanCount,
-		KeysPerSecond: sampler.DefaultKeysPerSecond, LongHeld: sampler.DefaultLongHeld,
+		Sample: SampleOptions{
+			Interval: sampler.DefaultInterval, MaxKeys: sampler.DefaultMaxKeys, MaxDuration: sampler.DefaultMaxDuration,
+			ScanCount: sampler.DefaultScanCount, Batch: sampler.DefaultBatch, KeysPerSecond: sampler.DefaultKeysPerSecond,
+			MaxReplyBytes: sampler.DefaultMaxReply,
+		},
+		Locks: LockOptions{
+			Patterns: []string{sampler.DefaultLockPattern}, Notifications: NotifyAuto, ScanBudget: sampler.DefaultLockScanBudget,
+			Reconcile: sampler.DefaultLockReconcile, MaxTracked: sampler.DefaultMaxLocks, Holders: sampler.DefaultLockHolders,
+			LongHeld: sampler.DefaultLongHeld, ScanCount: sampler.DefaultLockScanCount,
+		},
+		MaxQueueReply: sampler.DefaultMaxQueueReply, MaxInfoReply: sampler.DefaultMaxInfoReply,
 	}
 }
 
-// Options configures an Exporter. Only Target.Addrs is required.
+// Options configures an Exporter. Only Target.Addrs is required; a zero
+// field takes its default (DefaultOptions). Sample and Locks are the
+// command's --sample.* and --locks.* flags.
 type Options struct {
 	Target Target
 	// Name, when set, is the value of a "target" label on every series
 	// collected by Prometheus (several exporters, one per target, on one
 	// registry); with a MeterProvider, tell targets apart by its resource.
 	Name string
-	// LockPatterns are Redis globs of lock keys (*, ?, [abc], [^a], [a-z],
-	// \ escapes; as SCAN … MATCH and PSUBSCRIBE read them); default
-	// "lock:*".
-	LockPatterns []string
+	// Sample paces and bounds each sample (--sample.*).
+	Sample SampleOptions
+	// Locks configures the lock stage (--locks.*).
+	Locks LockOptions
 	// KeyGroups classifies keys into bounded key groups; nil means a
 	// classifier of keygroup's default options, learning the groups from
 	// the keys the sampler walks. Its overflow is exported as
@@ -100,78 +102,27 @@ type Options struct {
 	// keygroup.Shared(reg) to share the classifier of the hooks and clients
 	// on reg, and register the Exporter on reg too.
 	KeyGroups *keygroup.Classifier
-	// LockGroups classifies lock keys, with a cap of its own so that many
-	// ordinary key groups never fold the lock groups into "other"; nil
-	// means KeyGroups.Apart() (the same rules and cap, groups counted
-	// apart). Its overflow is added to cachewatch_keygroup_overflow_total.
-	LockGroups *keygroup.Classifier
-	// LockNotifications says whether the lock index follows keyspace
-	// notifications (default NotifyAuto: turning on the classes it needs
-	// when the server allows it, and back off on Close).
-	LockNotifications NotifyMode
-	// LockScanBudget is the share of the server's time (0 to 1) the lock
-	// pass's SCAN may take over each interval, by the server's own
-	// accounting of SCAN time per key; default in DefaultOptions.
-	LockScanBudget float64
-	// LockReconcile is how long a reconciling pass over the keyspace may
-	// take once notifications keep the lock index exact; default in
-	// DefaultOptions.
-	LockReconcile time.Duration
-	// MaxLocks bounds the lock keys indexed per node; with more, the lock
-	// series are left out. Default in DefaultOptions.
-	MaxLocks int
-	// LockHolders is how many of each lock group's longest-held locks have
-	// their holder (service and host, as the lock's value names them)
-	// exported, as lock_holder_held_seconds: at most LockHolders series per
-	// node and lock group, whatever the number of services. Default
-	// in DefaultOptions; negative exports none.
-	LockHolders int
 	// MemorySample > 0 reads MEMORY USAGE of one key in MemorySample in
 	// the whole-keyspace pass (paced with it) and exports the estimated
-	// memory per key group. 0 (the default) reads none.
+	// memory per key group (--keys.memory-sample). 0 (the default) reads
+	// none.
 	MemorySample int
-	// MaxQueueReply bounds, in bytes, the reply of a queue read whose size
-	// the data decides; default in DefaultOptions. A larger reply is
-	// refused before it is read, and that read is left out for a backoff.
-	MaxQueueReply int
-	// MaxInfoReply bounds, in bytes, an INFO reply, and MaxReply any other
-	// reply but lock values (a bounded prefix) and queue reads
-	// (MaxQueueReply): SCAN pages, TTLs, CONFIG GET, CLUSTER NODES, LATENCY
-	// HISTOGRAM, keyspace events. A reply that declares more — or that is
-	// not the Redis protocol — is refused before it is read
-	// (class "malformed") and the node is
-	// down until its backoff passes. Defaults in DefaultOptions.
-	MaxInfoReply, MaxReply int
-	// Queues are list, stream or sorted-set keys to report on.
+	// Queues are list, stream or sorted-set keys to report on (--queue).
 	Queues []string
-
-	// Interval between samples in Run; default 15s.
-	Interval time.Duration
-	// MaxKeys and MaxDuration bound one sample's share of the
-	// whole-keyspace pass of one node; the SCAN cursor resumes on the next
-	// sample. Defaults 200,000 and 13s; MaxDuration is at most 90 % of
-	// Interval.
-	MaxKeys     int
-	MaxDuration time.Duration
-	// ScanCount is SCAN's COUNT hint and Batch the keys read per pipeline;
-	// both default to 25 (smaller batches hold the server for less time at once:
-	// other clients' GET p99 in docs/benchmarks.md).
-	ScanCount, Batch int
-	// LockScanCount is the COUNT of the lock pass; default 25.
-	LockScanCount int
-	// KeysPerSecond paces the whole-keyspace pass of each node, so the
-	// sampler takes a bounded share of a single-threaded server. 0 means
-	// the default in DefaultOptions; a negative value turns pacing off (the lock
-	// pass too, which is otherwise spread over half the interval).
-	KeysPerSecond float64
-	// LongHeld is how long an owner token must be seen unchanged for its
-	// lock to count as long-held; default 1m.
-	LongHeld time.Duration
+	// MaxQueueReply bounds, in bytes, the reply of a queue read whose size
+	// the data decides (--queue.max-reply-bytes). A larger reply is refused
+	// before it is read, and that read is left out for a backoff.
+	MaxQueueReply int
+	// MaxInfoReply bounds, in bytes, an INFO reply (--server.max-info-bytes);
+	// a larger one is refused unread and the node is down until its backoff
+	// passes.
+	MaxInfoReply int
 	// HotKeys > 0 keeps the top HotKeys keys by OBJECT FREQ per pass when
 	// the server's maxmemory-policy is an LFU one (for doctor; never labels).
 	HotKeys int
 	// MissBurst > 0 counts a miss burst for each sample in which the
-	// server's keyspace misses (corrected) grew by at least MissBurst.
+	// server's keyspace misses (corrected) grew by at least MissBurst
+	// (--server.miss-burst).
 	MissBurst uint64
 
 	// Clock is the clock for ages, TTL deadlines, long-held times, the
@@ -190,8 +141,75 @@ type Options struct {
 	MeterProvider metric.MeterProvider
 }
 
-// ErrNoAddrs is returned by New when the target has no address.
-var ErrNoAddrs = errors.New("exporter: no Redis address")
+// SampleOptions pace and bound each sample: the --sample.* flags. A zero
+// field takes its default (DefaultOptions().Sample).
+type SampleOptions struct {
+	// Interval is the time between samples in Run; default 15s.
+	Interval time.Duration
+	// MaxKeys and MaxDuration bound one sample's share of the
+	// whole-keyspace pass of one node; the SCAN cursor resumes on the next
+	// sample. Defaults 200,000 and 13s; MaxDuration is at most 90 % of
+	// Interval.
+	MaxKeys     int
+	MaxDuration time.Duration
+	// ScanCount is SCAN's COUNT hint and Batch the keys read per pipeline;
+	// both default to 25 (smaller batches hold the server for less time at once:
+	// other clients' GET p99 in docs/benchmarks.md).
+	ScanCount, Batch int
+	// KeysPerSecond paces the whole-keyspace pass of each node, so the
+	// sampler takes a bounded share of a single-threaded server: 0 is the
+	// default (10,000), a negative value turns pacing off (the lock pass's
+	// too, which is otherwise spread over half the interval). The flag
+	// reads the same.
+	KeysPerSecond float64
+	// MaxReplyBytes bounds any reply but INFO (Options.MaxInfoReply), lock
+	// values (a bounded prefix) and queue reads (Options.MaxQueueReply):
+	// SCAN pages, TTLs, CONFIG GET, CLUSTER NODES, LATENCY HISTOGRAM,
+	// keyspace events. A reply that declares more — or that is not the
+	// Redis protocol — is refused before it is read (class "malformed") and
+	// the node is down until its backoff passes. Default 1 MiB.
+	MaxReplyBytes int
+}
+
+// LockOptions configure the lock stage: the --locks.* flags. A zero field
+// takes its default (DefaultOptions().Locks).
+type LockOptions struct {
+	// Patterns are Redis globs of lock keys (*, ?, [abc], [^a], [a-z],
+	// \ escapes; as SCAN … MATCH and PSUBSCRIBE read them); default
+	// "lock:*".
+	Patterns []string
+	// Groups classifies lock keys, with a cap of its own (--locks.max-groups)
+	// so that many ordinary key groups never fold the lock groups into
+	// "other"; nil means Options.KeyGroups.Apart() (the same rules and cap,
+	// groups counted apart). Its overflow is added to
+	// cachewatch_keygroup_overflow_total.
+	Groups *keygroup.Classifier
+	// Notifications says whether the lock index follows keyspace
+	// notifications (default NotifyAuto: turning on the classes it needs
+	// when the server allows it, and back off on Close).
+	Notifications NotifyMode
+	// ScanBudget is the share of the server's time (0 to 1) the lock
+	// pass's SCAN may take over each interval, by the server's own
+	// accounting of SCAN time per key; default 0.2.
+	ScanBudget float64
+	// Reconcile is how long a reconciling pass over the keyspace may take
+	// once notifications keep the lock index exact; default 10m.
+	Reconcile time.Duration
+	// MaxTracked bounds the lock keys indexed per node; with more, the lock
+	// series are left out. Default 1,000,000.
+	MaxTracked int
+	// Holders is how many of each lock group's longest-held locks have
+	// their holder (service and host, as the lock's value names them)
+	// exported, as lock_holder_held_seconds: at most Holders series per
+	// node and lock group, whatever the number of services. Default 5;
+	// negative exports none.
+	Holders int
+	// LongHeld is how long an owner token must be seen unchanged for its
+	// lock to count as long-held; default 1m.
+	LongHeld time.Duration
+	// ScanCount is the COUNT of the lock pass; default 25.
+	ScanCount int
+}
 
 // Exporter samples Redis nodes and serves their last sample as metrics.
 // It is safe for concurrent use.
@@ -230,33 +248,33 @@ func New(opts Options) (*Exporter, error) {
 // applied.
 func (opts Options) config() (sampler.Config, error) {
 	if len(opts.Target.Addrs) == 0 {
-		return sampler.Config{}, ErrNoAddrs
+		return sampler.Config{}, errors.New("exporter: no Redis address")
 	}
 	for _, a := range opts.Target.Addrs {
 		if a == "" || !strings.Contains(a, ":") {
 			return sampler.Config{}, fmt.Errorf("exporter: address %q is not host:port", a)
 		}
 	}
-	for _, p := range opts.LockPatterns {
+	for _, p := range opts.Locks.Patterns {
 		if p == "" {
 			return sampler.Config{}, errors.New("exporter: empty lock pattern")
 		}
 	}
-	notify, err := opts.LockNotifications.notify()
+	notify, err := opts.Locks.Notifications.notify()
 	if err != nil {
 		return sampler.Config{}, err
 	}
-	t := opts.Target
+	t, smp, l := opts.Target, opts.Sample, opts.Locks
 	return sampler.Config{
 		Conn: sampler.Conn{Addrs: t.Addrs, Username: t.Username, Password: t.Password, DB: t.DB, TLS: t.TLS,
 			Mode: t.Mode.mode(), DialTimeout: t.DialTimeout, ReadTimeout: t.ReadTimeout},
-		MaxInfoReply: opts.MaxInfoReply, MaxQueueReply: opts.MaxQueueReply, MaxReply: opts.MaxReply,
-		Interval: opts.Interval, MaxDuration: opts.MaxDuration, MaxKeys: opts.MaxKeys, ScanCount: opts.ScanCount,
-		Batch: opts.Batch, KeysPerSecond: opts.KeysPerSecond, Unpaced: opts.KeysPerSecond < 0,
+		MaxInfoReply: opts.MaxInfoReply, MaxQueueReply: opts.MaxQueueReply, MaxReply: smp.MaxReplyBytes,
+		Interval: smp.Interval, MaxDuration: smp.MaxDuration, MaxKeys: smp.MaxKeys, ScanCount: smp.ScanCount,
+		Batch: smp.Batch, KeysPerSecond: smp.KeysPerSecond, Unpaced: smp.KeysPerSecond < 0,
 		KeyGroups: opts.KeyGroups, MemorySample: opts.MemorySample, HotKeys: opts.HotKeys,
-		LockPatterns: opts.LockPatterns, LockGroups: opts.LockGroups, Notify: notify,
-		LockScanBudget: opts.LockScanBudget, LockReconcile: opts.LockReconcile, LockScanCount: opts.LockScanCount,
-		MaxLocks: opts.MaxLocks, LockHolders: lockHolders(opts.LockHolders), LongHeld: opts.LongHeld, Queues: opts.Queues, MissBurst: opts.MissBurst,
+		LockPatterns: l.Patterns, LockGroups: l.Groups, Notify: notify,
+		LockScanBudget: l.ScanBudget, LockReconcile: l.Reconcile, LockScanCount: l.ScanCount,
+		MaxLocks: l.MaxTracked, LockHolders: lockHolders(l.Holders), LongHeld: l.LongHeld, Queues: opts.Queues, MissBurst: opts.MissBurst,
 		Clock: opts.Clock, Logger: opts.Logger,
 	}.WithDefaults()
 }

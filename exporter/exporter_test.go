@@ -185,7 +185,10 @@ func TestExporterSeededStandalone(t *testing.T) {
 	streamBase, due := seed(t, srv.Client(t))
 	clk := clockwork.NewFakeClockAt(time.Now())
 	e, reg := newExporter(t, exporter.Options{
-		Target: exporter.Target{Addrs: []string{srv.Addr}}, Queues: queues, LongHeld: 10 * time.Second, Clock: clk,
+		Target: exporter.Target{Addrs: []string{srv.Addr}},
+		Queues: queues,
+		Clock:  clk,
+		Locks:  exporter.LockOptions{LongHeld: 10 * time.Second},
 	})
 	snaps := e.Sample(context.Background())
 	if len(snaps) != 1 || !snaps[0].Up {
@@ -350,7 +353,7 @@ func TestScanResumesAcrossSamples(t *testing.T) {
 	}
 	_, err := pipe.Exec(ctx)
 	must(t, err)
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, MaxKeys: 150, ScanCount: 50, Batch: 20})
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, Sample: exporter.SampleOptions{MaxKeys: 150, ScanCount: 50, Batch: 20}})
 	samples := 0
 	for ; samples < 20; samples++ {
 		s := e.Sample(ctx)[0]

@@ -153,8 +153,11 @@ func TestKilledMidSample(t *testing.T) {
 	_, err := pipe.Exec(ctx)
 	must(t, err)
 	clk := clockwork.NewFakeClockAt(time.Now())
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, ReadTimeout: time.Second},
-		KeysPerSecond: 2000, MaxKeys: 100000, MaxDuration: time.Minute, Interval: 2 * time.Minute, ScanCount: 50, Batch: 50, Clock: clk})
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}, ReadTimeout: time.Second},
+		Clock:  clk,
+		Sample: exporter.SampleOptions{KeysPerSecond: 2000, MaxKeys: 100000, MaxDuration: time.Minute, Interval: 2 * time.Minute, ScanCount: 50, Batch: 50},
+	})
 	if s := e.Sample(ctx)[0]; !s.Up || s.Pass == nil {
 		t.Fatalf("first sample: %+v", s)
 	}
@@ -253,7 +256,7 @@ func TestParseURL(t *testing.T) {
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	if _, err := exporter.New(exporter.Options{}); !errors.Is(err, exporter.ErrNoAddrs) {
+	if _, err := exporter.New(exporter.Options{}); err == nil || !strings.Contains(err.Error(), "no Redis address") {
 		t.Fatalf("no addrs: %v", err)
 	}
 	if _, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{"nohostport"}}}); err == nil {

@@ -27,8 +27,11 @@ func TestLockHoldersOpaque(t *testing.T) {
 		must(t, rdb.Set(ctx, k, "tok-"+k, 0).Err())
 	}
 	clk := clockwork.NewFakeClockAt(time.Now())
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}},
-		LockHolders: 2, LockNotifications: exporter.NotifyOff, Clock: clk})
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}},
+		Clock:  clk,
+		Locks:  exporter.LockOptions{Holders: 2, Notifications: exporter.NotifyOff},
+	})
 	e.Sample(ctx)
 	clk.Advance(30 * time.Second)
 	must(t, rdb.Set(ctx, "lock:job:4", "tok-new", time.Minute).Err())
@@ -78,8 +81,11 @@ func TestLockHoldersNamed(t *testing.T) {
 	}
 	must(t, rdb.Set(ctx, "lock:mail:1", "0123456789abcdefghijkLmailer-7", time.Hour).Err())
 	clk := clockwork.NewFakeClockAt(now)
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}},
-		LockHolders: 2, LockNotifications: exporter.NotifyOff, Clock: clk})
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}},
+		Clock:  clk,
+		Locks:  exporter.LockOptions{Holders: 2, Notifications: exporter.NotifyOff},
+	})
 	e.Sample(ctx)
 	_, got := scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{
@@ -118,8 +124,10 @@ func TestLocksDeadHolder(t *testing.T) {
 	} {
 		must(t, rdb.Set(ctx, k, v, time.Minute).Err())
 	}
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}},
-		LockHolders: 10, LockNotifications: exporter.NotifyOff})
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}},
+		Locks:  exporter.LockOptions{Holders: 10, Notifications: exporter.NotifyOff},
+	})
 	e.Sample(ctx)
 	_, got := scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{

@@ -83,8 +83,12 @@ func TestHostileRepliesTakeOnlyTheirNodeDown(t *testing.T) {
 // hostileExporter is an Exporter of one address named target, registered on reg.
 func hostileExporter(t *testing.T, reg *prometheus.Registry, target, addr string, clk clockwork.Clock) *exporter.Exporter {
 	t.Helper()
-	e, err := exporter.New(exporter.Options{Name: target, Clock: clk, LockNotifications: exporter.NotifyOff,
-		Target: exporter.Target{Addrs: []string{addr}, Mode: exporter.ModeStandalone, ReadTimeout: 10 * time.Second}})
+	e, err := exporter.New(exporter.Options{
+		Name:   target,
+		Clock:  clk,
+		Target: exporter.Target{Addrs: []string{addr}, Mode: exporter.ModeStandalone, ReadTimeout: 10 * time.Second},
+		Locks:  exporter.LockOptions{Notifications: exporter.NotifyOff},
+	})
 	must(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	must(t, reg.Register(e))

@@ -50,8 +50,12 @@ func writeLocks(t *testing.T, rdb redis.UniversalClient, keys, locks, noTTL int)
 // an hour): what a later sample knows of the locks, it knows from the
 // notifications.
 func notifyOptions(addrs []string, clk clockwork.Clock) exporter.Options {
-	return exporter.Options{Target: exporter.Target{Addrs: addrs, Mode: exporter.ModeStandalone}, Clock: clk,
-		MaxDuration: 200 * time.Millisecond, LockReconcile: time.Hour, MaxKeys: 100}
+	return exporter.Options{
+		Target: exporter.Target{Addrs: addrs, Mode: exporter.ModeStandalone},
+		Clock:  clk,
+		Sample: exporter.SampleOptions{MaxDuration: 200 * time.Millisecond, MaxKeys: 100},
+		Locks:  exporter.LockOptions{Reconcile: time.Hour},
+	}
 }
 
 // With keyspace notifications, the lock figures are exact at every sample
@@ -169,7 +173,7 @@ func TestReconcilingPassRepairsLostEvents(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	writeLocks(t, rdb, 1000, 40, 0)
-	opts := exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, LockReconcile: time.Second}
+	opts := exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, Locks: exporter.LockOptions{Reconcile: time.Second}}
 	e, reg := newExporter(t, opts)
 	e.Sample(ctx)
 	must(t, rdb.ConfigSet(ctx, "notify-keyspace-events", "").Err())
@@ -241,7 +245,7 @@ func TestNotificationModes(t *testing.T) {
 	writeLocks(t, rdb, 100, 10, 0)
 	opts := exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}}
 
-	opts.LockNotifications = exporter.NotifyExisting
+	opts.Locks.Notifications = exporter.NotifyExisting
 	existing, _ := newExporter(t, opts)
 	if s := existing.Sample(ctx)[0]; s.Pass == nil || s.Pass.LocksNotified || s.Pass.LocksAsOf.IsZero() || s.LockNotificationsRefused {
 		t.Fatalf("existing mode on a server without keyspace events: %+v", s.Pass)
@@ -250,7 +254,7 @@ func TestNotificationModes(t *testing.T) {
 		t.Fatalf("existing mode changed notify-keyspace-events to %q", got)
 	}
 
-	opts.LockNotifications = exporter.NotifyAuto
+	opts.Locks.Notifications = exporter.NotifyAuto
 	auto, reg := newExporter(t, opts)
 	if s := auto.Sample(ctx)[0]; s.Pass == nil || !s.Pass.LocksNotified {
 		t.Fatalf("auto mode: not synced: %v", s.Errors)
@@ -265,7 +269,7 @@ func TestNotificationModes(t *testing.T) {
 		t.Fatalf("auto mode: notify-keyspace-events = %q after Close, want the operator's $E back", got)
 	}
 
-	opts.LockNotifications = exporter.NotifyEnable
+	opts.Locks.Notifications = exporter.NotifyEnable
 	on, _ := newExporter(t, opts)
 	if s := on.Sample(ctx)[0]; s.Pass == nil || !s.Pass.LocksNotified {
 		t.Fatalf("enable mode: not synced: %v", s.Errors)
@@ -448,8 +452,11 @@ func TestRefusedSubscriptionFallsBackToScan(t *testing.T) {
 	writeLocks(t, admin, 1000, 40, 4)
 	must(t, admin.Do(ctx, "ACL", "SETUSER", "sampler", "reset", "on", ">pw", "~*", "resetchannels", "+@all").Err())
 	clk := clockwork.NewFakeClockAt(time.Now())
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, Username: "sampler", Password: "pw"},
-		Interval: 15 * time.Second, Clock: clk})
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}, Username: "sampler", Password: "pw"},
+		Clock:  clk,
+		Sample: exporter.SampleOptions{Interval: 15 * time.Second},
+	})
 	const samples = 30
 	for i := 0; i < samples; i++ {
 		if s := e.Sample(ctx)[0]; s.Pass == nil || s.Pass.LocksNotified || s.Pass.Groups["lock:order:*"] == nil ||
@@ -512,8 +519,11 @@ func TestStopMidSampleLogsNoFailure(t *testing.T) {
 	rdb := srv.Client(t)
 	writeLocks(t, rdb, 20_000, 40, 4)
 	var logs bytes.Buffer
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}},
-		KeysPerSecond: 1000, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Sample: exporter.SampleOptions{KeysPerSecond: 1000},
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- e.Run(ctx) }()

@@ -28,11 +28,17 @@ func TestDefaultOptionsAreNewsDefaults(t *testing.T) {
 	if !reflect.DeepEqual(zero, filled) {
 		t.Fatalf("config from DefaultOptions differs from the zero value's:\n%+v\n%+v", filled, zero)
 	}
-	v := reflect.ValueOf(DefaultOptions())
-	for _, name := range []string{"LockPatterns", "LockNotifications", "LockScanBudget", "LockReconcile", "MaxLocks", "LockHolders",
-		"MaxQueueReply", "MaxInfoReply", "MaxReply", "Interval", "MaxKeys", "MaxDuration", "ScanCount", "Batch", "LockScanCount",
-		"KeysPerSecond", "LongHeld"} {
-		if v.FieldByName(name).IsZero() {
+	d = DefaultOptions()
+	for _, group := range []reflect.Value{reflect.ValueOf(d.Sample), reflect.ValueOf(d.Locks)} {
+		for i := range group.NumField() {
+			f := group.Type().Field(i)
+			if f.Name != "Groups" && group.Field(i).IsZero() {
+				t.Errorf("DefaultOptions().%s.%s is zero", group.Type().Name(), f.Name)
+			}
+		}
+	}
+	for name, v := range map[string]int{"MaxQueueReply": d.MaxQueueReply, "MaxInfoReply": d.MaxInfoReply} {
+		if v == 0 {
 			t.Errorf("DefaultOptions().%s is zero", name)
 		}
 	}
@@ -40,7 +46,7 @@ func TestDefaultOptionsAreNewsDefaults(t *testing.T) {
 
 // A notification mode that is none of the four is refused by New.
 func TestUnknownNotifyModeRefused(t *testing.T) {
-	if _, err := New(Options{Target: Target{Addrs: []string{"127.0.0.1:6379"}}, LockNotifications: "sometimes"}); err == nil {
+	if _, err := New(Options{Target: Target{Addrs: []string{"127.0.0.1:6379"}}, Locks: LockOptions{Notifications: "sometimes"}}); err == nil {
 		t.Fatal("New accepted notification mode \"sometimes\"")
 	}
 }

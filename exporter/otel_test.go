@@ -25,8 +25,11 @@ func TestMeterProviderSeesTheSample(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
 	defer func() { _ = mp.Shutdown(context.Background()) }()
 	e, reg := newExporter(t, exporter.Options{
-		Target: exporter.Target{Addrs: []string{srv.Addr}}, Queues: queues, LongHeld: 10 * time.Second,
-		Clock: clockwork.NewFakeClockAt(time.Now()), MeterProvider: mp,
+		Target:        exporter.Target{Addrs: []string{srv.Addr}},
+		Queues:        queues,
+		Clock:         clockwork.NewFakeClockAt(time.Now()),
+		MeterProvider: mp,
+		Locks:         exporter.LockOptions{LongHeld: 10 * time.Second},
 	})
 	if snaps := e.Sample(context.Background()); !snaps[0].Up {
 		t.Fatalf("sample: %+v", snaps[0])

@@ -76,7 +76,7 @@ func TestLockProbeAtScale(t *testing.T) {
 	must(t, admin.Do(ctx, "DEBUG", "POPULATE", keys-probeLocks, "key", 10).Err())
 	seedLocks(t, admin, log, "lock:order:", probeLocks, probeNoTTL, 0)
 	getLoop := startProbeGetLoop(t, srv.Addr, keys-probeLocks)
-	p := &longProbe{t: t, bin: bin, addr: srv.Addr, admin: admin, log: log, interval: exporter.DefaultInterval, keys: keys, gets: getLoop}
+	p := &longProbe{t: t, bin: bin, addr: srv.Addr, admin: admin, log: log, interval: exporter.DefaultOptions().Sample.Interval, keys: keys, gets: getLoop}
 	p.logf("%d keys loaded; load %s", keys, loadAvg())
 	time.Sleep(15 * time.Second)
 	p.steadyPhase(duration)

@@ -196,8 +196,11 @@ func scrapedLocks(fams []*dto.MetricFamily, node string) (seen lockFigures, at t
 // while locks are written: a low budget for the syncing pass and
 // reconciling passes of a few seconds.
 func probeOptions(addr string) exporter.Options {
-	return exporter.Options{Target: exporter.Target{Addrs: []string{addr}, Mode: exporter.ModeStandalone},
-		Interval: 250 * time.Millisecond, LockScanBudget: 0.02, LockReconcile: 2 * time.Second, MaxKeys: 2000}
+	return exporter.Options{
+		Target: exporter.Target{Addrs: []string{addr}, Mode: exporter.ModeStandalone},
+		Sample: exporter.SampleOptions{Interval: 250 * time.Millisecond, MaxKeys: 2000},
+		Locks:  exporter.LockOptions{ScanBudget: 0.02, Reconcile: 2 * time.Second},
+	}
 }
 
 // The never-true probe. One goroutine writes and deletes locks (SET with
@@ -271,7 +274,7 @@ func TestScanLockFiguresWithinTheirPass(t *testing.T) {
 	log := &truthLog{}
 	seedLocks(t, rdb, log, "lock:order:", 300, 30, 20_000)
 	opts := probeOptions(srv.Addr)
-	opts.LockNotifications = exporter.NotifyOff
+	opts.Locks.Notifications = exporter.NotifyOff
 	e, _ := newExporter(t, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

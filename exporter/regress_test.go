@@ -27,8 +27,10 @@ import (
 func TestSampleDurationDuringSample(t *testing.T) {
 	srv := redistest.Start(t)
 	writeLocks(t, srv.Client(t), 5000, 10, 0)
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}},
-		KeysPerSecond: 1000, MaxDuration: 2 * time.Second, MaxKeys: 1000})
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}},
+		Sample: exporter.SampleOptions{KeysPerSecond: 1000, MaxDuration: 2 * time.Second, MaxKeys: 1000},
+	})
 	ctx := context.Background()
 	first := e.Sample(ctx)[0]
 	if first.Duration <= 0 {
@@ -59,8 +61,11 @@ func TestClusterDownDropsLockSeries(t *testing.T) {
 	healthy := cl.Nodes[0]
 	rdb := healthy.Client(t)
 	clk := clockwork.NewFakeClockAt(time.Now())
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{healthy.Addr}, Mode: exporter.ModeStandalone},
-		Interval: 15 * time.Second, Clock: clk})
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{healthy.Addr}, Mode: exporter.ModeStandalone},
+		Clock:  clk,
+		Sample: exporter.SampleOptions{Interval: 15 * time.Second},
+	})
 	e.Sample(ctx)
 	_, got := scrape(t, reg)
 	held, _ := sumNodes(got, `cachewatch_exporter_locks_held{key_group="lock:stuck:*"}`)
@@ -96,8 +101,11 @@ func TestRefusedInfoIsRateBounded(t *testing.T) {
 	must(t, admin.Do(ctx, "ACL", "SETUSER", "sampler", "on", ">pw", "~*", "+@all", "-info").Err())
 	must(t, admin.ConfigResetStat(ctx).Err())
 	clk := clockwork.NewFakeClockAt(time.Now())
-	e, _ := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, Username: "sampler", Password: "pw"},
-		Interval: 15 * time.Second, Clock: clk})
+	e, _ := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}, Username: "sampler", Password: "pw"},
+		Clock:  clk,
+		Sample: exporter.SampleOptions{Interval: 15 * time.Second},
+	})
 	for i := 0; i < 30; i++ {
 		e.Sample(ctx)
 		clk.Advance(time.Second)
@@ -230,8 +238,12 @@ func TestQueueReadsCappedByReplySize(t *testing.T) {
 	must(t, err)
 	must(t, rdb.ConfigResetStat(ctx).Err())
 	clk := clockwork.NewFakeClockAt(time.Now())
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, Queues: []string{"big", "fan"},
-		Interval: 15 * time.Second, Clock: clk})
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}},
+		Queues: []string{"big", "fan"},
+		Clock:  clk,
+		Sample: exporter.SampleOptions{Interval: 15 * time.Second},
+	})
 	const samples = 10
 	for i := 0; i < samples; i++ {
 		e.Sample(ctx)

@@ -159,7 +159,7 @@ func TestLockValueReadIsBounded(t *testing.T) {
 	must(t, rdb.Set(ctx, "lock:huge", strings.Repeat("x", size), time.Hour).Err())
 	must(t, rdb.ConfigResetStat(ctx).Err())
 	clk := clockwork.NewFakeClockAt(time.Now())
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, LongHeld: 10 * time.Second, Clock: clk})
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, Clock: clk, Locks: exporter.LockOptions{LongHeld: 10 * time.Second}})
 	e.Sample(ctx)
 	clk.Advance(11 * time.Second)
 	e.Sample(ctx)
@@ -218,8 +218,11 @@ func TestRefusedStageIsRateBounded(t *testing.T) {
 	must(t, admin.Do(ctx, "ACL", "SETUSER", "sampler", "on", ">pw", "~*", "+@all", "-scan").Err())
 	must(t, admin.ConfigResetStat(ctx).Err())
 	clk := clockwork.NewFakeClockAt(time.Now())
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}, Username: "sampler", Password: "pw"},
-		Interval: 15 * time.Second, Clock: clk})
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}, Username: "sampler", Password: "pw"},
+		Clock:  clk,
+		Sample: exporter.SampleOptions{Interval: 15 * time.Second},
+	})
 	const samples = 120
 	for i := 0; i < samples; i++ {
 		s := e.Sample(ctx)[0]
@@ -257,8 +260,11 @@ func TestClusterDownIsRateBounded(t *testing.T) {
 	failCluster(t, cl, rdb)
 	must(t, rdb.ConfigResetStat(ctx).Err())
 	clk := clockwork.NewFakeClockAt(time.Now())
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{healthy.Addr}, Mode: exporter.ModeStandalone},
-		Interval: 15 * time.Second, Clock: clk})
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{healthy.Addr}, Mode: exporter.ModeStandalone},
+		Clock:  clk,
+		Sample: exporter.SampleOptions{Interval: 15 * time.Second},
+	})
 	const samples = 60
 	for i := 0; i < samples; i++ {
 		e.Sample(ctx)
@@ -297,8 +303,11 @@ func TestLockPatternGlobSyntax(t *testing.T) {
 		must(t, rdb.Set(ctx, k, "tok", time.Minute).Err())
 	}
 	rules := []keygroup.Rule{keygroup.Glob("lock:*", "L"), keygroup.Glob("lk?1", "K"), keygroup.Glob("mutex-*", "M")}
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}},
-		LockPatterns: []string{`lock:[i]nv:*`, `lk\*1`, `mutex-[^z]`, `mutex-[a-b]`}, KeyGroups: mustClassifier(t, keygroup.Options{Rules: rules})})
+	e, reg := newExporter(t, exporter.Options{
+		Target:    exporter.Target{Addrs: []string{srv.Addr}},
+		KeyGroups: mustClassifier(t, keygroup.Options{Rules: rules}),
+		Locks:     exporter.LockOptions{Patterns: []string{`lock:[i]nv:*`, `lk\*1`, `mutex-[^z]`, `mutex-[a-b]`}},
+	})
 	e.Sample(ctx)
 	_, got := scrape(t, reg)
 	expect(t, got, srv.Addr, map[string]float64{
@@ -354,7 +363,7 @@ func TestLocksExactBeforeKeyspaceCovered(t *testing.T) {
 	}
 	_, err := pipe.Exec(ctx)
 	must(t, err)
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, MaxKeys: 500, ScanCount: 100, LockScanCount: 50})
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, Sample: exporter.SampleOptions{MaxKeys: 500, ScanCount: 100}, Locks: exporter.LockOptions{ScanCount: 50}})
 	s := e.Sample(ctx)[0]
 	if s.Pass == nil || s.Pass.Complete || s.Coverage <= 0 || s.Coverage > 0.2 {
 		t.Fatalf("after one sample: pass %+v, coverage %v", s.Pass, s.Coverage)
@@ -396,7 +405,7 @@ func TestFailedNodeIsRateBounded(t *testing.T) {
 		}
 	}()
 	clk := clockwork.NewFakeClockAt(time.Now())
-	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{l.Addr().String()}}, Interval: 15 * time.Second, Clock: clk})
+	e, reg := newExporter(t, exporter.Options{Target: exporter.Target{Addrs: []string{l.Addr().String()}}, Clock: clk, Sample: exporter.SampleOptions{Interval: 15 * time.Second}})
 	const samples = 100
 	for i := 0; i < samples; i++ {
 		s := e.Sample(context.Background())[0]

@@ -48,15 +48,15 @@ func defineExporter(cmd *kingpin.CmdClause) action {
 	f.redis.register(cmd)
 	f.web = kingpinflag.AddFlags(cmd, defaultListen)
 	cmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.path)
-	cmd.Flag("sample.interval", "Time between samples.").Default(exporter.DefaultInterval.String()).DurationVar(&f.interval)
+	cmd.Flag("sample.interval", "Time between samples.").Default(exporterDefaults.Sample.Interval.String()).DurationVar(&f.interval)
 	cmd.Flag("locks.long-held", "Owner token unchanged this long makes a lock long-held.").
-		Default(exporterDefaults.LongHeld.String()).DurationVar(&f.longHeld)
+		Default(exporterDefaults.Locks.LongHeld.String()).DurationVar(&f.longHeld)
 	cmd.Flag("server.miss-burst", "Count a miss burst when server misses grow by this much in one sample (0: off).").
 		Default("0").Uint64Var(&f.missBurst)
 	cmd.Flag("locks.notifications", "Follow lock keys through keyspace notifications: auto (CONFIG SET the missing classes when allowed, put back on exit), existing (only when the server publishes them), enable (CONFIG SET them and leave them on), or off.").
 		Default(string(exporter.NotifyAuto)).EnumVar(&f.notifications, notifyModes()...)
 	cmd.Flag("locks.reconcile", "With notifications, time over which a SCAN pass reconciles the lock index.").
-		Default(exporterDefaults.LockReconcile.String()).DurationVar(&f.reconcile)
+		Default(exporterDefaults.Locks.Reconcile.String()).DurationVar(&f.reconcile)
 	cmd.Flag("targets.file", "YAML file of Redis targets, each with its own credentials, sampled apart and labelled target (instead of --redis.*).").
 		PlaceHolder("FILE").StringVar(&f.targetsFile)
 	f.probe.register(cmd)
@@ -99,8 +99,8 @@ func (f *exporterFlags) validate() ([]exporter.Options, error) {
 	}
 	mode := exporter.NotifyMode(f.notifications) // kingpin checked the value
 	for i := range all {
-		all[i].Interval, all[i].LongHeld, all[i].MissBurst = f.interval, f.longHeld, f.missBurst
-		all[i].LockNotifications, all[i].LockReconcile = mode, f.reconcile
+		all[i].Sample.Interval, all[i].Locks.LongHeld, all[i].MissBurst = f.interval, f.longHeld, f.missBurst
+		all[i].Locks.Notifications, all[i].Locks.Reconcile = mode, f.reconcile
 	}
 	return all, nil
 }

@@ -63,7 +63,6 @@ func TestFlagErrorsExitTwo(t *testing.T) {
 		{"bad path", []string{"exporter", "--web.telemetry-path", "metrics"}, "must start with /"},
 		{"bad web config", []string{"exporter", "--web.config.file", filepath.Join(dir, "none.yml")}, "none.yml"},
 		{"zero budget", []string{"exporter", "--sample.max-keys", "0"}, "--sample.max-keys must be positive"},
-		{"negative pace", []string{"exporter", "--sample.keys-per-second=-1"}, "--sample.keys-per-second must not be negative"},
 		{"bad log level", []string{"exporter", "--log.level", "loud"}, "--log.level: "},
 		{"bad log format", []string{"doctor", "--log.format", "yaml"}, "--log.format: "},
 		{"doctor format", []string{"doctor", "--format", "yaml"}, "--format: enum value must be one of text,json"},

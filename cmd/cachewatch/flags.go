@@ -87,7 +87,7 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 		PlaceHolder("FILE").StringVar(&f.tlsCA)
 	cmd.Flag("redis.tls-server-name", "Server name to verify in the Redis certificate.").PlaceHolder("NAME").StringVar(&f.tlsServerName)
 	cmd.Flag("redis.tls-insecure-skip-verify", "Do not verify the Redis certificate (testing only).").BoolVar(&f.tlsSkipVerify)
-	cmd.Flag("locks.pattern", "Glob of lock keys (repeatable); default "+exporterDefaults.LockPatterns[0]+".").
+	cmd.Flag("locks.pattern", "Glob of lock keys (repeatable); default "+exporterDefaults.Locks.Patterns[0]+".").
 		PlaceHolder("GLOB").SetValue(&f.lockPatterns)
 	cmd.Flag("queue", "List, stream or sorted-set key to report as a queue (repeatable).").
 		PlaceHolder("KEY").SetValue(&f.queues)
@@ -99,19 +99,19 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Flag("keygroup.min-keys", "Distinct keys that must share a name (at its place in the key) before it appears in a key group, and share a group before it is exported; until then their keys count as other. 1 keeps every name at once.").
 		Default(strconv.Itoa(minKeys)).IntVar(&f.minKeys)
 	cmd.Flag("sample.max-keys", "Keys read per node per sample; SCAN resumes next sample.").
-		Default(strconv.Itoa(exporterDefaults.MaxKeys)).IntVar(&f.maxKeys)
+		Default(strconv.Itoa(exporterDefaults.Sample.MaxKeys)).IntVar(&f.maxKeys)
 	cmd.Flag("sample.max-duration", "Time spent scanning per node per sample (at most 90% of the interval; default 13s or less).").
-		PlaceHolder(exporterDefaults.MaxDuration.String()).IsSetByUser(&f.maxDurationSet).DurationVar(&f.maxDuration)
-	cmd.Flag("sample.scan-count", "SCAN COUNT hint.").Default(strconv.Itoa(exporterDefaults.ScanCount)).IntVar(&f.scanCount)
-	cmd.Flag("sample.batch", "Keys read per pipeline.").Default(strconv.Itoa(exporterDefaults.Batch)).IntVar(&f.batch)
-	cmd.Flag("sample.keys-per-second", "Pace key reads to at most this rate per node (0: unpaced).").
-		Default(strconv.FormatFloat(exporterDefaults.KeysPerSecond, 'f', -1, 64)).Float64Var(&f.keysPerSecond)
+		PlaceHolder(exporterDefaults.Sample.MaxDuration.String()).IsSetByUser(&f.maxDurationSet).DurationVar(&f.maxDuration)
+	cmd.Flag("sample.scan-count", "SCAN COUNT hint.").Default(strconv.Itoa(exporterDefaults.Sample.ScanCount)).IntVar(&f.scanCount)
+	cmd.Flag("sample.batch", "Keys read per pipeline.").Default(strconv.Itoa(exporterDefaults.Sample.Batch)).IntVar(&f.batch)
+	cmd.Flag("sample.keys-per-second", "Pace key reads to at most this rate per node (negative: unpaced).").
+		Default(strconv.FormatFloat(exporterDefaults.Sample.KeysPerSecond, 'f', -1, 64)).Float64Var(&f.keysPerSecond)
 	cmd.Flag("locks.scan-budget", "Share (0-1] of the server's time the lock pass's SCAN may take.").
-		Default(strconv.FormatFloat(exporterDefaults.LockScanBudget, 'f', -1, 64)).Float64Var(&f.scanBudget)
+		Default(strconv.FormatFloat(exporterDefaults.Locks.ScanBudget, 'f', -1, 64)).Float64Var(&f.scanBudget)
 	cmd.Flag("locks.max-tracked", "Lock keys indexed per node; with more, lock series are left out.").
-		Default(strconv.Itoa(exporterDefaults.MaxLocks)).IntVar(&f.maxLocks)
+		Default(strconv.Itoa(exporterDefaults.Locks.MaxTracked)).IntVar(&f.maxLocks)
 	cmd.Flag("locks.holders", "Longest-held locks per lock group whose holder (service, host) is exported; 0 none.").
-		Default(strconv.Itoa(exporterDefaults.LockHolders)).IntVar(&f.lockHolders)
+		Default(strconv.Itoa(exporterDefaults.Locks.Holders)).IntVar(&f.lockHolders)
 	cmd.Flag("locks.max-groups", "Cap on distinct lock groups, apart from --keygroup.max-groups; the rest fold into other.").
 		Default(strconv.Itoa(keygroup.DefaultMaxGroups)).IntVar(&f.lockGroups)
 	cmd.Flag("keys.memory-sample", "Read MEMORY USAGE of one key in N in the keyspace pass, for memory per key group (0: off).").
@@ -121,7 +121,7 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Flag("server.max-info-bytes", "Bytes above which an INFO reply is refused unread: the node is down (class malformed).").
 		Default(strconv.Itoa(exporterDefaults.MaxInfoReply)).IntVar(&f.maxInfoReply)
 	cmd.Flag("sample.max-reply-bytes", "Bytes above which any other reply (SCAN page, CONFIG, CLUSTER NODES, LATENCY, events; lock values are read up to 256 bytes) is refused unread: the node is down (class malformed).").
-		Default(strconv.Itoa(exporterDefaults.MaxReply)).IntVar(&f.maxAnyReply)
+		Default(strconv.Itoa(exporterDefaults.Sample.MaxReplyBytes)).IntVar(&f.maxAnyReply)
 }
 
 // options builds exporter options from the flags, reading the password from
@@ -143,15 +143,17 @@ func (f *redisFlags) options() (exporter.Options, error) {
 	if err != nil {
 		return exporter.Options{}, err
 	}
-	kps := f.keysPerSecond
-	if kps == 0 {
-		kps = -1 // unpaced
-	}
 	return exporter.Options{
-		Target: t, LockPatterns: f.lockPatterns, Queues: f.queues, KeyGroups: groups, LockGroups: lockGroups,
-		MaxKeys: f.maxKeys, MaxDuration: f.maxDuration, ScanCount: f.scanCount, Batch: f.batch, KeysPerSecond: kps,
-		LockScanBudget: f.scanBudget, MaxLocks: f.maxLocks, MemorySample: f.memorySample, MaxQueueReply: f.maxReply,
-		MaxInfoReply: f.maxInfoReply, MaxReply: f.maxAnyReply, LockHolders: cmp.Or(f.lockHolders, -1),
+		Target:        t,
+		Queues:        f.queues,
+		KeyGroups:     groups,
+		MemorySample:  f.memorySample,
+		MaxQueueReply: f.maxReply,
+		MaxInfoReply:  f.maxInfoReply,
+		Sample: exporter.SampleOptions{MaxKeys: f.maxKeys, MaxDuration: f.maxDuration, ScanCount: f.scanCount, Batch: f.batch,
+			KeysPerSecond: f.keysPerSecond, MaxReplyBytes: f.maxAnyReply},
+		Locks: exporter.LockOptions{Patterns: f.lockPatterns, Groups: lockGroups, ScanBudget: f.scanBudget,
+			MaxTracked: f.maxLocks, Holders: cmp.Or(f.lockHolders, -1)},
 	}, nil
 }
 
@@ -173,8 +175,6 @@ func (f *redisFlags) checkRanges() error {
 		return fmt.Errorf("--keygroup.min-keys must be at most %d, got %d", keygroup.MaxMinKeys, f.minKeys)
 	case f.maxDurationSet && f.maxDuration <= 0:
 		return fmt.Errorf("--sample.max-duration must be positive, got %s", f.maxDuration)
-	case f.keysPerSecond < 0:
-		return fmt.Errorf("--sample.keys-per-second must not be negative, got %g", f.keysPerSecond)
 	case !(f.scanBudget > 0 && f.scanBudget <= 1):
 		return fmt.Errorf("--locks.scan-budget must be in (0, 1], got %g", f.scanBudget)
 	case f.lockHolders < 0:

@@ -51,8 +51,8 @@ func (f *locksFlags) run(ctx context.Context, c *cli) int {
 	if err != nil {
 		return c.usageError(err)
 	}
-	r, err := locks.New(locks.Options{Target: opts.Target, Patterns: opts.LockPatterns, Groups: opts.LockGroups,
-		Rate: f.rate, Max: opts.MaxLocks})
+	r, err := locks.New(locks.Options{Target: opts.Target, Patterns: opts.Locks.Patterns, Groups: opts.Locks.Groups,
+		Rate: f.rate, Max: opts.Locks.MaxTracked})
 	if err != nil {
 		return c.usageError(err)
 	}

@@ -67,8 +67,8 @@ func (f *exporterFlags) probeSampling() (func() (exporter.Options, error), error
 		}
 		mode := exporter.NotifyMode(f.notifications) // kingpin checked the value
 		opts.Target = exporter.Target{}
-		opts.Interval, opts.LongHeld, opts.MissBurst = f.interval, f.longHeld, f.missBurst
-		opts.LockNotifications, opts.LockReconcile = mode, f.reconcile
+		opts.Sample.Interval, opts.Locks.LongHeld, opts.MissBurst = f.interval, f.longHeld, f.missBurst
+		opts.Locks.Notifications, opts.Locks.Reconcile = mode, f.reconcile
 		return opts, nil
 	}
 	if _, err := build(); err != nil { // refuse bad sampling flags at start, not at the first probe

@@ -275,14 +275,14 @@ func (o Options) withDefaults() Options {
 // most perSample (and the exporter's own budget).
 func (o Options) exporterOptions(perSample time.Duration) exporter.Options {
 	eo := o.Exporter
-	eo.LongHeld, eo.HotKeys, eo.LockHolders = o.LongHeld, o.HotKeys, namedPerGroup
-	eo.MaxDuration = min(cmp.Or(eo.MaxDuration, sampler.DefaultMaxDuration), perSample)
+	eo.Locks.LongHeld, eo.HotKeys, eo.Locks.Holders = o.LongHeld, o.HotKeys, namedPerGroup
+	eo.Sample.MaxDuration = min(cmp.Or(eo.Sample.MaxDuration, sampler.DefaultMaxDuration), perSample)
 	if eo.KeyGroups == nil {
 		eo.KeyGroups, _ = keygroup.New(keygroup.Options{MinKeys: 1}) // valid options: no error
 	}
 	// Two samples a few seconds apart: a subscription to keyspace events
 	// would add nothing but a sync pass.
-	eo.LockNotifications = exporter.NotifyOff
+	eo.Locks.Notifications = exporter.NotifyOff
 	return eo
 }
 

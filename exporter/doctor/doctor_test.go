@@ -185,7 +185,7 @@ func TestDoctorCoversLargeKeyspace(t *testing.T) {
 	_, err := pipe.Exec(ctx)
 	must(t, err)
 	r, err := doctor.Run(ctx, doctor.Options{
-		Exporter: exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, MaxKeys: 100, ScanCount: 50},
+		Exporter: exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, Sample: exporter.SampleOptions{MaxKeys: 100, ScanCount: 50}},
 		Interval: 10 * time.Millisecond, MaxDuration: time.Hour,
 	})
 	must(t, err)

@@ -49,7 +49,7 @@ func TestDoctorHonoursMaxDuration(t *testing.T) {
 	const limit = 3 * time.Second
 	start := time.Now()
 	r, err := doctor.Run(ctx, doctor.Options{Interval: 10 * time.Millisecond, MaxDuration: limit,
-		Exporter: exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, KeysPerSecond: 1000}})
+		Exporter: exporter.Options{Target: exporter.Target{Addrs: []string{srv.Addr}}, Sample: exporter.SampleOptions{KeysPerSecond: 1000}}})
 	took := time.Since(start)
 	if err != nil || r == nil {
 		t.Fatalf("report %+v, err %v", r, err)

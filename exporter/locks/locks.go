@@ -117,7 +117,7 @@ type seenToken struct {
 // New returns a Reader of opts. It does not connect: each Read does.
 func New(opts Options) (*Reader, error) {
 	if len(opts.Target.Addrs) == 0 {
-		return nil, exporter.ErrNoAddrs
+		return nil, errors.New("locks: no Redis address")
 	}
 	cfg, err := sampler.Config{Conn: conn(opts.Target), LockPatterns: opts.Patterns, LockGroups: opts.Groups,
 		KeyGroups: opts.Groups, LockScanCount: 1000, Batch: 500}.WithDefaults()

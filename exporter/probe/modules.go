@@ -136,8 +136,6 @@ func (s moduleSpec) check() (*module, error) {
 		return nil, errors.New("set password_file or password_env, not both")
 	case s.Interval < 0:
 		return nil, fmt.Errorf("interval must be positive, got %s", s.Interval)
-	case s.KeysPerSecond != nil && *s.KeysPerSecond < 0:
-		return nil, fmt.Errorf("keys_per_second must not be negative, got %g", *s.KeysPerSecond)
 	case slices.Contains(s.LockPatterns, ""):
 		return nil, errors.New("empty lock pattern")
 	}
@@ -227,19 +225,16 @@ func (m *module) options(base exporter.Options, t exporter.Target) (exporter.Opt
 	}
 	base.Target = t
 	if s.LockPatterns != nil {
-		base.LockPatterns = s.LockPatterns
+		base.Locks.Patterns = s.LockPatterns
 	}
 	if s.Queues != nil {
 		base.Queues = s.Queues
 	}
 	if s.Interval > 0 {
-		base.Interval = s.Interval
+		base.Sample.Interval = s.Interval
 	}
 	if s.KeysPerSecond != nil {
-		base.KeysPerSecond = *s.KeysPerSecond
-		if base.KeysPerSecond == 0 {
-			base.KeysPerSecond = -1 // unpaced, as --sample.keys-per-second=0
-		}
+		base.Sample.KeysPerSecond = *s.KeysPerSecond // as --sample.keys-per-second: 0 the default, negative unpaced
 	}
 	return base, nil
 }

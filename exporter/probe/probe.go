@@ -250,9 +250,9 @@ func (p *Prober) start(opts exporter.Options) (*target, error) {
 	t := &target{e: e, first: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
 		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelError)})}
 	t.last.Store(p.opts.Clock.Now().UnixNano())
-	interval := opts.Interval
+	interval := opts.Sample.Interval
 	if interval <= 0 {
-		interval = exporter.DefaultInterval
+		interval = exporter.DefaultOptions().Sample.Interval
 	}
 	go t.run(ctx, interval, opts.Clock)
 	return t, nil

@@ -40,8 +40,11 @@ const testName = "probe-test"
 func newProber(t *testing.T, opts probe.Options) (*probe.Prober, *httptest.Server) {
 	t.Helper()
 	opts.Sampling = func() (exporter.Options, error) {
-		return exporter.Options{KeyGroups: keygrouptest.Named(t), KeysPerSecond: -1, Interval: time.Second,
-			LockNotifications: exporter.NotifyOff}, nil
+		return exporter.Options{
+			KeyGroups: keygrouptest.Named(t),
+			Sample:    exporter.SampleOptions{KeysPerSecond: -1, Interval: time.Second},
+			Locks:     exporter.LockOptions{Notifications: exporter.NotifyOff},
+		}, nil
 	}
 	p, err := probe.New(opts)
 	if err != nil {
@@ -272,7 +275,6 @@ func TestModulesRefused(t *testing.T) {
 		"modules:\n  'a b':\n    mode: auto\n":                      `module "a b": a name is`,
 		"modules: {}\n":                                             "no modules",
 		"modules:\n  a:\n    interval: hunter2\n":                   "a value of the wrong type",
-		"modules:\n  a:\n    keys_per_second: -1\n":                 "must not be negative",
 		"modules:\n  a:\n    password_file: x\n    password_env: Y": "not both",
 	} {
 		_, err := probe.ParseModules([]byte(yml))

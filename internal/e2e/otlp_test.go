@@ -78,9 +78,13 @@ func TestOTLPAnswersLikeScrape(t *testing.T) {
 	var gate sync.RWMutex
 	tr := &traffic{t: t, addr: redis.Addr, dead: dead, reg: app.reg, mp: app.mp}
 	tr.start(context.WithValue(context.Background(), gateKey{}, &gate))
-	e, err := exporter.New(exporter.Options{Target: exporter.Target{Addrs: []string{redis.Addr, dead}},
-		Queues: []string{streamQueue, listQueue, delayedQueue}, MaxKeys: 200, Interval: time.Second,
-		MeterProvider: exp.mp, KeyGroups: keygrouptest.Named(t)})
+	e, err := exporter.New(exporter.Options{
+		Target:        exporter.Target{Addrs: []string{redis.Addr, dead}},
+		Queues:        []string{streamQueue, listQueue, delayedQueue},
+		MeterProvider: exp.mp,
+		KeyGroups:     keygrouptest.Named(t),
+		Sample:        exporter.SampleOptions{MaxKeys: 200, Interval: time.Second},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

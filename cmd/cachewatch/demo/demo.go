@@ -404,9 +404,13 @@ func settleRetries(ctx context.Context, reg *prometheus.Registry, horizon time.D
 
 // startExporter samples the demo's Redis every second into the registry.
 func startExporter(ctx context.Context, reg *prometheus.Registry, t *redisTarget, groups *keygroup.Classifier, quiet *slog.Logger) (*exporter.Exporter, func(), error) {
-	exp, err := exporter.New(exporter.Options{Target: t.exporterTarget(), KeyGroups: groups,
-		LockPatterns: []string{keyPrefix + "lock:*"}, Interval: time.Second,
-		MaxDuration: 200 * time.Millisecond, Logger: quiet})
+	exp, err := exporter.New(exporter.Options{
+		Target:    t.exporterTarget(),
+		KeyGroups: groups,
+		Logger:    quiet,
+		Sample:    exporter.SampleOptions{Interval: time.Second, MaxDuration: 200 * time.Millisecond},
+		Locks:     exporter.LockOptions{Patterns: []string{keyPrefix + "lock:*"}},
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("exporter: %w", err)
 	}
