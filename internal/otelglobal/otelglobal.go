@@ -11,16 +11,20 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-// Gate tells whether a span started now could be recorded.
+// Gate tells whether a span started now could be recorded. It is one
+// interface word, so that the callers' frames that carry it (every caller
+// of a crowd) stay within their first stack.
 type Gate struct {
-	// off is set when no provider was given: no span is ever started.
-	off bool
 	// unset is otel's default global provider when the caller passed the
-	// global provider and no SDK was installed yet; nil otherwise (any
-	// other provider, or the global one once an SDK is behind it, is
-	// always used).
+	// global provider and no SDK was installed yet; off when no provider
+	// was given (no span is ever started); nil otherwise (any other
+	// provider, or the global one once an SDK is behind it, is always
+	// used).
 	unset trace.TracerProvider
 }
+
+// off is the Gate.unset of a caller without a provider.
+var off trace.TracerProvider = noop.NewTracerProvider()
 
 // Resolve returns the provider to start spans from and the Gate that says
 // when to start them: none when explicit is nil (a noop provider), always
@@ -28,7 +32,7 @@ type Gate struct {
 // (otel.GetTracerProvider()) only once an SDK is installed behind it.
 func Resolve(explicit trace.TracerProvider) (trace.TracerProvider, Gate) {
 	if explicit == nil {
-		return noop.NewTracerProvider(), Gate{off: true}
+		return off, Gate{unset: off}
 	}
 	if IsDefault(explicit) && IsDefault(otel.GetTracerProvider()) {
 		return explicit, Gate{unset: otel.GetTracerProvider()}
@@ -40,7 +44,7 @@ func Resolve(explicit trace.TracerProvider) (trace.TracerProvider, Gate) {
 // without a provider; always, unless the provider is otel's default global
 // one and no SDK has been installed since (one atomic load per call).
 func (g Gate) Recording() bool {
-	return !g.off && (g.unset == nil || otel.GetTracerProvider() != g.unset)
+	return g.unset == nil || g.unset != off && otel.GetTracerProvider() != g.unset
 }
 
 // IsDefault reports whether tp is otel's default global provider, the one
