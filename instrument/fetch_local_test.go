@@ -203,17 +203,8 @@ func TestCacheInvalidate(t *testing.T) {
 // Fetch loads instead of serving it), and a pattern invalidation through
 // the Client drops all of their copies.
 func TestInvalidateReachesOtherProcessesCopies(t *testing.T) {
-	srv := redistest.Start(t)
-	reg := prometheus.NewRegistry()
-	clk := newFetchClock()
-	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour} // copies on by default
-	a := newFetchCache(t, srv.Client(t), reg, clk, opts)
-	b := newFetchCache(t, srv.Client(t), reg, clk, opts)
-	admin := srv.Client(t)
+	a, b, _, clk := twoSubscribedProcesses(t)
 	ctx := context.Background()
-	poll.Until(t, "both caches to subscribe to invalidation notices", func() bool {
-		return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"] == 2
-	})
 	var version atomic.Int64
 	load := func(context.Context) (string, error) { return "v" + strconv.FormatInt(version.Add(1), 10), nil }
 	const key = "stock:5"
@@ -390,17 +381,8 @@ func TestLocalCopyVoidedByANoticeDuringItsLookup(t *testing.T) {
 // in-memory copy: it could serve a value invalidated in Redis until its
 // fresh TTL ran out.
 func TestWriterKeepsNoCopyAfterAPatternNoticeDuringItsLoad(t *testing.T) {
-	srv := redistest.Start(t)
-	reg := prometheus.NewRegistry()
-	clk := newFetchClock()
-	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour}
-	a := newFetchCache(t, srv.Client(t), reg, clk, opts)
-	b := newFetchCache(t, srv.Client(t), reg, clk, opts)
-	admin := srv.Client(t)
+	a, b, admin, _ := twoSubscribedProcesses(t)
 	ctx := context.Background()
-	poll.Until(t, "both caches to subscribe to invalidation notices", func() bool {
-		return admin.PubSubNumSub(ctx, DefaultNamespace+":invalidate").Val()[DefaultNamespace+":invalidate"] == 2
-	})
 	loading, release := make(chan struct{}), make(chan struct{})
 	load := func(context.Context) (string, error) {
 		close(loading)
@@ -433,4 +415,23 @@ func TestWriterKeepsNoCopyAfterAPatternNoticeDuringItsLoad(t *testing.T) {
 	if c := b.local.get(key); c != nil {
 		t.Fatalf("copy %q kept although a pattern notice arrived while it was loaded", c.val)
 	}
+}
+
+// twoSubscribedProcesses returns two processes' Caches (local copies on by
+// default) on one Redis, both subscribed to invalidation notices, with an
+// admin client and their shared clock.
+func twoSubscribedProcesses(t *testing.T) (a, b *Cache[string], admin *redis.Client, clk *fetchClock) {
+	t.Helper()
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	clk = newFetchClock()
+	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour}
+	a = newFetchCache(t, srv.Client(t), reg, clk, opts)
+	b = newFetchCache(t, srv.Client(t), reg, clk, opts)
+	admin = srv.Client(t)
+	poll.Until(t, "both caches to subscribe to invalidation notices", func() bool {
+		ch := DefaultNamespace + ":invalidate"
+		return admin.PubSubNumSub(context.Background(), ch).Val()[ch] == 2
+	})
+	return a, b, admin, clk
 }
