@@ -28,6 +28,7 @@ import (
 
 	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/exporter/internal/sampler"
+	"github.com/cachewatch/cachewatch/internal/figures"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/internal/syncbuf"
@@ -77,7 +78,7 @@ func TestLockProbeAtScale(t *testing.T) {
 	seedLocks(t, admin, log, "lock:order:", probeLocks, probeNoTTL, 0)
 	getLoop := startProbeGetLoop(t, srv.Addr, keys-probeLocks)
 	p := &longProbe{t: t, bin: bin, addr: srv.Addr, admin: admin, log: log, interval: exporter.DefaultOptions().Sample.Interval, keys: keys, gets: getLoop}
-	p.logf("%d keys loaded; load %s", keys, loadAvg())
+	p.logf("%d keys loaded; load %s", keys, figures.LoadAvg())
 	time.Sleep(15 * time.Second)
 	p.steadyPhase(duration)
 	p.alternate("steady state", max(4, int(duration/(25*time.Second))), nil)
@@ -86,7 +87,7 @@ func TestLockProbeAtScale(t *testing.T) {
 	p.alternate("second sync", 60, p.exact)
 	p.stop()
 	getLoop.stop(t)
-	p.logf("load at the end %s", loadAvg())
+	p.logf("load at the end %s", figures.LoadAvg())
 }
 
 // longProbe is the state of the long run.
@@ -199,16 +200,6 @@ func redisCPU(t testing.TB, rdb *redis.Client) time.Duration {
 		}
 	}
 	return time.Duration(total * float64(time.Second))
-}
-
-// loadAvg is the machine's load (uptime's three figures).
-func loadAvg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 func pct(d, over time.Duration) float64 { return 100 * d.Seconds() / over.Seconds() }
@@ -332,7 +323,7 @@ func (p *longProbe) steadyPhase(d time.Duration) {
 	acked := make(chan time.Time, 1)
 	go p.write(ctx, bursts, acked)
 	r := &steadyRun{cpuStart: redisCPU(p.t, p.admin)}
-	p.logf("steady phase: exporter started; load %s", loadAvg())
+	p.logf("steady phase: exporter started; load %s", figures.LoadAvg())
 	p.start()
 	for tick := time.NewTicker(time.Second); time.Since(p.began) < d; <-tick.C {
 		p.scrapeOnce(r)
@@ -403,7 +394,7 @@ func (p *longProbe) scrapeOnce(r *steadyRun) {
 	if r.firstExact.IsZero() {
 		r.firstExact, r.cpuExact = now, redisCPU(p.t, p.admin)
 		p.logf("first exact figures scraped %.1f s after the exporter started, stamped +%.1f s; load %s",
-			now.Sub(p.began).Seconds(), at.Sub(p.began).Seconds(), loadAvg())
+			now.Sub(p.began).Seconds(), at.Sub(p.began).Seconds(), figures.LoadAvg())
 	}
 	r.ages = append(r.ages, now.Sub(at))
 	burst := seen[`locks_held{key_group="lock:burst:*"}`]
@@ -426,7 +417,7 @@ func (p *longProbe) progress(r *steadyRun, n int) {
 	c := time.Duration(float64(usec) * 1000 / float64(max(calls, 1)) / sampler.DefaultLockScanCount)
 	p.logf("+%v: %d scrapes with figures, last age %v; SCAN %d calls, %v per key visited (c*N/B at the 20 %% budget: %.0f s); load %s",
 		time.Since(p.began).Round(time.Second), n, age.Round(time.Millisecond), calls, c,
-		c.Seconds()*float64(p.keys)/sampler.DefaultLockScanBudget, loadAvg())
+		c.Seconds()*float64(p.keys)/sampler.DefaultLockScanBudget, figures.LoadAvg())
 }
 
 // scanStats reads the server's SCAN calls and time (INFO commandstats).
@@ -471,7 +462,7 @@ func (p *longProbe) steadyReport(r *steadyRun) {
 	p.logf("redis CPU: %.1f %% of a core during the sync (%v), %.1f %% after (%v); exporter CPU %.1f %%; load %s",
 		pct(r.cpuExact-r.cpuStart, r.firstExact.Sub(p.began)), r.firstExact.Sub(p.began).Round(time.Second),
 		pct(r.cpuEnd-r.cpuExact, r.end.Sub(r.firstExact)), r.end.Sub(r.firstExact).Round(time.Second),
-		pct(procCPU(p.cmd.Process.Pid), r.end.Sub(p.began)), loadAvg())
+		pct(procCPU(p.cmd.Process.Pid), r.end.Sub(p.began)), figures.LoadAvg())
 	if r.violations > 0 || over > 0 || r.addShown == 0 || r.addShown > 2*p.interval || r.delShown == 0 || r.delShown > 2*p.interval {
 		p.t.Errorf("acceptance not met: see above")
 	}
@@ -481,7 +472,7 @@ func (p *longProbe) steadyReport(r *steadyRun) {
 // probeWindowLen, pairs times or until done reports true (checked after each
 // running window), noting the server's CPU over each window.
 func (p *longProbe) alternate(phase string, pairs int, done func() bool) {
-	p.logf("%s: alternating windows; load %s", phase, loadAvg())
+	p.logf("%s: alternating windows; load %s", phase, figures.LoadAvg())
 	for i := 0; i < pairs; i++ {
 		for _, running := range []bool{false, true} {
 			sig := syscall.SIGSTOP

@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cachewatch/cachewatch/internal/figures"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
@@ -62,7 +63,7 @@ func TestProbeAtScale(t *testing.T) {
 	prober, probeAddr := startExporter(t, bin, "--probe.modules-file", modules, "--sample.interval", every)
 	startExporter(t, bin, "--redis.addr", solo.Addr, "--sample.interval", every)
 	baseRSS := rssOf(t, prober)
-	t.Logf("%d redis-servers up; exporter RSS before any probe %.1f MiB; load %s", n, mib(baseRSS), loadAvg())
+	t.Logf("%d redis-servers up; exporter RSS before any probe %.1f MiB; load %s", n, mib(baseRSS), figures.LoadAvg())
 
 	probeAll(t, probeAddr, targets, 0) // starts every sampler, each probe waiting for its first sample
 	cpu0, at0 := cpuOf(t, prober), time.Now()
@@ -76,7 +77,7 @@ func TestProbeAtScale(t *testing.T) {
 	rss := rssOf(t, prober)
 	slices.Sort(took)
 	t.Logf("%d targets, %d probes over %s at a %s interval: probe p50 %s, p99 %s, max %s; load %s", n, len(took),
-		window.Round(time.Second), interval, quantile(took, 0.5), quantile(took, 0.99), quantile(took, 1), loadAvg())
+		window.Round(time.Second), interval, figures.Quantile(took, 0.5), figures.Quantile(took, 0.99), figures.Quantile(took, 1), figures.LoadAvg())
 	t.Logf("exporter CPU %.2f%% of a core (%.3f ms/s per target); RSS %.1f MiB (%.2f MiB per target over the %.1f MiB before any probe)",
 		100*cpu.Seconds()/window.Seconds(), 1000*cpu.Seconds()/window.Seconds()/float64(n), mib(rss), mib(rss-baseRSS)/float64(n), mib(baseRSS))
 	for i, who := range []string{"a probed target", "the single-target exporter's"} {
@@ -215,15 +216,3 @@ func rssOf(t *testing.T, cmd *exec.Cmd) int64 {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
-
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))].Round(100 * time.Microsecond)
-}
-
-func loadAvg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "?"
-}
