@@ -165,22 +165,6 @@ func TestProbeTwoTargets(t *testing.T) {
 	}
 }
 
-// samplerConns counts the clients of s other than the test's.
-func samplerConns(t *testing.T, c *redis.Client) int {
-	t.Helper()
-	list, err := c.ClientList(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
-		if line != "" && !strings.Contains(line, " name="+testName+" ") {
-			n++
-		}
-	}
-	return n
-}
-
 // A target not probed within the idle timeout is stopped: its sampler's
 // connections to Redis are closed, and the next probe starts it again.
 func TestProbeIdleTargetStops(t *testing.T) {
@@ -196,7 +180,7 @@ func TestProbeIdleTargetStops(t *testing.T) {
 	if code, body := get(t, srv, s.Addr, ""); code != http.StatusOK || !strings.Contains(body, "cachewatch_exporter_up") {
 		t.Fatalf("probe: %d %s", code, body)
 	}
-	if n := samplerConns(t, c); n == 0 {
+	if n := redistest.OtherClients(t, c, testName); n == 0 {
 		t.Fatal("no sampler connection after a probe")
 	}
 	if err := clock.BlockUntilContext(ctx, 1); err != nil { // Run's ticker
@@ -209,7 +193,7 @@ func TestProbeIdleTargetStops(t *testing.T) {
 	}
 	clock.Advance(6 * time.Second) // 62 s since the probe
 	poll.Until(t, "the idle target to stop", func() bool { return p.Targets() == 0 })
-	poll.Until(t, "the sampler's connections to close", func() bool { return samplerConns(t, c) == 0 })
+	poll.Until(t, "the sampler's connections to close", func() bool { return redistest.OtherClients(t, c, testName) == 0 })
 
 	if code, _ := get(t, srv, s.Addr, ""); code != http.StatusOK || p.Targets() != 1 {
 		t.Errorf("a probe after the stop: %d, %d targets", code, p.Targets())

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -216,6 +217,24 @@ func NewClient(t testing.TB, opts *redis.Options) *redis.Client {
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// OtherClients counts the connections to the server c talks to, less
+// those named except: the test names its own clients (redis.Options
+// ClientName) and counts those of the program under test.
+func OtherClients(t testing.TB, c *redis.Client, except string) int {
+	t.Helper()
+	list, err := c.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("redistest: CLIENT LIST: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		if line != "" && !strings.Contains(line, " name="+except+" ") {
+			n++
+		}
+	}
+	return n
 }
 
 // Shared returns the address of a Redis the test may use but must not pause
