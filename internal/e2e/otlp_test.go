@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -355,15 +354,7 @@ func startPrometheus3(t *testing.T, bin string, jobs []scrapeJob) (*process, str
 		"global":         map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s"},
 		"scrape_configs": scrapes,
 	})
-	p, port := startOnFreePort(t, "prometheus3", bin, func(port int) []string {
-		return []string{"--config.file=" + cfg, "--storage.tsdb.path=" + filepath.Join(dir, "data"),
-			"--web.listen-address=" + loopback(port), "--web.enable-otlp-receiver", "--log.level=warn"}
-	}, func(port int) error { return httpOK("http://" + loopback(port) + "/-/ready") })
-	client, err := api.NewClient(api.Config{Address: "http://" + loopback(port)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, loopback(port), promv1.NewAPI(client)
+	return runPrometheus(t, "prometheus3", bin, cfg, "--web.enable-otlp-receiver")
 }
 
 // recordedExprs maps each recording rule's name to its expression.

@@ -195,22 +195,27 @@ type promServer struct {
 // and reloads its configuration when asked (setJobs).
 func startPrometheusServer(t *testing.T, bin, rulesFile, am string, interval time.Duration, jobs []scrapeJob) *promServer {
 	t.Helper()
-	dir := t.TempDir()
-	s := &promServer{cfg: filepath.Join(dir, "prometheus.yml"), rules: rulesFile, am: am, interval: interval}
+	s := &promServer{cfg: filepath.Join(t.TempDir(), "prometheus.yml"), rules: rulesFile, am: am, interval: interval}
 	s.writeConfig(t, jobs)
-	p, port := startOnFreePort(t, "prometheus", bin, func(port int) []string {
-		return []string{
-			"--config.file=" + s.cfg, "--storage.tsdb.path=" + filepath.Join(dir, "data"),
-			"--web.listen-address=" + loopback(port), "--web.enable-lifecycle", "--log.level=warn",
-		}
+	s.p, s.addr, s.api = runPrometheus(t, "prometheus", bin, s.cfg, "--web.enable-lifecycle")
+	return s
+}
+
+// runPrometheus runs the Prometheus bin with the configuration file cfg, its
+// data in a new directory, and the flags extra, and returns it, its address
+// and its API once it is ready.
+func runPrometheus(t *testing.T, name, bin, cfg string, extra ...string) (*process, string, promv1.API) {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "data")
+	p, port := startOnFreePort(t, name, bin, func(port int) []string {
+		return append([]string{"--config.file=" + cfg, "--storage.tsdb.path=" + data,
+			"--web.listen-address=" + loopback(port), "--log.level=warn"}, extra...)
 	}, func(port int) error { return httpOK("http://" + loopback(port) + "/-/ready") })
-	s.p, s.addr = p, loopback(port)
-	client, err := api.NewClient(api.Config{Address: "http://" + s.addr})
+	client, err := api.NewClient(api.Config{Address: "http://" + loopback(port)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.api = promv1.NewAPI(client)
-	return s
+	return p, loopback(port), promv1.NewAPI(client)
 }
 
 func (s *promServer) writeConfig(t *testing.T, jobs []scrapeJob) {
