@@ -19,6 +19,16 @@
 // (about 80 minutes). TestOTLPAnswersLikeScrape proves the OpenTelemetry
 // pipeline answers every query as the scraped one does.
 //
+// TestProbeShards deploys the sharded probing of docs/exporter.md: three
+// `cachewatch exporter --probe.modules-file` replicas and a Prometheus with
+// the page's scrape configuration (file service discovery, hashmod over one
+// job per replica), probing 6 redis-servers and a 3-master Cluster. It
+// proves that every target is scraped by exactly one replica, that lock and
+// key figures taken after a change are exact when scraped, and that a target
+// leaving service discovery has its sampler stopped once the idle timeout
+// has passed; CACHEWATCH_SHARD_TARGETS=60 runs it at the size of the
+// figures in docs/benchmarks.md.
+//
 // It needs the Debian packages redis-server, prometheus and
 // prometheus-alertmanager (scripts/test.sh installs them). Without them it
 // skips, saying so; with CACHEWATCH_REQUIRE_REDIS=1 (set by .ci/run) it fails
