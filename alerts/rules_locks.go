@@ -169,7 +169,7 @@ func locksLost(cfg Config) definition {
 				"Redis evicted or failed over and the lock key vanished.",
 				"Code releasing with `DEL` instead of the owner-checked script (another worker's lock deleted).",
 			},
-			confirm: "On **" + boardContention + "**, panel *Lost locks by reason* and *Lock hold time p50 / p99* (compare hold p99 with the lock TTL); *Duplicate version writes* shows the damage. On **" + boardKeyspace + "**, *Locks by remaining TTL* shows how close locks run to expiry.",
+			confirm: "On **" + boardContention + "**, panel *Lost locks by reason* and *Lock hold time p50 / p99* (compare hold p99 with the lock TTL); *Lease ends by outcome* shows how the other leases of the key group end; *Duplicate version writes* shows the damage. On **" + boardKeyspace + "**, *Locks by remaining TTL* shows how close locks run to expiry, and *Lock holders (longest-held)* which service and host hold them.",
 			fix:     "Take locks with `LockOptions.TTL` above the p99.9 of the work, or set `LockOptions.Renew: true` for work that may outlast one TTL (the lock's context is cancelled when the lease is lost, so stop work on `l.Context()`); use `LockOptions.Fencing` and check the fence downstream where a second writer would corrupt data; never release with `DEL`.",
 		},
 		cases: []testCase{{

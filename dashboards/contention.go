@@ -82,6 +82,12 @@ func contention() (*board, error) {
 				unit: units.OpsPerSecond, scale: notComparable,
 				targets: []target{{x.rate(s.LocksLost, []string{keyGroupLabel, "reason"}), "{{key_group}} {{reason}}"}},
 			}, {
+				title: "Lease ends by outcome",
+				help: help{"How lock leases ended, per second: released by their holder, expired under it, lost (a renewal failed), taken_over (another owner at release), error (the release failed). The client counts each lease it took once; the hook counts what the owner-checked releases and renewals of other lock code answer on the wire, refused where a release found the lock no longer its holder's (another owner's, or gone where the reply does not tell).",
+					"released only; any other outcome is a holder that worked on after its lease ended.", rbLocksLost},
+				unit:    units.OpsPerSecond,
+				targets: []target{{x.rate(s.LockLeaseEnds, []string{keyGroupLabel, s.OutcomeLabel}), "{{key_group}} {{outcome}}"}},
+			}, {
 				title: "Lease renewals by result",
 				help: help{"Heartbeats extending held locks, by result.",
 					"all renewed; lost or error means the holder is working without a lease.", rbLockRenewals},
