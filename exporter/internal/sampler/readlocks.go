@@ -56,6 +56,10 @@ func ReadLocks(ctx context.Context, cfg Config, opts ReadLocksOptions) ([]LockRe
 	addrs := cfg.Conn.Addrs
 	if cfg.Conn.Mode != ModeStandalone {
 		masters, isCluster, err := New(cfg).discover(ctx)
+		if refusedClusterInfo(err) {
+			return nil, false, fmt.Errorf("exporter: %w: the server refused INFO cluster, so whether it is a Cluster is not known "+
+				"(a server that is not Redis, such as miniredis, answers so): read it as one server (--redis.mode standalone)", err)
+		}
 		if err != nil {
 			return nil, false, fmt.Errorf("exporter: %w", err)
 		}
@@ -98,6 +102,15 @@ func ReadLocks(ctx context.Context, cfg Config, opts ReadLocksOptions) ([]LockRe
 	}
 	judgeAlive(ctx, &cfg, clients, out)
 	return out, truncated, errors.Join(errs...)
+}
+
+// refusedClusterInfo reports the error reply of a server that answered
+// INFO cluster with an error of its own, neither a refused permission, a
+// failed login nor a busy or loading server: one that does not know the
+// section.
+func refusedClusterInfo(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && classify(err) == ClassOther
 }
 
 // judgeAlive sets whether each lock's holder is alive, asking every node
