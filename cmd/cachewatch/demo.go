@@ -121,11 +121,16 @@ func (f *demoFlags) run(ctx context.Context, c *cli) int {
 }
 
 // announce returns what the demo prints once connected: the server, the
-// metrics address and what it will run.
-func (f *demoFlags) announce(out io.Writer, metrics net.Addr) func(server string) {
-	return func(server string) {
+// metrics address, the command that lists its locks and what it will run.
+func (f *demoFlags) announce(out io.Writer, metrics net.Addr) func(server, url string) {
+	return func(server, url string) {
 		fmt.Fprintf(out, "cachewatch demo on %s\n", server)
 		fmt.Fprintf(out, "metrics: http://%s/metrics (Prometheus can scrape it while the demo runs)\n", metrics)
+		password := ""
+		if os.Getenv(PasswordEnv) != "" {
+			password = " ($" + PasswordEnv + " set there too)"
+		}
+		fmt.Fprintf(out, "locks: who holds each lock, from another terminal%s:\n  %s\n", password, demoLocksCommand(url))
 		if f.phase != "" {
 			fmt.Fprintf(out, "running %v, %s only\n", f.duration, f.phase)
 		} else {
@@ -135,6 +140,33 @@ func (f *demoFlags) announce(out io.Writer, metrics net.Addr) func(server string
 			fmt.Fprintln(out, w)
 		}
 	}
+}
+
+// demoLocksRefresh is the refresh of the locks command the demo prints:
+// the job's lock lives at most 300 ms at a time, so a listing every 2 s
+// (the default) catches it only now and then; every 200 ms its TTL is seen
+// running out.
+const demoLocksRefresh = 200 * time.Millisecond
+
+// demoLocksCommand is the cachewatch locks command that lists the demo's
+// locks on the Redis at url, as a shell line: the demo's client is a
+// standalone one (miniredis cannot say whether it is a Cluster), and its
+// locks are not under the default pattern.
+func demoLocksCommand(url string) string {
+	words := []string{"cachewatch", "locks", "--redis.url", url, "--redis.mode", "standalone",
+		"--locks.pattern", demo.LockPattern, "--refresh", demoLocksRefresh.String()}
+	for i, w := range words {
+		words[i] = shellQuote(w)
+	}
+	return strings.Join(words, " ")
+}
+
+// shellQuote quotes w for a POSIX shell unless it needs no quoting.
+func shellQuote(w string) string {
+	if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 }
 
 func writeDemoReport(r *demo.Report, f *demoFlags, stdout io.Writer) error {

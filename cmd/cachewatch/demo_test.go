@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachewatch/cachewatch/cmd/cachewatch/demo"
+	"github.com/cachewatch/cachewatch/exporter/locks"
 	"github.com/cachewatch/cachewatch/internal/syncbuf"
 )
 
@@ -56,8 +58,8 @@ func TestDemoHelp(t *testing.T) {
 }
 
 // TestDemoJSONAndMetrics runs a short demo on the embedded miniredis:
-// /metrics answers while it runs, stdout is one JSON document, and the
-// HTML report is written.
+// /metrics answers while it runs, the locks command it prints lists its
+// locks, stdout is one JSON document, and the HTML report is written.
 func TestDemoJSONAndMetrics(t *testing.T) {
 	html := filepath.Join(t.TempDir(), "report.html")
 	var out bytes.Buffer
@@ -91,6 +93,7 @@ func TestDemoJSONAndMetrics(t *testing.T) {
 		// The first series appear with the fleet's first commands.
 		scraped = bytes.Contains(body, []byte("cachewatch_lock_attempts_total"))
 	}
+	checkDemoLocksCommand(t, progress.String())
 	if code := <-done; code != 0 {
 		t.Fatalf("demo: code %d, stderr:\n%s", code, progress.String())
 	}
@@ -106,5 +109,45 @@ func TestDemoJSONAndMetrics(t *testing.T) {
 	}
 	if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("<svg")) {
 		t.Errorf("HTML report not written (%v)", err)
+	}
+}
+
+// checkDemoLocksCommand runs the cachewatch locks command a running demo
+// printed (once, as JSON): it lists the demo's locks on the embedded
+// miniredis. Without its --redis.mode standalone, the listing fails
+// (miniredis refuses INFO cluster) with an error that names that flag.
+func checkDemoLocksCommand(t *testing.T, printed string) {
+	t.Helper()
+	m := regexp.MustCompile(`\n  (cachewatch locks [^\n]+)\n`).FindStringSubmatch(printed)
+	if m == nil {
+		t.Fatalf("the demo printed no cachewatch locks command:\n%s", printed)
+	}
+	args := shellWords(m[1])[1:]
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), append(args, "--once", "--format", "json"), &out, &errOut); code != 0 {
+		t.Fatalf("%s: exit %d\n%s", m[1], code, errOut.String())
+	}
+	var l locks.Listing
+	if err := json.Unmarshal(out.Bytes(), &l); err != nil {
+		t.Fatalf("%s: %v\n%s", m[1], err, out.String())
+	}
+	for _, lk := range l.Locks {
+		if !strings.HasPrefix(lk.Key, strings.TrimSuffix(demo.LockPattern, "*")) {
+			t.Errorf("%s lists %q, not a lock of the demo", m[1], lk.Key)
+		}
+	}
+	var auto []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--redis.mode" {
+			i++
+			continue
+		}
+		auto = append(auto, args[i])
+	}
+	errOut.Reset()
+	if code := run(context.Background(), append(auto, "--once"), &out, &errOut); code != exitIncomplete ||
+		!strings.Contains(errOut.String(), "--redis.mode standalone") {
+		t.Errorf("cachewatch %s: exit %d, stderr %q: want %d and the flag that reads miniredis as one server",
+			strings.Join(auto, " "), code, errOut.String(), exitIncomplete)
 	}
 }

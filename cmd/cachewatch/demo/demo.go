@@ -71,8 +71,10 @@ type Options struct {
 	// need it). Serve it to watch the run.
 	Registry *prometheus.Registry
 	// Announce, when set, is called once the Redis is ready, with what the
-	// run uses ("embedded miniredis …" or "Redis at host:port").
-	Announce func(server string)
+	// run uses ("embedded miniredis …" or "Redis at host:port") and a URL
+	// other commands reach it by (redis://host:port, or RedisURL as given:
+	// never a password), such as `cachewatch locks --redis.url`.
+	Announce func(server, url string)
 	// Progress, when set, is called every half second with the live figures.
 	Progress func(Progress)
 
@@ -82,6 +84,10 @@ type Options struct {
 	// waiting caller stalled past the horizon between a busy attempt and
 	// its retry is counted by the hook as a try-once caller and a new one.
 	retryHorizon time.Duration
+	// holdPhase, when set, is called once a phase's time is up, with its
+	// name, before its fleet stops: the fleet runs on until it returns.
+	// Tests wait there for what they observe of a running phase.
+	holdPhase func(phase string)
 }
 
 // Progress is the state of a run at one moment, counted as the report
@@ -147,6 +153,7 @@ func (o *Options) defaults() error {
 type redisTarget struct {
 	opts     *redis.Options
 	server   string // what the report calls it
+	url      string // how other commands reach it
 	embedded bool
 	close    func()
 }
@@ -162,7 +169,7 @@ func connect(ctx context.Context, o Options) (*redisTarget, error) {
 		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, fmt.Errorf("start embedded miniredis: %w", err)
 		}
-		return &redisTarget{opts: &redis.Options{Addr: m.Addr()}, embedded: true,
+		return &redisTarget{opts: &redis.Options{Addr: m.Addr()}, embedded: true, url: "redis://" + m.Addr(),
 			server: "embedded miniredis (in this process, " + m.Addr() + ")", close: m.Close}, nil
 	}
 	t, err := exporter.ParseURL(o.RedisURL)
@@ -179,7 +186,7 @@ func connect(ctx context.Context, o Options) (*redisTarget, error) {
 	if err := c.Ping(pctx).Err(); err != nil {
 		return nil, fmt.Errorf("%w at %s: %v", ErrRedisUnreachable, ro.Addr, err)
 	}
-	return &redisTarget{opts: ro, server: "Redis at " + ro.Addr, close: func() {}}, nil
+	return &redisTarget{opts: ro, server: "Redis at " + ro.Addr, url: o.RedisURL, close: func() {}}, nil
 }
 
 func (t *redisTarget) exporterTarget() exporter.Target {
@@ -207,7 +214,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	if o.Announce != nil {
-		o.Announce(target.server)
+		o.Announce(target.server, target.url)
 	}
 
 	admin := redis.NewClient(target.opts)
@@ -265,6 +272,7 @@ func newEnv(target *redisTarget, o Options) (*env, error) {
 		// demo runs on busy laptops and CI machines.
 		redisTimeout: 2 * time.Second,
 		retryHorizon: o.retryHorizon,
+		holdPhase:    o.holdPhase,
 		versions:     newVersions(),
 	}, nil
 }
@@ -350,14 +358,15 @@ func runMeasured(ctx context.Context, e *env, spec phaseSpec, index int, o Optio
 	if err != nil {
 		return PhaseReport{}, err
 	}
-	base := readSignals(before)
+	jobGroup := e.groups.Classify(jobLockKey)
+	base := readSignals(before, jobGroup)
 	var timeline []Point
 	tick := func(elapsed time.Duration) {
 		snap, err := gather(o.Registry)
 		if err != nil {
 			return
 		}
-		sig := readSignals(snap).minus(base)
+		sig := readSignals(snap, jobGroup).minus(base)
 		db := e.db.counts()
 		timeline = append(timeline, Point{T: elapsed.Seconds(),
 			LoaderCallsMetric: loaderCalls(spec.name, sig), LoaderCallsTruth: float64(db.calls - dbBefore.calls)})
@@ -381,7 +390,7 @@ func runMeasured(ctx context.Context, e *env, spec phaseSpec, index int, o Optio
 		return PhaseReport{}, err
 	}
 	db := e.db.counts()
-	return buildPhase(spec, readSignals(after).minus(base), t, dbCounts{
+	return buildPhase(spec, readSignals(after, jobGroup).minus(base), t, dbCounts{
 		calls: db.calls - dbBefore.calls, refreshes: db.refreshes - dbBefore.refreshes,
 		stampedes: db.stampedes - dbBefore.stampedes}, timeline), nil
 }
@@ -409,7 +418,7 @@ func startExporter(ctx context.Context, reg *prometheus.Registry, t *redisTarget
 		KeyGroups: groups,
 		Logger:    quiet,
 		Sample:    exporter.SampleOptions{Interval: time.Second, MaxDuration: 200 * time.Millisecond},
-		Locks:     exporter.LockOptions{Patterns: []string{keyPrefix + "lock:*"}},
+		Locks:     exporter.LockOptions{Patterns: []string{LockPattern}},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("exporter: %w", err)

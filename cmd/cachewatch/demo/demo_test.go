@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/cachewatch/cachewatch/exporter"
 	"github.com/cachewatch/cachewatch/internal/redistest"
 	"github.com/cachewatch/cachewatch/signals"
 )
@@ -34,9 +35,17 @@ func TestRunEmbeddedMiniredis(t *testing.T) {
 	o.Registry = reg
 	last := map[string]Progress{}
 	o.Progress = func(p Progress) { last[p.Phase] = p } // called from Run's goroutine
+	// The locks are listed as the command the demo prints does: one
+	// server (miniredis cannot say whether it is a Cluster).
+	var url string
+	o.Announce = func(_, u string) { url = u }
+	o.holdPhase = watchJobLock(t, reg, &url, exporter.ModeStandalone)
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.HasPrefix(url, "redis://127.0.0.1:") || !strings.Contains(r.Server, strings.TrimPrefix(url, "redis://")) {
+		t.Errorf("announced URL %q, server %q: want the embedded miniredis's address", url, r.Server)
 	}
 	// The progress line counts as the report does: on cachewatch no caller
 	// waits for a lock (the job's try-once lock is not contention) and no
@@ -51,6 +60,7 @@ func TestRunEmbeddedMiniredis(t *testing.T) {
 		t.Errorf("server %q embedded=%v, want the embedded miniredis", r.Server, r.Embedded)
 	}
 	checkReport(t, r)
+	checkJobLock(t, reg, r)
 	// The exporter sampled the embedded server: up, keys scanned, and the
 	// INFO sections miniredis lacks named.
 	snap, err := gather(reg)
@@ -124,14 +134,19 @@ func TestRunRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	o := testOptions()
 	o.RedisURL = "redis://" + srv.Addr
+	o.Registry = prometheus.NewRegistry()
+	var url string
+	o.Announce = func(_, u string) { url = u }
+	o.holdPhase = watchJobLock(t, o.Registry, &url, exporter.ModeAuto)
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Embedded || !strings.Contains(r.Server, srv.Addr) {
-		t.Errorf("server %q embedded=%v, want the redis-server at %s", r.Server, r.Embedded, srv.Addr)
+	if r.Embedded || !strings.Contains(r.Server, srv.Addr) || url != o.RedisURL {
+		t.Errorf("server %q embedded=%v, URL %q: want the redis-server at %s", r.Server, r.Embedded, url, srv.Addr)
 	}
 	checkReport(t, r)
+	checkJobLock(t, o.Registry, r)
 	if len(r.Exporter.Missing) != 0 {
 		t.Errorf("exporter could not sample a real Redis: %v", r.Exporter.Missing)
 	}
@@ -186,6 +201,7 @@ func checkReport(t *testing.T, r *Report) {
 		equal(t, p.Name+" first-try lock contention", p.FirstTryContention)
 		equal(t, p.Name+" try-once lock contention", p.TryOnceContention)
 		equal(t, p.Name+" locks lost", p.LocksLost)
+		equal(t, p.Name+" job lock expired under its holder", p.JobLockExpired)
 		equal(t, p.Name+" write skew prevented", p.WriteSkewPrevented)
 		if *p.FirstTryLockAttempts.Truth == 0 {
 			t.Errorf("%s: no lock attempts", p.Name)
@@ -194,6 +210,7 @@ func checkReport(t *testing.T, r *Report) {
 	un, cw := r.Phases[0], r.Phases[1]
 	equal(t, "unprotected cache misses", un.CacheMisses)
 	equal(t, "unprotected stale served", un.StaleServed)
+	equal(t, "unprotected job lock taken by another instance", un.JobLockTaken)
 
 	if perRefresh := *un.LoaderCallsPerRefresh.Truth; perRefresh < 1.5 {
 		t.Errorf("unprotected: %.2f loader calls per refresh, want a stampede (≥ 1.5)", perRefresh)

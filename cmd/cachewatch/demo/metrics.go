@@ -41,9 +41,24 @@ type phaseSignals struct {
 	FirstAttempts, FirstBusy            float64
 	TryOnceFirst, TryOnceBusy           float64 // first attempts of try-once acquisitions (the job's lock)
 	LocksLost, WriteSkew                float64
+	// JobLockEnded counts the lease ends of the job's lock group other
+	// than released and error: the lease ended under its holder.
+	// JobLockTaken counts those that found another owner at release: the
+	// hook's refused (a release answered 0), the client's taken_over.
+	JobLockEnded, JobLockTaken float64
 }
 
-func readSignals(s snapshot) phaseSignals {
+// endedUnderHolder are the lease ends of a lease that ended before its
+// holder released it.
+var endedUnderHolder = []string{signals.EndExpired, signals.EndRefused, signals.EndLost, signals.EndTakenOver}
+
+// readSignals reads the figures of s; jobGroup is the key group of the
+// job's lock.
+func readSignals(s snapshot, jobGroup string) phaseSignals {
+	var jobEnded float64
+	for _, end := range endedUnderHolder {
+		jobEnded += s.sum(signals.LockLeaseEnds, signals.KeyGroupLabel, jobGroup, signals.OutcomeLabel, end)
+	}
 	return phaseSignals{
 		// "rejected" counts loads refused a fallback slot: no call made.
 		LoaderCalls: s.sum(signals.LoaderCalls, "result", "success") + s.sum(signals.LoaderCalls, "result", "error"),
@@ -60,6 +75,9 @@ func readSignals(s snapshot) phaseSignals {
 		TryOnceBusy:   s.sum(signals.LockAttempts, "attempt", "first", "result", "busy", signals.ModeLabel, signals.ModeTryOnce),
 		LocksLost:     s.sum(signals.LocksLost),
 		WriteSkew:     s.sum(signals.WriteSkew),
+		JobLockEnded:  jobEnded,
+		JobLockTaken: s.sum(signals.LockLeaseEnds, signals.KeyGroupLabel, jobGroup, signals.OutcomeLabel, signals.EndRefused) +
+			s.sum(signals.LockLeaseEnds, signals.KeyGroupLabel, jobGroup, signals.OutcomeLabel, signals.EndTakenOver),
 	}
 }
 
@@ -71,5 +89,6 @@ func (a phaseSignals) minus(b phaseSignals) phaseSignals {
 		FirstAttempts: a.FirstAttempts - b.FirstAttempts, FirstBusy: a.FirstBusy - b.FirstBusy,
 		TryOnceFirst: a.TryOnceFirst - b.TryOnceFirst, TryOnceBusy: a.TryOnceBusy - b.TryOnceBusy,
 		LocksLost: a.LocksLost - b.LocksLost, WriteSkew: a.WriteSkew - b.WriteSkew,
+		JobLockEnded: a.JobLockEnded - b.JobLockEnded, JobLockTaken: a.JobLockTaken - b.JobLockTaken,
 	}
 }

@@ -20,6 +20,10 @@ import (
 // after itself on a Redis that holds other data.
 const keyPrefix = "cwdemo:"
 
+// LockPattern matches every lock the demo takes: the job's and, in the
+// unprotected phase, the hand-written lock of each hot key.
+const LockPattern = keyPrefix + "lock:*"
+
 // jobLockKey is the lock of the periodic job every instance tries to run;
 // jobLockTTL its lease, in both phases (renewed only under cachewatch).
 const (
@@ -73,6 +77,7 @@ type env struct {
 	redisTimeout time.Duration
 	// retryHorizon is the hooks' RetryHorizon (Options.retryHorizon).
 	retryHorizon time.Duration
+	holdPhase    func(phase string) // Options.holdPhase
 
 	db       *database
 	versions *versions
@@ -126,13 +131,23 @@ func runPhase(ctx context.Context, e *env, spec phaseSpec, tick func(time.Durati
 	timer := time.NewTimer(spec.duration)
 	defer ticker.Stop()
 	defer timer.Stop()
-	var err error
+	var (
+		err  error
+		held <-chan struct{} // closed once holdPhase has returned
+	)
 loop:
 	for {
 		select {
 		case <-ticker.C:
 			tick(time.Since(start))
 		case <-timer.C:
+			if e.holdPhase == nil {
+				break loop
+			}
+			done := make(chan struct{})
+			go func() { defer close(done); e.holdPhase(spec.name) }()
+			held = done
+		case <-held:
 			break loop
 		case <-ctx.Done():
 			err = ctx.Err()

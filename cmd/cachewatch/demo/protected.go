@@ -101,6 +101,7 @@ func (p *protected) job(ctx context.Context) {
 	// Lost before the work ended, or found gone by Release: counted once.
 	if errors.Is(err, instrument.ErrNotOwner) || errors.Is(context.Cause(l.Context()), instrument.ErrLockLost) {
 		t.locksLost.Add(1)
+		t.jobLockLost.Add(1)
 	}
 }
 

@@ -77,6 +77,14 @@ type PhaseReport struct {
 	// the value), which the contention alerts leave out.
 	TryOnceContention Figure `json:"try_once_lock_contention"`
 	LocksLost         Figure `json:"locks_lost"`
+	// JobLockExpired counts the periodic job's runs whose lock ended under
+	// them, before their release (expired, or lost: its lease ends other
+	// than released and error); JobLockTaken those of them whose release
+	// found another instance holding the lock, which ran the job at the
+	// same time (the hook's refused, the client's taken_over; on cachewatch
+	// the demo cannot tell them apart: no truth).
+	JobLockExpired Figure `json:"job_lock_expired"`
+	JobLockTaken   Figure `json:"job_lock_taken"`
 	// WriteSkewPrevented counts older versions refused by compare-and-set;
 	// OlderWritesLanded those that replaced a newer value (only the demo
 	// can see those: no signal observes a plain SET's version).
@@ -146,6 +154,8 @@ func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline 
 		TryOnceContention: Figure{ratio(s.TryOnceBusy, s.TryOnceFirst),
 			ratio(float64(t.jobBusy.Load()+t.skippedBusy.Load()), float64(t.jobTries.Load()+t.skippedBusy.Load()))},
 		LocksLost:          Figure{num(s.LocksLost), num(float64(t.locksLost.Load()))},
+		JobLockExpired:     Figure{num(s.JobLockEnded), num(float64(t.jobLockLost.Load()))},
+		JobLockTaken:       Figure{num(s.JobLockTaken), nil},
 		WriteSkewPrevented: Figure{num(s.WriteSkew), num(float64(t.olderRefused.Load()))},
 		OlderWritesLanded:  Figure{nil, num(float64(t.olderLanded.Load()))},
 		MissBursts:         Figure{num(s.MissBursts), num(float64(db.stampedes))},
@@ -153,6 +163,7 @@ func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline 
 	if spec.name == PhaseUnprotected {
 		r.CacheMisses = Figure{num(s.Misses), num(float64(t.misses.Load()))}
 		r.Fallbacks = Figure{} // no cachewatch client in this phase
+		r.JobLockTaken.Truth = num(float64(t.jobLockTaken.Load()))
 	} else {
 		// A Fetch does not tell its caller whether it missed.
 		r.CacheMisses = Figure{num(s.Misses), nil}
@@ -219,6 +230,8 @@ var figurePanels = []struct{ figure, row, board, panel string }{
 	{"cache_misses", "cache misses", "cachewatch-contention", "Cache lookups by result (share)"},
 	{"first_try_lock_contention", "first-try lock contention (waiting callers)", "cachewatch-contention", "Contention rate (busy first attempts / first attempts)"},
 	{"locks_lost", "locks lost", "cachewatch-contention", "Lost locks by reason"},
+	{"job_lock_expired", "job lock expired under its holder (lease ends by outcome)", "cachewatch-contention", "Lease ends by outcome"},
+	{"job_lock_holders", "who holds the job lock (the exporter)", "cachewatch-keyspace", "Lock holders (longest-held)"},
 	{"write_skew_prevented", "write skew prevented", "cachewatch-contention", "Write skew and refused stale writes"},
 	{"miss_bursts", "miss bursts", "cachewatch-contention", "Miss bursts"},
 	{"exporter_lock_state", "locks held (the exporter)", "cachewatch-keyspace", "Locks held"},
@@ -317,6 +330,8 @@ func textRows() []textRow {
 		{"first-try lock contention (waiting callers)", func(p PhaseReport) Figure { return percent(p.FirstTryContention) }, "%.1f%%"},
 		{"… of try-once acquisitions (the job's lock)", func(p PhaseReport) Figure { return percent(p.TryOnceContention) }, "%.1f%%"},
 		{"locks lost", func(p PhaseReport) Figure { return p.LocksLost }, "%.0f"},
+		{"job lock expired under its holder", func(p PhaseReport) Figure { return p.JobLockExpired }, "%.0f"},
+		{"… and taken: two ran the job at once", func(p PhaseReport) Figure { return p.JobLockTaken }, "%.0f"},
 		{"write skew prevented", func(p PhaseReport) Figure { return p.WriteSkewPrevented }, "%.0f"},
 		{"older writes that landed", func(p PhaseReport) Figure { return p.OlderWritesLanded }, "%.0f"},
 		{fmt.Sprintf("miss bursts, ≥%d misses/%v (truth: stampedes)", burstThreshold, burstWindow), func(p PhaseReport) Figure { return p.MissBursts }, "%.0f"},

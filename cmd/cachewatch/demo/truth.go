@@ -22,6 +22,12 @@ type truth struct {
 	// retried (it found the value instead): try-once, as the hook infers.
 	skippedBusy atomic.Int64
 	locksLost   atomic.Int64 // holders whose lock ended before their release
+	// jobLockLost are the job's runs whose lock ended under them, before
+	// their release: found gone or taken at release (unprotected), or lost
+	// (cachewatch); jobLockTaken those of them whose release found another
+	// instance holding it (unprotected: two instances ran the job at once).
+	jobLockLost  atomic.Int64
+	jobLockTaken atomic.Int64
 
 	olderWrites  atomic.Int64 // writes that carried an older version than the stored one
 	olderLanded  atomic.Int64 // … and replaced the newer value

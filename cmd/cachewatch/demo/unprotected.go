@@ -3,7 +3,7 @@ package demo
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // The hand-written owner-checked release of the unprotected services: the
 // redis.io recipe, answering -1 when the lock was already gone. The hook is
 // told its role, so that a release finding the lock gone or taken counts as
-// a lost lock.
+// a lost lock, and its lease end as expired (gone) or refused (taken).
 const releaseScriptSrc = `local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 if v == false then return -1 end
@@ -41,18 +41,21 @@ const (
 // hand-written SET NX lock whose waiters poll and, out of patience, load
 // from the database themselves.
 type unprotected struct {
-	env      *env
-	rdb      *redis.Client
+	env *env
+	rdb *redis.Client
+	// name is the instance's: its hook's Name and its job lock's metadata.
+	name     string
 	withLock bool
 }
 
 func newUnprotected(e *env, i int) (service, error) {
 	rdb := e.newClient()
+	name := fmt.Sprintf("unprotected-%d", i)
 	// The job's lock is taken once, the run skipped when busy. The hook
 	// would infer that (no retry within its horizon), a second after each
 	// busy attempt; told, it counts them as try-once at once, as the
 	// report, read the moment the phase ends, needs.
-	h, err := hooks.New(hooks.Options{Registerer: e.reg, Name: fmt.Sprintf("unprotected-%d", i),
+	h, err := hooks.New(hooks.Options{Registerer: e.reg, Name: name,
 		KeyGroups: e.groups, Scripts: demoScripts, Pool: rdb, TryOnce: []string{e.groups.Classify(jobLockKey)},
 		RetryHorizon:    e.retryHorizon,
 		MissBurstWindow: burstWindow, MissBurstThreshold: burstThreshold})
@@ -61,7 +64,7 @@ func newUnprotected(e *env, i int) (service, error) {
 		return nil, fmt.Errorf("hook: %w", err)
 	}
 	rdb.AddHook(h)
-	return &unprotected{env: e, rdb: rdb, withLock: i%2 == 1}, nil
+	return &unprotected{env: e, rdb: rdb, name: name, withLock: i%2 == 1}, nil
 }
 
 func (u *unprotected) close() { u.rdb.Close() }
@@ -128,10 +131,10 @@ func (u *unprotected) loadAndStore(ctx context.Context, key string) (Product, er
 	return p, u.rdb.SetEx(ctx, key, b, u.env.freshTTL).Err()
 }
 
-// tryLock sends SET lock token NX PX and counts a first attempt; its
+// tryLock sends SET lock value NX PX and counts a first attempt; its
 // caller counts a busy one once it knows whether it retries.
-func (u *unprotected) tryLock(ctx context.Context, lock, token string, ttl time.Duration, first bool) (bool, error) {
-	err := u.rdb.SetArgs(ctx, lock, token, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
+func (u *unprotected) tryLock(ctx context.Context, lock, value string, ttl time.Duration, first bool) (bool, error) {
+	err := u.rdb.SetArgs(ctx, lock, value, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return false, err
 	}
@@ -141,32 +144,66 @@ func (u *unprotected) tryLock(ctx context.Context, lock, token string, ttl time.
 	return err == nil, nil
 }
 
-// release runs the owner-checked script; anything but 1 means the lock had
-// expired (and maybe been taken by another instance) while it was held.
-func (u *unprotected) release(ctx context.Context, lock, token string) {
-	n, err := releaseScript.Run(ctx, u.rdb, []string{lock}, token).Int()
-	if err == nil && n != 1 {
-		u.env.truth().locksLost.Add(1)
+// What an owner-checked release found.
+type releaseResult int
+
+const (
+	released     releaseResult = iota
+	releaseGone                // the lock had expired while held
+	releaseTaken               // … and another instance had taken it
+	releaseError               // the script failed: nothing is known
+)
+
+// release runs the owner-checked script with the value the lock was taken
+// with; anything but 1 means the lock had expired (and maybe been taken by
+// another instance) while it was held.
+func (u *unprotected) release(ctx context.Context, lock, value string) releaseResult {
+	n, err := releaseScript.Run(ctx, u.rdb, []string{lock}, value).Int()
+	switch {
+	case err != nil:
+		return releaseError
+	case n == 1:
+		return released
 	}
+	u.env.truth().locksLost.Add(1)
+	if n == -1 {
+		return releaseGone
+	}
+	return releaseTaken
 }
 
 // job is a periodic task that one instance at a time should run: take the
 // lock once (skip when busy), work, release. Its work often outlasts the
 // lock's TTL, and nothing renews it.
+//
+// Its lock names its holder as teams using bsm/redislock do with
+// Options.Metadata: the value is a 22-character token followed by the
+// metadata, here the instance's name ("unprotected-3"). The demo writes
+// that value with its own SET NX PX (it does not use the library), so that
+// `cachewatch locks` and the exporter's lock holder series read it as
+// redislock's and name the instance holding the lock. The release compares
+// the whole value.
 func (u *unprotected) job(ctx context.Context) {
-	token := newToken()
-	acquired, err := u.tryLock(ctx, jobLockKey, token, jobLockTTL, true)
+	value := newToken() + u.name
+	acquired, err := u.tryLock(ctx, jobLockKey, value, jobLockTTL, true)
 	if err != nil {
 		return
 	}
-	u.env.truth().jobTries.Add(1)
+	t := u.env.truth()
+	t.jobTries.Add(1)
 	if !acquired {
-		u.env.truth().firstBusy.Add(1)
-		u.env.truth().jobBusy.Add(1)
+		t.firstBusy.Add(1)
+		t.jobBusy.Add(1)
 		return
 	}
 	time.Sleep(jobWork())
-	u.release(ctx, jobLockKey, token)
+	switch u.release(ctx, jobLockKey, value) {
+	case releaseGone:
+		t.jobLockLost.Add(1)
+	case releaseTaken:
+		t.jobLockLost.Add(1)
+		t.jobLockTaken.Add(1)
+	}
 }
 
 // write stores a price update with a plain SET: a slow update that finishes
@@ -181,8 +218,11 @@ func (u *unprotected) write(ctx context.Context, key string, version int64) {
 	}
 }
 
+// newToken returns a lock token made as bsm/redislock makes its own: 16
+// random bytes, base64url without padding, 22 characters. A lock holding
+// the bare token names nobody (`cachewatch locks` shows it as opaque).
 func newToken() string {
-	var b [12]byte
+	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
