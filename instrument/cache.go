@@ -13,7 +13,8 @@ import (
 // ErrNotFound is what a loader returns (wrapped or not) when the source has
 // no value for the key. With CacheOptions.NegativeTTL set, that answer is
 // cached too, and Fetch returns an error wrapping ErrNotFound until it
-// expires, without calling the loader.
+// expires, without calling the loader. Client.GetVersioned returns an error
+// wrapping it for a key that does not exist.
 var ErrNotFound = errors.New("cachewatch: not found")
 
 // ErrHardTTLExpired is wrapped in the error Fetch returns when the only

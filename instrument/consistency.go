@@ -101,22 +101,22 @@ func versionReply(res []any) (code int64, stored string, err error) {
 	return 0, "", fmt.Errorf("unexpected reply %v", res)
 }
 
-// GetVersioned reads a value written by SetVersioned. found is false when the
-// key does not exist.
-func (c *Client) GetVersioned(ctx context.Context, key string) (value []byte, version int64, found bool, err error) {
+// GetVersioned reads a value written by SetVersioned and its version. When
+// the key does not exist it returns an error wrapping ErrNotFound.
+func (c *Client) GetVersioned(ctx context.Context, key string) (value []byte, version int64, err error) {
 	res, err := c.rdb.HMGet(c.ctx(ctx), key, "v", "d").Result()
 	if err != nil {
-		return nil, 0, false, callErr(ctx, "get versioned "+strconv.Quote(key), err)
+		return nil, 0, callErr(ctx, "get versioned "+strconv.Quote(key), err)
 	}
 	v, ok1 := res[0].(string)
 	d, ok2 := res[1].(string)
 	if !ok1 || !ok2 {
-		return nil, 0, false, nil
+		return nil, 0, fmt.Errorf("cachewatch: GetVersioned %q: %w", key, ErrNotFound)
 	}
 	if version, err = strconv.ParseInt(v, 10, 64); err != nil {
-		return nil, 0, false, fmt.Errorf("cachewatch: GetVersioned %q: stored version %q: %w", key, v, err)
+		return nil, 0, fmt.Errorf("cachewatch: GetVersioned %q: stored version %q: %w", key, v, err)
 	}
-	return []byte(d), version, true, nil
+	return []byte(d), version, nil
 }
 
 // FirstSeen records the idempotency key for ttl (SET key 1 NX PX ttl) and

@@ -48,9 +48,9 @@ func TestSetVersionedOrderedOutcomes(t *testing.T) {
 			t.Fatalf("write of version %d = %v, want %v", s.version, got, s.want)
 		}
 	}
-	value, version, found, err := c.GetVersioned(ctx, "result:{job:9}")
-	if err != nil || !found || version != math.MaxInt64 || string(value) != "v"+strconv.FormatInt(math.MaxInt64, 10) {
-		t.Fatalf("stored = %q v%d found=%v err=%v, want the newest", value, version, found, err)
+	value, version, err := c.GetVersioned(ctx, "result:{job:9}")
+	if err != nil || version != math.MaxInt64 || string(value) != "v"+strconv.FormatInt(math.MaxInt64, 10) {
+		t.Fatalf("stored = %q v%d err=%v, want the newest", value, version, err)
 	}
 	if got := metrictest.Sum(t, reg, "cachewatch_write_skew_total"); got != 5 {
 		t.Fatalf("write_skew_total = %v, want 5", got)
@@ -61,8 +61,8 @@ func TestSetVersionedOrderedOutcomes(t *testing.T) {
 	if _, err := c.SetVersioned(ctx, "result:{job:9}", nil, -1, 0); err == nil {
 		t.Fatal("negative version accepted")
 	}
-	if _, _, found, err := c.GetVersioned(ctx, "result:{missing}"); found || err != nil {
-		t.Fatalf("missing key: found=%v err=%v", found, err)
+	if value, version, err := c.GetVersioned(ctx, "result:{missing}"); !errors.Is(err, instrument.ErrNotFound) || value != nil || version != 0 {
+		t.Fatalf("missing key = %q v%d err=%v, want ErrNotFound", value, version, err)
 	}
 }
 
@@ -99,7 +99,7 @@ func TestSetVersionedConcurrentRetries(t *testing.T) {
 	}
 	wg.Wait()
 	c := lockClient(t, srv.Client(t), reg, nil)
-	value, version, _, err := c.GetVersioned(context.Background(), "profile:{42}")
+	value, version, err := c.GetVersioned(context.Background(), "profile:{42}")
 	if err != nil || version != n || string(value) != strconv.Itoa(n) {
 		t.Fatalf("stored version %d (%q, %v), want %d", version, value, err, n)
 	}
@@ -346,7 +346,7 @@ func TestConsistencyRedisFailures(t *testing.T) {
 			_, err := c.SetVersioned(context.Background(), "doc:{1}", []byte("z"), 3, time.Minute)
 			return err
 		},
-		"GetVersioned": func() error { _, _, _, err := c.GetVersioned(context.Background(), "doc:{1}"); return err },
+		"GetVersioned": func() error { _, _, err := c.GetVersioned(context.Background(), "doc:{1}"); return err },
 		"SlideTTL":     func() error { _, err := c.SlideTTL(context.Background(), "doc:{1}", time.Minute, 0); return err },
 		"Invalidate":   func() error { _, err := c.Invalidate(context.Background(), "doc:{1}"); return err },
 		"InvalidateMatch": func() error {

@@ -60,8 +60,11 @@ func userSessions(user string) string { return "user-sessions:{" + user + "}" }
 // enough of its life has passed.
 func (s *Store) Load(ctx context.Context, id string) (Session, int64, error) {
 	var sess Session
-	data, version, found, err := s.cw.GetVersioned(ctx, sessionKey(id))
-	if err != nil || !found {
+	data, version, err := s.cw.GetVersioned(ctx, sessionKey(id))
+	if errors.Is(err, instrument.ErrNotFound) {
+		return sess, 0, nil
+	}
+	if err != nil {
 		return sess, 0, err
 	}
 	if err := json.Unmarshal(data, &sess); err != nil {
