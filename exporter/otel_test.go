@@ -43,7 +43,7 @@ func TestMeterProviderSeesTheSample(t *testing.T) {
 	if got := metrictest.OTelSum(t, rm, expiring, "within", "inf"); got != float64(ttlLocks) {
 		t.Errorf("%s{within=inf} = %v, want %v", expiring, got, float64(ttlLocks))
 	}
-	bucket, _, _ := signals.ServerCommandDuration.Metric().OTel.GaugeHistogramNames()
+	bucket := signals.ServerCommandDuration.Metric().OTel.GaugeHistogramNames().Bucket
 	if got := metrictest.OTelSum(t, rm, bucket, "command", "evalsha", "le", "+Inf"); got != scriptCalls {
 		t.Errorf("%s{command=evalsha,le=+Inf} = %v, want %v", bucket, got, scriptCalls)
 	}

@@ -89,10 +89,16 @@ func (i OTelInstrument) Observable() bool {
 	return false
 }
 
-// GaugeHistogramNames returns the names of the three observable gauges of an
+// GaugeHistogramNames are the names of the three observable gauges of an
 // OTelGaugeHistogram: bucket counts (attribute le), sum and count.
-func (i OTelInstrument) GaugeHistogramNames() (bucket, sum, count string) {
-	return i.Name + ".bucket", i.Name + ".sum", i.Name + ".count"
+type GaugeHistogramNames struct {
+	Bucket, Sum, Count string
+}
+
+// GaugeHistogramNames returns the names of the three observable gauges of an
+// OTelGaugeHistogram.
+func (i OTelInstrument) GaugeHistogramNames() GaugeHistogramNames {
+	return GaugeHistogramNames{Bucket: i.Name + ".bucket", Sum: i.Name + ".sum", Count: i.Name + ".count"}
 }
 
 // MeterName is the instrumentation scope of every cachewatch instrument. All

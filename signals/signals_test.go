@@ -242,10 +242,10 @@ func translatedSeries(m signals.Metric) []translated {
 	if in.Kind != signals.OTelGaugeHistogram {
 		return []translated{{otlptranslator.Metric{Name: in.Name, Unit: in.Unit, Type: typ}, m.Name}}
 	}
-	bucket, sum, count := in.GaugeHistogramNames()
+	names := in.GaugeHistogramNames()
 	return []translated{
-		{otlptranslator.Metric{Name: bucket, Unit: signals.GaugeHistogramCountUnit, Type: otlptranslator.MetricTypeGauge}, m.Name + "_bucket"},
-		{otlptranslator.Metric{Name: sum, Unit: in.Unit, Type: otlptranslator.MetricTypeGauge}, m.Name + "_sum"},
-		{otlptranslator.Metric{Name: count, Unit: signals.GaugeHistogramCountUnit, Type: otlptranslator.MetricTypeGauge}, m.Name + "_count"},
+		{otlptranslator.Metric{Name: names.Bucket, Unit: signals.GaugeHistogramCountUnit, Type: otlptranslator.MetricTypeGauge}, m.Name + "_bucket"},
+		{otlptranslator.Metric{Name: names.Sum, Unit: in.Unit, Type: otlptranslator.MetricTypeGauge}, m.Name + "_sum"},
+		{otlptranslator.Metric{Name: names.Count, Unit: signals.GaugeHistogramCountUnit, Type: otlptranslator.MetricTypeGauge}, m.Name + "_count"},
 	}
 }

@@ -74,11 +74,11 @@ func observables(m metric.Meter, def signals.Metric) ([]metric.Float64Observable
 		g, err := m.Float64ObservableGauge(in.Name, desc, unit)
 		return []metric.Float64Observable{g}, err
 	case signals.OTelGaugeHistogram:
-		bucket, sum, count := in.GaugeHistogramNames()
+		names := in.GaugeHistogramNames()
 		countUnit := metric.WithUnit(signals.GaugeHistogramCountUnit)
-		b, err1 := m.Float64ObservableGauge(bucket, metric.WithDescription(def.Help+" (cumulative bucket counts)"), countUnit)
-		s, err2 := m.Float64ObservableGauge(sum, metric.WithDescription(def.Help+" (sum)"), unit)
-		c, err3 := m.Float64ObservableGauge(count, metric.WithDescription(def.Help+" (count)"), countUnit)
+		b, err1 := m.Float64ObservableGauge(names.Bucket, metric.WithDescription(def.Help+" (cumulative bucket counts)"), countUnit)
+		s, err2 := m.Float64ObservableGauge(names.Sum, metric.WithDescription(def.Help+" (sum)"), unit)
+		c, err3 := m.Float64ObservableGauge(names.Count, metric.WithDescription(def.Help+" (count)"), countUnit)
 		for _, err := range []error{err1, err2, err3} {
 			if err != nil {
 				return nil, err

@@ -106,8 +106,8 @@ func otelValues(rm *metricdata.ResourceMetrics) map[string]float64 {
 	for _, m := range signals.All() {
 		byOTel[m.OTel.Name] = m.Name
 		if m.OTel.Kind == signals.OTelGaugeHistogram {
-			bucket, sum, count := m.OTel.GaugeHistogramNames()
-			byOTel[bucket], byOTel[sum], byOTel[count] = m.Name+"_bucket", m.Name+"_sum", m.Name+"_count"
+			names := m.OTel.GaugeHistogramNames()
+			byOTel[names.Bucket], byOTel[names.Sum], byOTel[names.Count] = m.Name+"_bucket", m.Name+"_sum", m.Name+"_count"
 		}
 	}
 	out := map[string]float64{}
