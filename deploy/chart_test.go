@@ -28,7 +28,7 @@ type valuesCase struct {
 }
 
 func valuesMatrix(t *testing.T) []valuesCase {
-	snake, _, cfg := distinctConfig(t)
+	snake, cfg := distinctConfig(t)
 	secretRefs := map[string]any{
 		"redis": map[string]any{
 			"url": "rediss://sampler@redis.cache.svc:6380", "user": "sampler",
@@ -123,10 +123,10 @@ func valuesMatrix(t *testing.T) []valuesCase {
 
 // distinctConfig gives every key of the rules template a value other than
 // its default and other than every other key's, as chart values (snake
-// case), mixin _config (camelCase) and the alerts Config they stand for.
-// Numbers are binary fractions and durations whole seconds, so that Go,
-// Helm and jsonnet write them alike.
-func distinctConfig(t *testing.T) (snake, camel map[string]any, cfg alerts.Config) {
+// case; camelKeys makes them the mixin's _config) and the alerts Config
+// they stand for. Numbers are binary fractions and durations whole seconds,
+// so that Go, Helm and jsonnet write them alike.
+func distinctConfig(t *testing.T) (snake map[string]any, cfg alerts.Config) {
 	t.Helper()
 	var tmpl struct {
 		Config map[string]alerts.TemplateKey `json:"config"`
@@ -135,7 +135,7 @@ func distinctConfig(t *testing.T) (snake, camel map[string]any, cfg alerts.Confi
 	if err := json.Unmarshal(raw, &tmpl); err != nil {
 		t.Fatal(err)
 	}
-	snake, camel, cfg = map[string]any{}, map[string]any{}, alerts.DefaultConfig()
+	snake, cfg = map[string]any{}, alerts.DefaultConfig()
 	keys := slices.Sorted(func(yield func(string) bool) {
 		for k := range tmpl.Config {
 			if strings.Contains(string(raw), "${"+k) && !yield(k) {
@@ -159,7 +159,7 @@ func distinctConfig(t *testing.T) (snake, camel map[string]any, cfg alerts.Confi
 		default:
 			v = fmt.Sprintf("https://wiki.example/cachewatch-%d", i)
 		}
-		snake[key], camel[camelCase(key)] = v, v
+		snake[key] = v
 		if err := cfg.Set(key, fmt.Sprint(v)); err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,17 @@ func distinctConfig(t *testing.T) (snake, camel map[string]any, cfg alerts.Confi
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return snake, camel, cfg
+	return snake, cfg
+}
+
+// camelKeys is values with their keys in camelCase, as the mixin's _config
+// names them.
+func camelKeys(values map[string]any) map[string]any {
+	camel := make(map[string]any, len(values))
+	for k, v := range values {
+		camel[camelCase(k)] = v
+	}
+	return camel
 }
 
 func camelCase(key string) string {

@@ -88,7 +88,8 @@ func TestMixinDefaultsAreTheGeneratedFiles(t *testing.T) {
 // be exactly what `cachewatch alerts` writes for the same config, and a
 // selector must replace the default in every rule that had it.
 func TestMixinConfigChangesTheRules(t *testing.T) {
-	_, camel, cfg := distinctConfig(t)
+	snake, cfg := distinctConfig(t)
+	camel := camelKeys(snake)
 	m, err := evalMixin(t, camel)
 	if err != nil {
 		t.Fatal(err)

@@ -239,16 +239,16 @@ func TestSelfAccounting(t *testing.T) {
 
 	// A key that expires between samples exercises the miss side.
 	must(t, rdb.Set(ctx, "short:1", "v", 50*time.Millisecond).Err())
-	a, regA, b, regB := samplersBesideDoctor(t, srv.Addr)
+	a, b := samplersBesideDoctor(t, srv.Addr)
 	rawHits, rawMisses := keyspaceStats(t, rdb)
 	t.Logf("truth %.0f hits %.0f misses (%.4f); raw INFO after sampling %.0f / %.0f (%.4f)",
 		trueHits, trueMisses, truth, rawHits, rawMisses, rawHits/(rawHits+rawMisses))
 	if rawHits < trueHits+1000 {
 		t.Fatalf("the samplers made too few lookups (%v) for this test to mean anything", rawHits-trueHits)
 	}
-	a.Sample(ctx)
-	b.Sample(ctx)
-	for name, reg := range map[string]*prometheus.Registry{"a": regA, "b": regB} {
+	a.e.Sample(ctx)
+	b.e.Sample(ctx)
+	for name, reg := range map[string]*prometheus.Registry{"a": a.reg, "b": b.reg} {
 		_, got := scrape(t, reg)
 		h := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_hits_total{node=%q}", srv.Addr)]
 		m := got[fmt.Sprintf("cachewatch_exporter_server_keyspace_misses_total{node=%q}", srv.Addr)]
@@ -256,10 +256,10 @@ func TestSelfAccounting(t *testing.T) {
 			t.Errorf("exporter %s reports a hit ratio of %.4f (%v hits, %v misses), the truth is %.4f", name, ratio, h, m, truth)
 		}
 	}
-	if s := a.Snapshots()[0]; s.OwnHits == 0 {
+	if s := a.e.Snapshots()[0]; s.OwnHits == 0 {
 		t.Fatalf("the sampler counted no own lookups: %+v", s)
 	}
-	otherClientCountedExactly(t, rdb, a, regA, srv.Addr)
+	otherClientCountedExactly(t, rdb, a.e, a.reg, srv.Addr)
 }
 
 // applicationLookups makes the truth of TestSelfAccounting: 700 hits and
@@ -292,9 +292,15 @@ func keyspaceStats(t *testing.T, rdb *redis.Client) (hits, misses float64) {
 	return f["keyspace_hits"], f["keyspace_misses"]
 }
 
+// registeredExporter is an exporter and the registry it is registered on.
+type registeredExporter struct {
+	e   *exporter.Exporter
+	reg *prometheus.Registry
+}
+
 // samplersBesideDoctor samples addr with two exporters, one with hot keys,
 // four times, with a doctor run before them and one in between.
-func samplersBesideDoctor(t *testing.T, addr string) (a *exporter.Exporter, regA *prometheus.Registry, b *exporter.Exporter, regB *prometheus.Registry) {
+func samplersBesideDoctor(t *testing.T, addr string) (a, b registeredExporter) {
 	t.Helper()
 	ctx := context.Background()
 	// The samplers watch the same queues (their other samplers' queue reads
@@ -305,16 +311,16 @@ func samplersBesideDoctor(t *testing.T, addr string) (a *exporter.Exporter, regA
 		must(t, err)
 	}
 	doctorRun() // an earlier doctor run
-	a, regA = newExporter(t, exporter.Options{Target: target, Queues: watched, HotKeys: 5})
-	b, regB = newExporter(t, exporter.Options{Target: target, Queues: watched})
+	a.e, a.reg = newExporter(t, exporter.Options{Target: target, Queues: watched, HotKeys: 5})
+	b.e, b.reg = newExporter(t, exporter.Options{Target: target, Queues: watched})
 	for i := 0; i < 4; i++ {
-		a.Sample(ctx)
-		b.Sample(ctx)
+		a.e.Sample(ctx)
+		b.e.Sample(ctx)
 		if i == 1 {
 			doctorRun()
 		}
 	}
-	return a, regA, b, regB
+	return a, b
 }
 
 // otherClientCountedExactly checks that 7 hits and 2 misses by another

@@ -157,19 +157,20 @@ func (p *longProbe) stop() {
 	}
 }
 
-// scrape reads the exporter's lock figures over HTTP.
-func (p *longProbe) scrape() (lockFigures, time.Time, bool) {
+// scrape reads the exporter's lock figures over HTTP (none when the scrape
+// fails or shows none).
+func (p *longProbe) scrape() (lockFigures, time.Time) {
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get("http://127.0.0.1:" + p.port + "/metrics")
 	if err != nil {
-		return nil, time.Time{}, false
+		return nil, time.Time{}
 	}
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		p.t.Errorf("scrape: %v", err)
-		return nil, time.Time{}, false
+		return nil, time.Time{}
 	}
 	list := make([]*dto.MetricFamily, 0, len(fams))
 	for _, f := range fams {
@@ -180,13 +181,14 @@ func (p *longProbe) scrape() (lockFigures, time.Time, bool) {
 
 // exact reports whether the exporter shows lock figures, checking them.
 func (p *longProbe) exact() bool {
-	seen, at, ok := p.scrape()
-	if ok {
+	seen, at := p.scrape()
+	shown := len(seen) > 0
+	if shown {
 		if good, why := checkAt(p.log.snapshot(), seen, at, sampler.DefaultLongHeld); !good {
 			p.t.Errorf("figures never true at %v: %s", at, why)
 		}
 	}
-	return ok
+	return shown
 }
 
 // redisCPU is the server's CPU time (INFO cpu).
@@ -377,9 +379,9 @@ func burstOps(from, to int, kind byte) []lockOp {
 // scrapeOnce scrapes, checks the figures against the truth at their time,
 // and notes their age and when the bursts showed.
 func (p *longProbe) scrapeOnce(r *steadyRun) {
-	seen, at, ok := p.scrape()
+	seen, at := p.scrape()
 	now := time.Now()
-	if !ok {
+	if len(seen) == 0 {
 		if !r.firstExact.IsZero() {
 			p.logf("scrape at +%v shows no lock figures", now.Sub(p.began).Round(time.Second))
 		}

@@ -83,7 +83,7 @@ func TestAcquireTimedFromFirstAttemptSent(t *testing.T) {
 // acquisition gave up, the attempt (no reply) is not counted, and the
 // acquisition is over: the next attempt with the same token is a first.
 func TestAcquireCutOffByCallerGivesUp(t *testing.T) {
-	rdb, reg, _ := hooked(t, hooks.Options{})
+	rdb, reg := hooked(t, hooks.Options{})
 	hold := &locktest.HoldAttempts{Entered: make(chan struct{}, 1)}
 	rdb.AddHook(hold) // inside the cachewatch hook: it sees the held attempt's end
 	ctx := context.Background()
@@ -124,7 +124,7 @@ func TestAcquireCutOffByCallerGivesUp(t *testing.T) {
 // elsewhere a busy first attempt waits for its fate: never retried, it was
 // a try-once caller's too.
 func TestTryOnceKeyGroups(t *testing.T) {
-	rdb, reg, _ := hooked(t, hooks.Options{TryOnce: []string{"jobs:lock:*", "cron:nightly"}, RetryHorizon: 50 * time.Millisecond})
+	rdb, reg := hooked(t, hooks.Options{TryOnce: []string{"jobs:lock:*", "cron:nightly"}, RetryHorizon: 50 * time.Millisecond})
 	ctx := context.Background()
 	for _, key := range []string{"jobs:lock:report", "jobs:lock:cleanup", "cron:nightly", "order:lock:42"} {
 		for _, token := range []string{"a", "b"} { // acquired, then busy

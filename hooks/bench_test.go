@@ -206,8 +206,8 @@ func (c *inlineConn) Write(p []byte) (int, error) {
 	c.in = append(c.in, p...)
 	done := 0
 	for {
-		name, n, ok := parseCommand(c.in[done:])
-		if !ok {
+		name, n := parseCommand(c.in[done:])
+		if n == 0 {
 			break
 		}
 		c.out = append(c.out, stubReply(name)...)
@@ -239,29 +239,29 @@ func (inlineAddr) Network() string { return "inline" }
 func (inlineAddr) String() string  { return "inline:6379" }
 
 // parseCommand parses one RESP array of bulk strings at the start of buf and
-// returns its first element and the command's length, or ok false when buf
-// does not hold a whole command.
-func parseCommand(buf []byte) (name []byte, n int, ok bool) {
+// returns its first element and the command's length, 0 when buf does not
+// hold a whole command.
+func parseCommand(buf []byte) (name []byte, n int) {
 	line, rest, ok := bytes.Cut(buf, []byte("\r\n"))
 	if !ok || len(line) < 2 || line[0] != '*' {
-		return nil, 0, false
+		return nil, 0
 	}
 	args := atoi(line[1:])
 	for i := 0; i < args; i++ {
 		line, after, ok := bytes.Cut(rest, []byte("\r\n"))
 		if !ok || len(line) < 2 {
-			return nil, 0, false
+			return nil, 0
 		}
 		size := atoi(line[1:])
 		if len(after) < size+2 {
-			return nil, 0, false
+			return nil, 0
 		}
 		if i == 0 {
 			name = after[:size]
 		}
 		rest = after[size+2:]
 	}
-	return name, len(buf) - len(rest), true
+	return name, len(buf) - len(rest)
 }
 
 // stubReply is the stubs' reply to a command: GET gets a value, EVALSHA 1,

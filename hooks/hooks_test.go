@@ -45,9 +45,16 @@ func quiet(o *redis.Options) *redis.Options {
 
 // hooked returns a client of a fresh redis-server with a new hook on a new
 // registry.
-func hooked(t *testing.T, opts hooks.Options) (*redis.Client, *prometheus.Registry, *hooks.Hook) {
+func hooked(t *testing.T, opts hooks.Options) (*redis.Client, *prometheus.Registry) {
 	t.Helper()
-	rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: redistest.Start(t).Addr}))
+	h, reg := newHook(t, opts)
+	return hookedClient(t, h), reg
+}
+
+// newHook returns a new hook on a new registry, with keygrouptest.Named's
+// key groups unless opts has some.
+func newHook(t *testing.T, opts hooks.Options) (*hooks.Hook, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
 	if opts.KeyGroups == nil {
@@ -57,12 +64,19 @@ func hooked(t *testing.T, opts hooks.Options) (*redis.Client, *prometheus.Regist
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h, reg
+}
+
+// hookedClient returns a client of a fresh redis-server with h added.
+func hookedClient(t *testing.T, h *hooks.Hook) *redis.Client {
+	t.Helper()
+	rdb := redistest.NewClient(t, quiet(&redis.Options{Addr: redistest.Start(t).Addr}))
 	rdb.AddHook(h)
-	return rdb, reg, h
+	return rdb
 }
 
 func TestLockAttemptsContentionAndRetries(t *testing.T) {
-	rdb, reg, _ := hooked(t, hooks.Options{})
+	rdb, reg := hooked(t, hooks.Options{})
 	ctx := context.Background()
 	// 700 uncontended locks, then 300 contenders on the first 300 of them:
 	// 1000 first attempts of which 300 are busy.
@@ -121,7 +135,7 @@ func TestLockAttemptsContentionAndRetries(t *testing.T) {
 func TestCacheLookupsAndMissBursts(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Unix(1_700_000_000, 0))
 	groups := keygrouptest.Named(t, keygroup.Glob("product:*", "product"))
-	rdb, reg, _ := hooked(t, hooks.Options{
+	rdb, reg := hooked(t, hooks.Options{
 		MissBurstThreshold: 10, MissBurstWindow: time.Second, Clock: clock, KeyGroups: groups,
 	})
 	ctx := context.Background()
@@ -165,7 +179,7 @@ func TestCacheLookupsAndMissBursts(t *testing.T) {
 func TestScriptsByName(t *testing.T) {
 	checkout := redis.NewScript(`return redis.call("INCR", KEYS[1])`)
 	release := redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end -- app`)
-	rdb, reg, _ := hooked(t, hooks.Options{Scripts: []hooks.Script{
+	rdb, reg := hooked(t, hooks.Options{Scripts: []hooks.Script{
 		{Name: "checkout", Src: `return redis.call("INCR", KEYS[1])`},
 		{Name: "app_release", SHA: strings.ToUpper(release.Hash()), Role: hooks.RoleRelease},
 	}})
@@ -226,7 +240,7 @@ func TestScriptsByName(t *testing.T) {
 }
 
 func TestPipelinesAndTransactions(t *testing.T) {
-	rdb, reg, _ := hooked(t, hooks.Options{})
+	rdb, reg := hooked(t, hooks.Options{})
 	ctx := context.Background()
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := 0; i < 10; i++ {
@@ -256,7 +270,7 @@ func TestPipelinesAndTransactions(t *testing.T) {
 }
 
 func TestUnknownCommandsFoldIntoOther(t *testing.T) {
-	rdb, reg, _ := hooked(t, hooks.Options{})
+	rdb, reg := hooked(t, hooks.Options{})
 	ctx := context.Background()
 	rdb.Do(ctx, "DEBUG", "SLEEP", "0")
 	rdb.Do(ctx, "LOLWUT")
@@ -272,7 +286,7 @@ func TestUnknownCommandsFoldIntoOther(t *testing.T) {
 }
 
 func TestSignalsOff(t *testing.T) {
-	rdb, reg, _ := hooked(t, hooks.Options{Signals: hooks.Commands})
+	rdb, reg := hooked(t, hooks.Options{Signals: hooks.Commands})
 	ctx := context.Background()
 	rdb.Get(ctx, "user:1")
 	rdb.SetNX(ctx, "lock:1", "t", time.Second)
@@ -285,7 +299,7 @@ func TestSignalsOff(t *testing.T) {
 }
 
 func TestFunctionsByName(t *testing.T) {
-	rdb, reg, _ := hooked(t, hooks.Options{Scripts: []hooks.Script{{Name: "greeter", Function: "hello"}}})
+	rdb, reg := hooked(t, hooks.Options{Scripts: []hooks.Script{{Name: "greeter", Function: "hello"}}})
 	ctx := context.Background()
 	lib := "#!lua name=greetings\n" +
 		"redis.register_function('hello', function(keys, args) return 1 end)\n" +

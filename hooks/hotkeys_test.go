@@ -12,7 +12,8 @@ import (
 )
 
 func TestHotKeys(t *testing.T) {
-	rdb, reg, h := hooked(t, hooks.Options{HotKeys: 4})
+	h, reg := newHook(t, hooks.Options{HotKeys: 4})
+	rdb := hookedClient(t, h)
 	ctx := context.Background()
 	for i := 0; i < 200; i++ {
 		rdb.Get(ctx, "product:42") // the hot key

@@ -28,7 +28,7 @@ func lockScript(t *testing.T, name string) *redis.Script {
 // redislock's (like most hand-written ones) answers 0 for both, so its
 // losses are expired_or_not_owner, never a guessed not_owner.
 func TestLostLockReasonsSayWhatTheReplyTells(t *testing.T) {
-	rdb, reg, _ := hooked(t, hooks.Options{})
+	rdb, reg := hooked(t, hooks.Options{})
 	ctx := context.Background()
 	redislock := lockScript(t, "redislock_release")
 	redsync := lockScript(t, "redsync_release")
@@ -65,7 +65,7 @@ func TestLostLockReasonsSayWhatTheReplyTells(t *testing.T) {
 // a gone lock), lost (a renewal answered 0). A successful renewal ends
 // nothing.
 func TestLeaseEndsSayWhatTheReplyTells(t *testing.T) {
-	rdb, reg, _ := hooked(t, hooks.Options{})
+	rdb, reg := hooked(t, hooks.Options{})
 	ctx := context.Background()
 	release, refresh := lockScript(t, "redislock_release"), lockScript(t, "redislock_refresh")
 	redsync := lockScript(t, "redsync_release")

@@ -90,8 +90,8 @@ func keys[V any](m map[string]V) []string {
 // installs a global SDK for the rest of the package's tests; they do not
 // read it.)
 func TestSpansFollowTheGlobalProvider(t *testing.T) {
-	rdb, _, _ := hooked(t, hooks.Options{TracerProvider: otel.GetTracerProvider()})
-	none, _, _ := hooked(t, hooks.Options{})
+	rdb, _ := hooked(t, hooks.Options{TracerProvider: otel.GetTracerProvider()})
+	none, _ := hooked(t, hooks.Options{})
 	ctx := context.Background()
 	rdb.Get(ctx, "session:1")
 	rec := tracetest.NewSpanRecorder()

@@ -29,13 +29,13 @@ func TestCacheSetAndGet(t *testing.T) {
 	if _, found, err := ca.Get(ctx, key); found || err != nil {
 		t.Fatalf("Get before any write: found=%v err=%v", found, err)
 	}
-	load, started, release := blockedLoad("from-source-before-the-write")
-	done := fetchInBackground(ca, key, load)
-	waitClosed(t, "the load", started)
+	src := newSlowSource("from-source-before-the-write")
+	done := fetchInBackground(ca, key, src.load)
+	waitClosed(t, "the load", src.started)
 	if err := ca.Set(ctx, key, "set-by-writer"); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	close(src.release)
 	<-done
 	written(ca, key)
 	if n := staleWritesRefused(ca, g); n != 1 {

@@ -20,7 +20,7 @@ import (
 // background refreshes and revalidations, and called twice. Once it has
 // returned, no goroutine the Cache started is left.
 func TestCacheCloseConcurrentWithFetch(t *testing.T) {
-	_, rdb, before := startForLeakCheck(t)
+	rdb, before := connectForLeakCheck(t, redistest.Start(t))
 	load := func(context.Context) (string, error) { return "v", nil }
 	for round := 0; round < 20; round++ {
 		clk := newFetchClock()
@@ -73,7 +73,7 @@ func TestCacheCloseConcurrentWithFetch(t *testing.T) {
 // the claim its read was granted is given back at once for another process
 // to refresh.
 func TestCacheAfterCloseNoBackgroundRefresh(t *testing.T) {
-	_, rdb, before := startForLeakCheck(t)
+	rdb, before := connectForLeakCheck(t, redistest.Start(t))
 	clk := newFetchClock()
 	ca := newFetchCache(t, rdb, prometheus.NewRegistry(), clk, CacheOptions{FreshTTL: time.Minute, LocalCopies: -1})
 	ctx := context.Background()
@@ -109,7 +109,8 @@ func TestCacheAfterCloseNoBackgroundRefresh(t *testing.T) {
 // stalled) is released at Close, and the goroutine releasing it ends with
 // Close instead of sleeping past it.
 func TestCacheCloseEndsOrphanClaimRelease(t *testing.T) {
-	srv, rdb, before := startForLeakCheck(t)
+	srv := redistest.Start(t)
+	rdb, before := connectForLeakCheck(t, srv)
 	clk := newFetchClock()
 	ca := newFetchCache(t, rdb, prometheus.NewRegistry(), clk, CacheOptions{
 		RedisTimeout: 100 * time.Millisecond, LocalCopies: -1, RefreshClaimTTL: time.Hour})
@@ -148,15 +149,14 @@ func mustCache[T any](t testing.TB, c *Client, o CacheOptions) *Cache[T] {
 // none is being started meanwhile (Close is for everything else).
 func (b *background) wait() { b.wg.Wait() }
 
-// startForLeakCheck starts a server and a client already connected (its
-// pool's goroutines running), then notes the goroutines that exist, so a
+// connectForLeakCheck returns a client of srv already connected (its pool's
+// goroutines running), then notes the goroutines that exist, so a
 // goroutine-leak check sees only what the Cache under test starts.
-func startForLeakCheck(t *testing.T) (*redistest.Server, *redis.Client, goleak.Option) {
+func connectForLeakCheck(t *testing.T, srv *redistest.Server) (*redis.Client, goleak.Option) {
 	t.Helper()
-	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	return srv, rdb, goleak.IgnoreCurrent()
+	return rdb, goleak.IgnoreCurrent()
 }

@@ -65,7 +65,8 @@ func queued[T any](ca *Cache[T]) int {
 // trip (and one pooled connection) each. Every key is still loaded once
 // under its claim and every caller gets its own key's value.
 func TestFlightsOfManyKeysShareOnePipeline(t *testing.T) {
-	ca, rdb, gate, reg := gatedCache(t, newFetchClock(), CacheOptions{})
+	rdb, reg := redistest.Start(t).Client(t), prometheus.NewRegistry()
+	ca, gate := gatedCache(t, rdb, reg, newFetchClock(), CacheOptions{})
 	pipes := &pipelineReads{}
 	rdb.AddHook(pipes)
 	var calls atomic.Int64
@@ -109,7 +110,8 @@ func TestFlightsOfManyKeysShareOnePipeline(t *testing.T) {
 // it). Its caller waits until its own deadline; the read, abandoned before
 // it was sent, is never sent.
 func TestQueuedReadWaitsAndNeverFallsBack(t *testing.T) {
-	ca, rdb, gate, reg := gatedCache(t, newFetchClock(), CacheOptions{BreakerFailures: 1, Name: "queued-test"})
+	rdb, reg := redistest.Start(t).Client(t), prometheus.NewRegistry()
+	ca, gate := gatedCache(t, rdb, reg, newFetchClock(), CacheOptions{BreakerFailures: 1, Name: "queued-test"})
 	if err := luascript.FetchRead.Load(context.Background(), rdb).Err(); err != nil { // one EVALSHA, no EVAL after NOSCRIPT
 		t.Fatal(err)
 	}
@@ -265,7 +267,8 @@ func TestBatchedReadsOpenTheBreakerWhenRedisIsDown(t *testing.T) {
 // fails that call alone: the other calls of the pipeline get their own
 // replies, load under their claims, and are not sent to the fallback.
 func TestOneFailedCallDoesNotFailItsPipeline(t *testing.T) {
-	ca, rdb, gate, _ := gatedCache(t, newFetchClock(), CacheOptions{})
+	rdb := redistest.Start(t).Client(t)
+	ca, gate := gatedCache(t, rdb, prometheus.NewRegistry(), newFetchClock(), CacheOptions{})
 	const n, bad = 20, 7
 	if err := rdb.LPush(context.Background(), keysFor(fmt.Sprint("item:", bad)).value, "not a cache entry").Err(); err != nil {
 		t.Fatal(err)
@@ -321,7 +324,8 @@ func fetchBehindHeldRead(t *testing.T, ca *Cache[string], gate *readGate, n int,
 // is held when its goroutine waits behind a crowd of runnable callers) and
 // the other keys are read, loaded and written meanwhile.
 func TestQueuedCallsDoNotWaitForAStuckRoundTrip(t *testing.T) {
-	ca, rdb, gate, _ := gatedCache(t, newFetchClock(), CacheOptions{})
+	rdb := redistest.Start(t).Client(t)
+	ca, gate := gatedCache(t, rdb, prometheus.NewRegistry(), newFetchClock(), CacheOptions{})
 	ca.batch.flushAfter = 0 // the default
 	// Only item:0's read is held: on a busy machine a timed flush may find
 	// a single call queued, which goes alone (not as a pipeline), and a

@@ -21,7 +21,7 @@ import (
 
 // BenchmarkFetchHit: one caller, fresh value, one Redis round trip each.
 func BenchmarkFetchHit(b *testing.B) {
-	ca, ctx, load := benchCache(b)
+	ca, ctx, load := benchCache(b), context.Background(), loadAtOnce
 	if _, err := ca.Fetch(ctx, "bench:1", load); err != nil {
 		b.Fatal(err)
 	}
@@ -34,17 +34,18 @@ func BenchmarkFetchHit(b *testing.B) {
 	}
 }
 
-// benchCache returns a Cache on a fresh server (values fresh for an
-// hour), a context and a loader that returns at once.
-func benchCache(b *testing.B) (*Cache[string], context.Context, func(context.Context) (string, error)) {
+// benchCache returns a Cache on a fresh server, values fresh for an hour.
+func benchCache(b *testing.B) *Cache[string] {
 	srv := redistest.Start(b)
 	c, err := New(srv.Client(b), Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ca := mustCache[string](b, c, CacheOptions{FreshTTL: time.Hour})
-	return ca, context.Background(), func(context.Context) (string, error) { return "value", nil }
+	return mustCache[string](b, c, CacheOptions{FreshTTL: time.Hour})
 }
+
+// loadAtOnce is a loader that returns at once.
+func loadAtOnce(context.Context) (string, error) { return "value", nil }
 
 // BenchmarkFetchMiss: the latency of a Fetch that loads (one caller, a new
 // key each iteration, a loader that returns at once): its read, the load
@@ -53,7 +54,7 @@ func benchCache(b *testing.B) (*Cache[string], context.Context, func(context.Con
 //
 //	go test -run '^$' -bench BenchmarkFetchMiss ./instrument/
 func BenchmarkFetchMiss(b *testing.B) {
-	ca, ctx, load := benchCache(b)
+	ca, ctx, load := benchCache(b), context.Background(), loadAtOnce
 	keys := make([]string, b.N)
 	for i := range keys {
 		keys[i] = "miss:" + strconv.Itoa(i)

@@ -91,21 +91,19 @@ func isScript(cmd redis.Cmder, script *luascript.Script) bool {
 	return false
 }
 
-// gatedCache returns a Cache on a fresh server whose client passes reads
-// through a readGate. A held read must not time out into the fallback while
+// gatedCache is newFetchCache with rdb passing reads through a readGate,
+// which it returns. A held read must not time out into the fallback while
 // callers gather, so Redis calls get 30s.
-func gatedCache(t *testing.T, clk *fetchClock, o CacheOptions) (*Cache[string], *redis.Client, *readGate, *prometheus.Registry) {
+func gatedCache(t *testing.T, rdb *redis.Client, reg prometheus.Registerer, clk *fetchClock, o CacheOptions) (*Cache[string], *readGate) {
 	t.Helper()
-	rdb := redistest.Start(t).Client(t)
 	gate := &readGate{}
 	rdb.AddHook(gate)
-	reg := prometheus.NewRegistry()
 	o.RedisTimeout = 30 * time.Second
 	ca := newFetchCache(t, rdb, reg, clk, o)
 	// The calls asked for while the gate holds one wait for it: the timed
 	// flush (TestQueuedCallsDoNotWaitForAStuckRoundTrip) is off.
 	ca.batch.flushAfter = time.Hour
-	return ca, rdb, gate, reg
+	return ca, gate
 }
 
 // evalCalls reads EVALSHA + EVAL calls from the server's INFO commandstats.
@@ -172,7 +170,8 @@ func fetchAll(t *testing.T, ca *Cache[string], n int, key string, load func(cont
 // Concurrent Fetches of a hot fresh key in one process share one read
 // script call, and each caller still counts one lookup (a hit).
 func TestFetchConcurrentReadsShareOneRoundTrip(t *testing.T) {
-	ca, rdb, gate, reg := gatedCache(t, newFetchClock(), CacheOptions{FreshTTL: time.Hour})
+	rdb, reg := redistest.Start(t).Client(t), prometheus.NewRegistry()
+	ca, gate := gatedCache(t, rdb, reg, newFetchClock(), CacheOptions{FreshTTL: time.Hour})
 	const key, n = "product:{hot}", 50
 	var loads atomic.Int64
 	load := func(context.Context) (string, error) { loads.Add(1); return "v1", nil }
@@ -224,7 +223,8 @@ func TestFetchSharedReadJudgedAtCallersClock(t *testing.T) {
 	clk := newFetchClock()
 	// Without process copies: callers arriving once the value is stale
 	// would be served the copy instead of joining the shared read.
-	ca, _, gate, reg := gatedCache(t, clk, CacheOptions{FreshTTL: time.Minute, HardTTL: 2 * time.Minute,
+	reg := prometheus.NewRegistry()
+	ca, gate := gatedCache(t, redistest.Start(t).Client(t), reg, clk, CacheOptions{FreshTTL: time.Minute, HardTTL: 2 * time.Minute,
 		Jitter: -1, LocalCopies: -1})
 	const n = 20
 	version := atomic.Int64{}
@@ -332,7 +332,8 @@ func staleAgeSeconds(t *testing.T, reg *prometheus.Registry, group string) (uint
 // the leader's leaving does not end the flight, which then serves every
 // other caller. Each caller counts one lookup: error for those who left.
 func TestFetchWaitersLeaveWithTheirOwnContext(t *testing.T) {
-	ca, _, gate, reg := gatedCache(t, newFetchClock(), CacheOptions{FreshTTL: time.Hour})
+	reg := prometheus.NewRegistry()
+	ca, gate := gatedCache(t, redistest.Start(t).Client(t), reg, newFetchClock(), CacheOptions{FreshTTL: time.Hour})
 	const key = "catalog:{7}"
 	load := func(context.Context) (string, error) { return "v1", nil }
 	if _, err := ca.Fetch(context.Background(), key, load); err != nil {

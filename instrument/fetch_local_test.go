@@ -203,7 +203,8 @@ func TestCacheInvalidate(t *testing.T) {
 // Fetch loads instead of serving it), and a pattern invalidation through
 // the Client drops all of their copies.
 func TestInvalidateReachesOtherProcessesCopies(t *testing.T) {
-	a, b, _, clk := twoSubscribedProcesses(t)
+	clk := newFetchClock()
+	a, b := twoSubscribedProcesses(t, redistest.Start(t), clk)
 	ctx := context.Background()
 	var version atomic.Int64
 	load := func(context.Context) (string, error) { return "v" + strconv.FormatInt(version.Add(1), 10), nil }
@@ -381,7 +382,9 @@ func TestLocalCopyVoidedByANoticeDuringItsLookup(t *testing.T) {
 // in-memory copy: it could serve a value invalidated in Redis until its
 // fresh TTL ran out.
 func TestWriterKeepsNoCopyAfterAPatternNoticeDuringItsLoad(t *testing.T) {
-	a, b, admin, _ := twoSubscribedProcesses(t)
+	srv := redistest.Start(t)
+	a, b := twoSubscribedProcesses(t, srv, newFetchClock())
+	admin := srv.Client(t)
 	ctx := context.Background()
 	loading, release := make(chan struct{}), make(chan struct{})
 	load := func(context.Context) (string, error) {
@@ -418,20 +421,17 @@ func TestWriterKeepsNoCopyAfterAPatternNoticeDuringItsLoad(t *testing.T) {
 }
 
 // twoSubscribedProcesses returns two processes' Caches (local copies on by
-// default) on one Redis, both subscribed to invalidation notices, with an
-// admin client and their shared clock.
-func twoSubscribedProcesses(t *testing.T) (a, b *Cache[string], admin *redis.Client, clk *fetchClock) {
+// default) on srv, sharing clk, both subscribed to invalidation notices.
+func twoSubscribedProcesses(t *testing.T, srv *redistest.Server, clk *fetchClock) (a, b *Cache[string]) {
 	t.Helper()
-	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
-	clk = newFetchClock()
 	opts := CacheOptions{FreshTTL: time.Minute, HardTTL: time.Hour}
 	a = newFetchCache(t, srv.Client(t), reg, clk, opts)
 	b = newFetchCache(t, srv.Client(t), reg, clk, opts)
-	admin = srv.Client(t)
+	admin := srv.Client(t)
 	poll.Until(t, "both caches to subscribe to invalidation notices", func() bool {
 		ch := DefaultNamespace + ":invalidate"
 		return admin.PubSubNumSub(context.Background(), ch).Val()[ch] == 2
 	})
-	return a, b, admin, clk
+	return a, b
 }

@@ -17,16 +17,21 @@ func staleWritesRefused(ca *Cache[string], group string) float64 {
 	return testutil.ToFloat64(ca.c.m.staleWritesRefused.WithLabelValues(group))
 }
 
-// blockedLoad returns a loader that reports when it has read the source
-// (started) and returns v once release is closed, ignoring its context:
-// a slow source.
-func blockedLoad(v string) (load func(context.Context) (string, error), started, release chan struct{}) {
-	started, release = make(chan struct{}), make(chan struct{})
-	return func(context.Context) (string, error) {
-		close(started)
-		<-release
-		return v, nil
-	}, started, release
+// slowSource is a loader that reports when it has read the source (closes
+// started) and returns v once release is closed, ignoring its context.
+type slowSource struct {
+	v                string
+	started, release chan struct{}
+}
+
+func newSlowSource(v string) *slowSource {
+	return &slowSource{v: v, started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *slowSource) load(context.Context) (string, error) {
+	close(s.started)
+	<-s.release
+	return s.v, nil
 }
 
 // fetchInBackground runs ca.Fetch(key) and delivers its value and error.
@@ -66,9 +71,9 @@ func TestFetchLoadStartedBeforeInvalidateIsNotStored(t *testing.T) {
 			}
 			ctx := context.Background()
 			key := "product:" + map[string]string{"same process": "1", "other process": "2", "other process, by pattern": "3"}[where]
-			load, started, release := blockedLoad("v1")
-			done := fetchInBackground(a, key, load)
-			waitClosed(t, "the loader to read the source", started)
+			src := newSlowSource("v1")
+			done := fetchInBackground(a, key, src.load)
+			waitClosed(t, "the loader to read the source", src.started)
 			// The source changes to v2 and the writer invalidates.
 			invalidate := func() (int64, error) { return invalidator.Invalidate(ctx, key) }
 			if where == "other process, by pattern" {
@@ -77,7 +82,7 @@ func TestFetchLoadStartedBeforeInvalidateIsNotStored(t *testing.T) {
 			if _, err := invalidate(); err != nil {
 				t.Fatal(err)
 			}
-			close(release)
+			close(src.release)
 			got := <-done
 			if got[0] != "v1" || got[1] != nil {
 				t.Fatalf("Fetch during invalidation = %v, %v; want its own load v1, nil", got[0], got[1])
@@ -106,9 +111,9 @@ func TestFetchSlowLoaderCannotOverwriteNextClaimHolder(t *testing.T) {
 	b := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{})
 	ctx := context.Background()
 	const key = "product:7"
-	load, started, release := blockedLoad("v1")
-	done := fetchInBackground(a, key, load)
-	waitClosed(t, "the slow loader to start", started)
+	src := newSlowSource("v1")
+	done := fetchInBackground(a, key, src.load)
+	waitClosed(t, "the slow loader to start", src.started)
 
 	// The claim runs out in Redis while the loader still works (Redis
 	// decides expiry; the claim is cut short instead of waiting RefreshClaimTTL).
@@ -120,7 +125,7 @@ func TestFetchSlowLoaderCannotOverwriteNextClaimHolder(t *testing.T) {
 	if v, err := b.Fetch(ctx, key, func(context.Context) (string, error) { return "v2", nil }); err != nil || v != "v2" {
 		t.Fatalf("next claim holder's Fetch = %q, %v; want v2", v, err)
 	}
-	close(release)
+	close(src.release)
 	if got := <-done; got[0] != "v1" || got[1] != nil {
 		t.Fatalf("slow loader's Fetch = %v, %v; want its own v1", got[0], got[1])
 	}

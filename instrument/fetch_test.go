@@ -301,21 +301,18 @@ func (h *heldFirstWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// failingRefreshCache returns a Cache for the failing-refresh tests: 1m
-// fresh, 10m hard, no jitter, and no hold-off, so each failure is retried
-// by the next stale read.
-func failingRefreshCache(t *testing.T) (*Cache[string], *prometheus.Registry, *fetchClock) {
+// failingRefreshCache returns a Cache on a fresh server for the
+// failing-refresh tests: 1m fresh, 10m hard, no jitter, and no hold-off, so
+// each failure is retried by the next stale read.
+func failingRefreshCache(t *testing.T, reg prometheus.Registerer, clk *fetchClock) *Cache[string] {
 	t.Helper()
-	srv := redistest.Start(t)
-	reg := prometheus.NewRegistry()
-	clk := newFetchClock()
-	ca := newFetchCache(t, srv.Client(t), reg, clk, CacheOptions{
+	return newFetchCache(t, redistest.Start(t).Client(t), reg, clk, CacheOptions{
 		FreshTTL: time.Minute, HardTTL: 10 * time.Minute, Jitter: -1, FailureHoldoff: -1})
-	return ca, reg, clk
 }
 
 func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
-	ca, reg, clk := failingRefreshCache(t)
+	reg, clk := prometheus.NewRegistry(), newFetchClock()
+	ca := failingRefreshCache(t, reg, clk)
 	ctx := context.Background()
 	key := "report:9"
 	g := ca.c.group(key)
@@ -378,7 +375,8 @@ func TestFetchFailingRefreshServesStaleUntilHardTTL(t *testing.T) {
 // once its stored value has expired in Redis, even if nobody fetches it
 // again: any later read of the cache ends such runs.
 func TestFetchFailureRunEndsWithTheValue(t *testing.T) {
-	ca, _, clk := failingRefreshCache(t)
+	clk := newFetchClock()
+	ca := failingRefreshCache(t, prometheus.NewRegistry(), clk)
 	ctx := context.Background()
 	ok := func(context.Context) (string, error) { return "v", nil }
 	failing := func(context.Context) (string, error) { return "", errors.New("source down") }

@@ -25,7 +25,8 @@ import (
 // values, series for series.
 func TestMeterProviderSeesWhatPrometheusSees(t *testing.T) {
 	srv := redistest.Start(t)
-	reg, mp, rd := bothPipelines(t)
+	reg := prometheus.NewRegistry()
+	mp, rd := meterProvider(t)
 	clk := newFetchClock()
 	c, err := New(srv.Client(t), Options{Registerer: reg, MeterProvider: mp, Name: "both", Clock: clk})
 	if err != nil {
@@ -93,20 +94,20 @@ func contendLocks(t *testing.T, c *Client, reg prometheus.Gatherer) {
 	wg.Wait()
 }
 
-// bothPipelines returns a registry and a MeterProvider read by a
-// ManualReader.
-func bothPipelines(t *testing.T) (*prometheus.Registry, *sdkmetric.MeterProvider, *sdkmetric.ManualReader) {
+// meterProvider returns a MeterProvider read by a ManualReader.
+func meterProvider(t *testing.T) (*sdkmetric.MeterProvider, *sdkmetric.ManualReader) {
 	rd := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	return prometheus.NewRegistry(), mp, rd
+	return mp, rd
 }
 
 // A lock taken inside a sampled span puts the span's trace on the acquire
 // histogram, as an exemplar on both pipelines.
 func TestLockExemplars(t *testing.T) {
 	srv := redistest.Start(t)
-	reg, mp, rd := bothPipelines(t)
+	reg := prometheus.NewRegistry()
+	mp, rd := meterProvider(t)
 	tp := sdktrace.NewTracerProvider()
 	c, err := New(srv.Client(t), Options{Registerer: reg, MeterProvider: mp, TracerProvider: tp})
 	if err != nil {

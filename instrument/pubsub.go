@@ -322,17 +322,17 @@ func (h *hub) dispatch(ps *redis.PubSub) {
 }
 
 // deliver wakes the waiters of the key a wake-up names
-// (luascript.SplitWake) with its payload.
+// (luascript.ParseWake) with its payload.
 func (h *hub) deliver(msg string) {
-	stored, payload, ok := luascript.SplitWake(msg)
+	w, ok := luascript.ParseWake(msg)
 	if !ok {
 		return
 	}
-	sh := h.shard(stored)
+	sh := h.shard(w.Stored)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if t := sh.m[stored]; t != nil && t.wake != nil {
-		t.wake.payload = payload
+	if t := sh.m[w.Stored]; t != nil && t.wake != nil {
+		t.wake.payload = w.Payload
 		close(t.wake.done)
 		t.wake = nil
 	}

@@ -46,15 +46,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchtable: no benchmark results in the input")
 		os.Exit(1)
 	}
-	stampede, death, other := splitStampede(results)
-	if len(stampede) > 0 {
-		printStampede(stampede)
+	groups := byTable(results)
+	if len(groups.stampede) > 0 {
+		printStampede(groups.stampede)
 	}
-	if len(death) > 0 {
-		printHolderDeath(death)
+	if len(groups.holderDeath) > 0 {
+		printHolderDeath(groups.holderDeath)
 	}
-	if len(other) > 0 {
-		printOther(other)
+	if len(groups.other) > 0 {
+		printOther(groups.other)
 	}
 }
 
@@ -96,20 +96,28 @@ func parse(r io.Reader) ([]*result, error) {
 	return order, sc.Err()
 }
 
-// splitStampede separates BenchmarkStampede's and
-// BenchmarkStampedeHolderDeath's results from the others.
-func splitStampede(results []*result) (stampede, death, other []*result) {
+// tables are the results by the table they are printed in.
+type tables struct {
+	stampede    []*result // BenchmarkStampede's
+	holderDeath []*result // BenchmarkStampedeHolderDeath's
+	other       []*result
+}
+
+// byTable separates BenchmarkStampede's and BenchmarkStampedeHolderDeath's
+// results from the others.
+func byTable(results []*result) tables {
+	var t tables
 	for _, r := range results {
 		switch {
 		case strings.HasPrefix(r.name, "Stampede/") && strings.Count(r.name, "/") == 2:
-			stampede = append(stampede, r)
+			t.stampede = append(t.stampede, r)
 		case strings.HasPrefix(r.name, "StampedeHolderDeath/") && strings.Count(r.name, "/") == 2:
-			death = append(death, r)
+			t.holderDeath = append(t.holderDeath, r)
 		default:
-			other = append(other, r)
+			t.other = append(t.other, r)
 		}
 	}
-	return stampede, death, other
+	return t
 }
 
 // median returns the middle value of v (the mean of the two middle ones).
@@ -125,14 +133,20 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// metric returns unit's median over r's rounds, and whether r reported it.
-func (r *result) metric(unit string) (float64, bool) {
+// values returns unit's value in each of r's rounds that reported it.
+func (r *result) values(unit string) []float64 {
 	var v []float64
 	for _, round := range r.rounds {
 		if x, ok := round[unit]; ok {
 			v = append(v, x)
 		}
 	}
+	return v
+}
+
+// metric returns unit's median over r's rounds, and whether r reported it.
+func (r *result) metric(unit string) (float64, bool) {
+	v := r.values(unit)
 	return median(v), len(v) > 0
 }
 
@@ -190,7 +204,8 @@ func stampedeRow(shape, variant string, r *result, byKey map[stampedeKey]*result
 		stale += " †"
 	}
 	cold99 := col("cold-p99-ms", "ms")
-	if lo, hi, ok := r.span("cold-p99-ms"); ok {
+	if v := r.values("cold-p99-ms"); len(v) > 1 { // its range over the rounds
+		lo, hi := slices.Min(v), slices.Max(v)
 		cold99 += " (" + fmt.Sprintf(msFormat(lo), lo) + "–" + fmt.Sprintf(msFormat(hi), hi) + ")"
 	}
 	return []string{shape, variant, col("loader-calls/refresh", "%.2f"), col("cold-p50-ms", "ms"), cold99, stale,
@@ -204,21 +219,6 @@ func msFormat(v float64) string {
 		return "%.3f"
 	}
 	return "%.1f"
-}
-
-// span returns the smallest and largest of unit over r's rounds, when there
-// are several.
-func (r *result) span(unit string) (lo, hi float64, ok bool) {
-	var v []float64
-	for _, round := range r.rounds {
-		if x, ok := round[unit]; ok {
-			v = append(v, x)
-		}
-	}
-	if len(v) < 2 {
-		return 0, 0, false
-	}
-	return slices.Min(v), slices.Max(v), true
 }
 
 // ratioToPeers is a non-peer's cold p99 over the best peer's in the same

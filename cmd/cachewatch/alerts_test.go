@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,13 +9,6 @@ import (
 	"github.com/cachewatch/cachewatch/alerts"
 )
 
-func runAlerts(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	code = run(context.Background(), append([]string{"alerts"}, args...), &out, &errOut)
-	return code, out.String(), errOut.String()
-}
-
 func TestAlertsCommandWrites(t *testing.T) {
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "thresholds.yaml")
@@ -25,10 +16,10 @@ func TestAlertsCommandWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	code, stdout, stderr := runAlerts(t, "--out", out, "--config", cfgFile,
+	r := runCommand(t, "alerts", "--out", out, "--config", cfgFile,
 		"--stale-ratio-warning", "0.6", "--exporter-selector", `job="redis-exporter"`)
-	if code != 0 || !strings.Contains(stdout, alerts.RulesFile) {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	if r.code != 0 || !strings.Contains(r.stdout, alerts.RulesFile) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	rules, err := os.ReadFile(filepath.Join(out, alerts.RulesFile))
 	if err != nil {
@@ -76,9 +67,9 @@ func TestAlertsCommandUsageErrors(t *testing.T) {
 		{"missing file", []string{"--out", dir, "--config", badKey + ".nope"}, "--config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := runAlerts(t, tc.args...)
-			if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) || stdout != "" {
-				t.Fatalf("exit %d, stderr %q, stdout %q: want exit 2 and one line with %q", code, stderr, stdout, tc.want)
+			r := runCommand(t, "alerts", tc.args...)
+			if r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+				t.Fatalf("exit %d, stderr %q, stdout %q: want exit 2 and one line with %q", r.code, r.stderr, r.stdout, tc.want)
 			}
 		})
 	}

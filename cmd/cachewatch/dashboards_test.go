@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,13 +15,6 @@ import (
 )
 
 const grafanaTestToken = "glsa_test_token"
-
-func runDashboards(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	code = run(context.Background(), append([]string{"dashboards"}, args...), &out, &errOut)
-	return code, out.String(), errOut.String()
-}
 
 // grafanaStub answers every request with status and remembers the
 // Authorization headers and paths it saw.
@@ -43,9 +35,9 @@ func grafanaStub(t *testing.T, status int, body string) (*httptest.Server, func(
 
 func TestDashboardsCommandWrites(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "boards")
-	code, stdout, stderr := runDashboards(t, "--out", dir)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	r := runCommand(t, "dashboards", "--out", dir)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	ds, err := dashboards.Dashboards()
 	if err != nil {
@@ -58,17 +50,17 @@ func TestDashboardsCommandWrites(t *testing.T) {
 			t.Errorf("%s.json: %v", d.UID, err)
 		}
 	}
-	if !strings.Contains(stdout, dir) {
-		t.Errorf("stdout %q", stdout)
+	if !strings.Contains(r.stdout, dir) {
+		t.Errorf("stdout %q", r.stdout)
 	}
 }
 
 func TestDashboardsCommandPushes(t *testing.T) {
 	srv, seen := grafanaStub(t, http.StatusOK, `{"status":"success"}`)
 	t.Setenv(GrafanaTokenEnv, grafanaTestToken)
-	code, _, stderr := runDashboards(t, "--grafana-url", srv.URL)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	r := runCommand(t, "dashboards", "--grafana-url", srv.URL)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	want := "POST /api/dashboards/db Bearer " + grafanaTestToken
 	if s := seen(); len(s) != 3 || s[0] != want || s[2] != want {
@@ -81,8 +73,8 @@ func TestDashboardsCommandPushes(t *testing.T) {
 	if err := os.WriteFile(file, []byte(grafanaTestToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := runDashboards(t, "--grafana-url", srv.URL, "--grafana-token-file", file); code != 0 {
-		t.Fatalf("token file: exit %d: %s", code, stderr)
+	if r := runCommand(t, "dashboards", "--grafana-url", srv.URL, "--grafana-token-file", file); r.code != 0 {
+		t.Fatalf("token file: exit %d: %s", r.code, r.stderr)
 	}
 	if s := seen(); len(s) != 6 || s[5] != want {
 		t.Fatalf("Grafana saw %q", s)
@@ -109,12 +101,12 @@ func TestDashboardsCommandUsageErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(GrafanaTokenEnv, tc.env)
-			code, stdout, stderr := runDashboards(t, tc.args...)
-			if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) || stdout != "" {
-				t.Fatalf("exit %d, stderr %q, stdout %q: want exit 2 and one line with %q", code, stderr, stdout, tc.want)
+			r := runCommand(t, "dashboards", tc.args...)
+			if r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+				t.Fatalf("exit %d, stderr %q, stdout %q: want exit 2 and one line with %q", r.code, r.stderr, r.stdout, tc.want)
 			}
-			if strings.Contains(stderr, grafanaTestToken) {
-				t.Fatalf("token in stderr: %q", stderr)
+			if strings.Contains(r.stderr, grafanaTestToken) {
+				t.Fatalf("token in stderr: %q", r.stderr)
 			}
 		})
 	}
@@ -123,15 +115,15 @@ func TestDashboardsCommandUsageErrors(t *testing.T) {
 func TestDashboardsCommandGrafanaError(t *testing.T) {
 	srv, _ := grafanaStub(t, http.StatusUnauthorized, "{\"message\": \"invalid API key\",\n \"status\": \"unauthorized\"}")
 	t.Setenv(GrafanaTokenEnv, grafanaTestToken)
-	code, _, stderr := runDashboards(t, "--grafana-url", srv.URL)
-	if code != exitPushFailed || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, grafanaTestToken) ||
-		!strings.Contains(stderr, "401 Unauthorized: invalid API key") {
-		t.Fatalf("exit %d, stderr %q: want exit 1 and one line with Grafana's message", code, stderr)
+	r := runCommand(t, "dashboards", "--grafana-url", srv.URL)
+	if r.code != exitPushFailed || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, grafanaTestToken) ||
+		!strings.Contains(r.stderr, "401 Unauthorized: invalid API key") {
+		t.Fatalf("exit %d, stderr %q: want exit 1 and one line with Grafana's message", r.code, r.stderr)
 	}
 
 	// Unreachable Grafana, with credentials in the URL: redacted, one line.
-	code, _, stderr = runDashboards(t, "--grafana-url", "http://admin:hunter2@127.0.0.1:1/")
-	if code != exitPushFailed || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, "hunter2") {
-		t.Fatalf("exit %d, stderr %q", code, stderr)
+	r = runCommand(t, "dashboards", "--grafana-url", "http://admin:hunter2@127.0.0.1:1/")
+	if r.code != exitPushFailed || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "hunter2") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -62,7 +62,7 @@ func TestDocsCommandsParse(t *testing.T) {
 // parseOnly parses args as the command line would, without running the
 // command.
 func parseOnly(args []string) (err error) {
-	app, _, _ := newApp(io.Discard, io.Discard)
+	app := newCommandLine(io.Discard, io.Discard).app
 	defer func() {
 		if r := recover(); r != nil {
 			if code, ok := r.(terminated); !ok || code != 0 {

@@ -97,10 +97,19 @@ func main() {
 // --version) out of Parse without exiting the process.
 type terminated int
 
-// newApp builds the command line: the global flags, every command with its
-// flags, and the action of each command by its full name. Parsing a help or
-// version flag panics with terminated instead of exiting.
-func newApp(stdout, stderr io.Writer) (*kingpin.Application, map[string]action, *promslog.Config) {
+// commandLine is the parser of the command line, the action of each command
+// by its full name, and the logger's configuration that the global --log.*
+// flags fill.
+type commandLine struct {
+	app       *kingpin.Application
+	actions   map[string]action
+	logConfig *promslog.Config
+}
+
+// newCommandLine builds the command line: the global flags, every command
+// with its flags, and the action of each command. Parsing a help or version
+// flag panics with terminated instead of exiting.
+func newCommandLine(stdout, stderr io.Writer) commandLine {
 	app := kingpin.New("cachewatch", "cachewatch makes Redis cache and lock contention visible.")
 	app.UsageWriter(stdout).ErrorWriter(stderr)
 	app.Terminate(func(status int) { panic(terminated(status)) })
@@ -113,12 +122,12 @@ func newApp(stdout, stderr io.Writer) (*kingpin.Application, map[string]action, 
 		cmd := app.Command(c.name, c.help)
 		actions[cmd.FullCommand()] = c.define(cmd)
 	}
-	return app, actions, logConfig
+	return commandLine{app: app, actions: actions, logConfig: logConfig}
 }
 
 // run parses args, builds the logger and runs the chosen command.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
-	app, actions, logConfig := newApp(stdout, stderr)
+	cl := newCommandLine(stdout, stderr)
 	defer func() {
 		if r := recover(); r != nil {
 			t, ok := r.(terminated)
@@ -131,14 +140,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			}
 		}
 	}()
-	chosen, err := app.Parse(doubleDash(app, args))
+	chosen, err := cl.app.Parse(doubleDash(cl.app, args))
 	if err != nil {
-		fmt.Fprintf(stderr, "cachewatch: error: %s, try --help\n", redact(nameFlag(app, args, err)))
+		fmt.Fprintf(stderr, "cachewatch: error: %s, try --help\n", redact(nameFlag(cl.app, args, err)))
 		return exitUsage
 	}
-	logger := promslog.New(logConfig)
+	logger := promslog.New(cl.logConfig)
 	redis.SetLogger(redisLogger{logger})
-	return actions[chosen](ctx, &cli{command: chosen, stdout: stdout, stderr: stderr, logger: logger})
+	return cl.actions[chosen](ctx, &cli{command: chosen, stdout: stdout, stderr: stderr, logger: logger})
 }
 
 // doubleDash turns the Go flag package's single-dash long flags

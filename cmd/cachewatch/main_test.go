@@ -9,6 +9,21 @@ import (
 	"testing"
 )
 
+// commandRun is what a command run by runCommand left: its exit status and
+// what it wrote.
+type commandRun struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCommand runs the command with args as main does, capturing its output.
+func runCommand(t *testing.T, command string, args ...string) commandRun {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), append([]string{command}, args...), &out, &errOut)
+	return commandRun{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
 func TestRunDispatch(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "cachewatch ") {

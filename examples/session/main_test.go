@@ -18,7 +18,9 @@ import (
 	"github.com/cachewatch/cachewatch/signals"
 )
 
-func newTestStore(t *testing.T) (*Store, *prometheus.Registry, *httptest.Server) {
+// newTestStore returns a Store on a fresh server, measured on a new
+// registry.
+func newTestStore(t *testing.T) (*Store, *prometheus.Registry) {
 	t.Helper()
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
@@ -27,9 +29,7 @@ func newTestStore(t *testing.T) (*Store, *prometheus.Registry, *httptest.Server)
 		t.Fatal(err)
 	}
 	store.Lease = 5 * time.Second // generous on a loaded machine
-	ts := httptest.NewServer(store.Handler())
-	t.Cleanup(ts.Close)
-	return store, reg, ts
+	return store, reg
 }
 
 func post(t *testing.T, c *http.Client, url string, into any) {
@@ -53,7 +53,9 @@ func post(t *testing.T, c *http.Client, url string, into any) {
 // serialises them and each write is the next version by CAS. The lock
 // metrics report the contention the crowd caused.
 func TestConcurrentMutationsOfOneSessionLoseNothing(t *testing.T) {
-	store, reg, ts := newTestStore(t)
+	store, reg := newTestStore(t)
+	ts := httptest.NewServer(store.Handler())
+	t.Cleanup(ts.Close)
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
 	var first Session
@@ -100,7 +102,7 @@ func TestConcurrentMutationsOfOneSessionLoseNothing(t *testing.T) {
 
 // The sliding TTL is rewritten only once enough of the session's life passed.
 func TestSlidingTTLOnlyPastThreshold(t *testing.T) {
-	store, _, _ := newTestStore(t)
+	store, _ := newTestStore(t)
 	ctx := context.Background()
 	if _, err := store.Update(ctx, "s1", func(s *Session) { s.Views++ }); err != nil {
 		t.Fatal(err)
@@ -127,7 +129,7 @@ func TestSlidingTTLOnlyPastThreshold(t *testing.T) {
 
 // Logging a user out ends every session of theirs, and only theirs.
 func TestLogoutUserUnlinksEverySession(t *testing.T) {
-	store, reg, _ := newTestStore(t)
+	store, reg := newTestStore(t)
 	ctx := context.Background()
 	for _, id := range []string{"a", "b", "c"} {
 		if _, err := store.Update(ctx, id, func(s *Session) { s.UserID = "u42" }); err != nil {

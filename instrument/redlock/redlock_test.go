@@ -29,9 +29,16 @@ func nodes(t *testing.T) []*redistest.Server {
 	return []*redistest.Server{redistest.Start(t), redistest.Start(t), redistest.Start(t)}
 }
 
-// process builds what one service process would hold: its own clients to
-// every node and a Redlock over them. Its first client counts SET NX.
-func process(t *testing.T, servers []*redistest.Server, reg prometheus.Registerer, b instrument.Backoff) (*redlock.Redlock, *locktest.SetNXCounter, []*redis.Client) {
+// serviceProcess is what one service process would hold: its own client to
+// every node and a Redlock over them.
+type serviceProcess struct {
+	rl      *redlock.Redlock
+	clients []*redis.Client
+	setNX   *locktest.SetNXCounter // counts its first client's SET NX
+}
+
+// process builds one service process over servers.
+func process(t *testing.T, servers []*redistest.Server, reg prometheus.Registerer, b instrument.Backoff) serviceProcess {
 	t.Helper()
 	counter := &locktest.SetNXCounter{}
 	var clients []*redis.Client
@@ -48,7 +55,7 @@ func process(t *testing.T, servers []*redistest.Server, reg prometheus.Registere
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rl, counter, clients
+	return serviceProcess{rl: rl, clients: clients, setNX: counter}
 }
 
 func TestRedlockMutualExclusionOverThreeNodes(t *testing.T) {
@@ -59,14 +66,14 @@ func TestRedlockMutualExclusionOverThreeNodes(t *testing.T) {
 	var sent []*locktest.SetNXCounter
 	var wg sync.WaitGroup
 	for range procs {
-		rl, counter, _ := process(t, servers, reg, retryLong)
-		sent = append(sent, counter)
+		p := process(t, servers, reg, retryLong)
+		sent = append(sent, p.setNX)
 		for range perProc {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for range rounds {
-					if !holdOnce(t, rl.NewMutex("lock:{report:1}"), &section) {
+					if !holdOnce(t, p.rl.NewMutex("lock:{report:1}"), &section) {
 						return
 					}
 				}
@@ -125,7 +132,7 @@ func holdOnce(t *testing.T, m *redlock.Mutex, section *locktest.Section) bool {
 func TestRedlockQuorumAndNodeFailures(t *testing.T) {
 	servers := nodes(t)
 	reg := prometheus.NewRegistry()
-	rl, _, _ := process(t, servers, reg, instrument.Backoff{Retries: -1})
+	rl := process(t, servers, reg, instrument.Backoff{Retries: -1}).rl
 	ctx := context.Background()
 
 	servers[2].Kill() // 2 of 3 still form a quorum
@@ -161,7 +168,7 @@ func TestRedlockQuorumAndNodeFailures(t *testing.T) {
 func TestRedlockExpiryAndExtend(t *testing.T) {
 	servers := nodes(t)
 	reg := prometheus.NewRegistry()
-	rl, _, clients := process(t, servers, reg, instrument.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond, Retries: 100000})
+	p := process(t, servers, reg, instrument.Backoff{Base: 10 * time.Millisecond, Max: 40 * time.Millisecond, Retries: 100000})
 	ctx := context.Background()
 
 	// Expiry mid-work: the second worker gets in; the first's unlock finds
@@ -169,11 +176,11 @@ func TestRedlockExpiryAndExtend(t *testing.T) {
 	// factor to answer (7.5ms for a 150ms lock at its default 0.05, which a
 	// loaded machine misses on two nodes: "context deadline exceeded"), so
 	// the short lock gets a 1s expiry and half of it per node.
-	a := rl.NewMutex("lock:{exp}", redsync.WithExpiry(time.Second), redsync.WithTimeoutFactor(0.5))
+	a := p.rl.NewMutex("lock:{exp}", redsync.WithExpiry(time.Second), redsync.WithTimeoutFactor(0.5))
 	if err := a.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b := rl.NewMutex("lock:{exp}", redsync.WithExpiry(time.Minute))
+	b := p.rl.NewMutex("lock:{exp}", redsync.WithExpiry(time.Minute))
 	if err := b.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -185,20 +192,20 @@ func TestRedlockExpiryAndExtend(t *testing.T) {
 	}
 	// b holds a quorum (a node where a's key had not yet expired when b
 	// tried it may hold nothing), and the stale unlock removed b from none.
-	checkQuorum(t, clients, "lock:{exp}", b.Value())
+	checkQuorum(t, p.clients, "lock:{exp}", b.Value())
 	if err := b.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	// Extend renews; a lock deleted behind the holder's back is lost.
-	c := rl.NewMutex("lock:{ext}", redsync.WithExpiry(time.Minute))
+	c := p.rl.NewMutex("lock:{ext}", redsync.WithExpiry(time.Minute))
 	if err := c.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Extend(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, rdb := range clients {
+	for _, rdb := range p.clients {
 		rdb.Del(ctx, "lock:{ext}")
 	}
 	if err := c.Extend(ctx); !errors.Is(err, instrument.ErrNotOwner) {
@@ -239,7 +246,7 @@ func checkQuorum(t *testing.T, clients []*redis.Client, key, value string) {
 
 func TestRedlockContextDeadline(t *testing.T) {
 	servers := nodes(t)
-	rl, _, _ := process(t, servers, prometheus.NewRegistry(), instrument.Backoff{Base: 10 * time.Millisecond, Retries: 100000})
+	rl := process(t, servers, prometheus.NewRegistry(), instrument.Backoff{Base: 10 * time.Millisecond, Retries: 100000}).rl
 	held := rl.NewMutex("lock:{ctx}")
 	if err := held.Lock(context.Background()); err != nil {
 		t.Fatal(err)
@@ -257,8 +264,8 @@ func TestRedlockContextDeadline(t *testing.T) {
 func TestRedlockModeTellsTryOnceFromWaiting(t *testing.T) {
 	servers := nodes(t)
 	reg := prometheus.NewRegistry()
-	once, _, _ := process(t, servers, reg, instrument.Backoff{Retries: -1})
-	waiting, _, _ := process(t, servers, reg, instrument.Backoff{Base: time.Millisecond, Retries: 1})
+	once := process(t, servers, reg, instrument.Backoff{Retries: -1}).rl
+	waiting := process(t, servers, reg, instrument.Backoff{Base: time.Millisecond, Retries: 1}).rl
 	ctx := context.Background()
 	held := once.NewMutex("lock:{mode}")
 	if err := held.Lock(ctx); err != nil {
@@ -290,14 +297,14 @@ func TestRedlockModeTellsTryOnceFromWaiting(t *testing.T) {
 // answered) is not counted, and nothing is a Redis error.
 func TestRedlockCallerDeadlineDuringAttemptGivesUp(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	rl, _, clients := process(t, nodes(t), reg, retryLong)
-	hold := &locktest.HoldAttempts{Entered: make(chan struct{}, len(clients))}
-	for _, rdb := range clients {
+	p := process(t, nodes(t), reg, retryLong)
+	hold := &locktest.HoldAttempts{Entered: make(chan struct{}, len(p.clients))}
+	for _, rdb := range p.clients {
 		rdb.AddHook(hold)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	err := rl.NewMutex("lock:{cut}").Lock(ctx)
+	err := p.rl.NewMutex("lock:{cut}").Lock(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, instrument.ErrRedis) || errors.Is(err, instrument.ErrLockBusy) {
 		t.Fatalf("Lock cut off by its deadline = %v, want only context.DeadlineExceeded", err)
 	}
@@ -316,7 +323,7 @@ func TestRedlockCallerDeadlineDuringAttemptGivesUp(t *testing.T) {
 func TestRedlockRenew(t *testing.T) {
 	servers := nodes(t)
 	reg := prometheus.NewRegistry()
-	_, _, clients := process(t, servers, reg, retryLong)
+	clients := process(t, servers, reg, retryLong).clients
 	var pools []redsyncredis.Pool
 	for _, rdb := range clients {
 		pools = append(pools, goredis.NewPool(rdb))

@@ -71,7 +71,8 @@ func TestEndToEnd(t *testing.T) {
 	hook := startWebhook(t)
 	am, amAddr := startAlertmanager(t, bins.alertmanager, alertmanagerConfig(t, hook.srv.URL))
 	cfg := ruleConfig(t)
-	rules, ruleExprs, grafanaExprs := generatedRules(t, t.TempDir(), cfg)
+	rules := writeRules(t, t.TempDir(), cfg)
+	ruleExprs, grafanaExprs := generatedExprs(t, cfg)
 	prom, api := startPrometheus(t, bins.prometheus, rules, amAddr, []scrapeJob{
 		{name: appJob, targets: []string{appAddr}},
 		{name: exporterJob, targets: []string{expAddr}},

@@ -125,7 +125,7 @@ func TestOnCall(t *testing.T) {
 	_, amAddr := startAlertmanager(t, bins.alertmanager, shippedAlertmanagerConfig(t, hook.srv.URL))
 	cfg := alerts.DefaultConfig()
 	cfg.ExporterSelector = `job=~"` + exporterJob + `|demo-.+"`
-	rules, _, _ := generatedRules(t, t.TempDir(), cfg)
+	rules := writeRules(t, t.TempDir(), cfg)
 
 	catalog := startCatalog(t, r.shared.Addr)
 	exp := startPlainExporter(t, r.payments.Addr)

@@ -90,10 +90,10 @@ func TestOTLPAnswersLikeScrape(t *testing.T) {
 	defer e.Close()
 	exp.reg.MustRegister(e)
 
-	scrape, _, scrapeAPI := startPrometheus3(t, bin, []scrapeJob{{appJob, []string{app.addr}}, {exporterJob, []string{exp.addr}}})
-	push, pushAddr, pushAPI := startPrometheus3(t, bin, nil)
-	app.pushTo(t, pushAddr)
-	exp.pushTo(t, pushAddr)
+	scrape := startPrometheus3(t, bin, []scrapeJob{{appJob, []string{app.addr}}, {exporterJob, []string{exp.addr}}})
+	push := startPrometheus3(t, bin, nil)
+	app.pushTo(t, push.addr)
+	exp.pushTo(t, push.addr)
 
 	var last time.Time
 	for i := range otlpSnapshots {
@@ -103,11 +103,11 @@ func TestOTLPAnswersLikeScrape(t *testing.T) {
 		}
 	}
 	tr.stop()
-	scrape.alive(t)
-	push.alive(t)
+	scrape.p.alive(t)
+	push.p.alive(t)
 
 	cfg := ruleConfig(t)
-	_, ruleExprs, grafanaExprs := generatedRules(t, t.TempDir(), cfg)
+	ruleExprs, grafanaExprs := generatedExprs(t, cfg)
 	exprs := map[string]string{}
 	for i, p := range dashboards.Queries() {
 		exprs[fmt.Sprintf("panel %s / %s [%d]", p.Board, p.Panel, i)] = panelExpr(t, p)
@@ -124,7 +124,7 @@ func TestOTLPAnswersLikeScrape(t *testing.T) {
 	for i, x := range grafanaExprs {
 		exprs[fmt.Sprintf("grafana rule [%d]", i)] = inlineRecorded(x, records)
 	}
-	compareAnswers(t, scrapeAPI, pushAPI, exprs, last)
+	compareAnswers(t, scrape.api, push.api, exprs, last)
 }
 
 // pipelinePath is one job's two pipelines: a registry served as scraped
@@ -341,7 +341,7 @@ func findPrometheus3(t *testing.T) string {
 
 // startPrometheus3 runs a Prometheus 3 that scrapes jobs every second
 // (honouring the exposition's timestamps) and receives OTLP.
-func startPrometheus3(t *testing.T, bin string, jobs []scrapeJob) (*process, string, promv1.API) {
+func startPrometheus3(t *testing.T, bin string, jobs []scrapeJob) promInstance {
 	t.Helper()
 	dir := t.TempDir()
 	scrapes := []any{}

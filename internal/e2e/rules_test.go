@@ -29,17 +29,11 @@ func ruleConfig(t *testing.T) alerts.Config {
 	return cfg
 }
 
-// generatedRules writes the Prometheus rule file that package alerts
-// generates for cfg into dir and returns its path and every expression in it
-// (recording rules first), as generated, and the PromQL queries of the same
-// alerts as Grafana-managed rules.
-func generatedRules(t *testing.T, dir string, cfg alerts.Config) (path string, exprs, grafanaExprs []string) {
+// writeRules writes the Prometheus rule file that package alerts generates
+// for cfg into dir and returns its path.
+func writeRules(t *testing.T, dir string, cfg alerts.Config) (path string) {
 	t.Helper()
-	groups, err := alerts.Rules(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := alerts.PrometheusRules(groups)
+	b, err := alerts.PrometheusRules(ruleGroups(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +41,15 @@ func generatedRules(t *testing.T, dir string, cfg alerts.Config) (path string, e
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// generatedExprs returns every expression of the rules that package alerts
+// generates for cfg (recording rules first), as writeRules writes them, and
+// the PromQL queries of the same alerts as Grafana-managed rules.
+func generatedExprs(t *testing.T, cfg alerts.Config) (exprs, grafanaExprs []string) {
+	t.Helper()
+	groups := ruleGroups(t, cfg)
 	for _, g := range groups {
 		for _, r := range g.Recording {
 			exprs = append(exprs, r.Expr)
@@ -55,7 +58,17 @@ func generatedRules(t *testing.T, dir string, cfg alerts.Config) (path string, e
 			exprs = append(exprs, a.Expr)
 		}
 	}
-	return path, exprs, grafanaQueries(t, groups)
+	return exprs, grafanaQueries(t, groups)
+}
+
+// ruleGroups are the rule groups package alerts generates for cfg.
+func ruleGroups(t *testing.T, cfg alerts.Config) []alerts.Group {
+	t.Helper()
+	groups, err := alerts.Rules(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return groups
 }
 
 // grafanaQueries returns the PromQL queries of the Grafana-managed rules

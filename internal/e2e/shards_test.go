@@ -119,10 +119,11 @@ func TestProbeShards(t *testing.T) {
 			"job_name": shardSelfJob, "static_configs": []any{map[string]any{"targets": addrs}},
 		}),
 	})
-	prom, _, api := runPrometheus(t, "prometheus", bins.prometheus, cfg)
+	prom := runPrometheus(t, "prometheus", bins.prometheus, cfg)
+	api := prom.api
 	promStarted := time.Now()
 	defer func() {
-		for _, p := range append(replicas, prom) {
+		for _, p := range append(replicas, prom.p) {
 			p.alive(t)
 		}
 		t.Logf("elapsed %v", time.Since(began).Round(time.Second))

@@ -179,11 +179,16 @@ func startPrometheus(t *testing.T, bin, rulesFile, am string, jobs []scrapeJob) 
 	return s.p, s.api
 }
 
+// promInstance is a running Prometheus: its process, address and API.
+type promInstance struct {
+	p    *process
+	addr string
+	api  promv1.API
+}
+
 // promServer is a running Prometheus whose scrape jobs can change.
 type promServer struct {
-	p        *process
-	api      promv1.API
-	addr     string
+	promInstance
 	cfg      string
 	rules    string
 	am       string
@@ -197,14 +202,14 @@ func startPrometheusServer(t *testing.T, bin, rulesFile, am string, interval tim
 	t.Helper()
 	s := &promServer{cfg: filepath.Join(t.TempDir(), "prometheus.yml"), rules: rulesFile, am: am, interval: interval}
 	s.writeConfig(t, jobs)
-	s.p, s.addr, s.api = runPrometheus(t, "prometheus", bin, s.cfg, "--web.enable-lifecycle")
+	s.promInstance = runPrometheus(t, "prometheus", bin, s.cfg, "--web.enable-lifecycle")
 	return s
 }
 
 // runPrometheus runs the Prometheus bin with the configuration file cfg, its
 // data in a new directory, and the flags extra, and returns it, its address
 // and its API once it is ready.
-func runPrometheus(t *testing.T, name, bin, cfg string, extra ...string) (*process, string, promv1.API) {
+func runPrometheus(t *testing.T, name, bin, cfg string, extra ...string) promInstance {
 	t.Helper()
 	data := filepath.Join(t.TempDir(), "data")
 	p, port := startOnFreePort(t, name, bin, func(port int) []string {
@@ -215,7 +220,7 @@ func runPrometheus(t *testing.T, name, bin, cfg string, extra ...string) (*proce
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p, loopback(port), promv1.NewAPI(client)
+	return promInstance{p: p, addr: loopback(port), api: promv1.NewAPI(client)}
 }
 
 func (s *promServer) writeConfig(t *testing.T, jobs []scrapeJob) {

@@ -16,18 +16,20 @@ import (
 	"github.com/cachewatch/cachewatch/signals"
 )
 
-func sinks(t testing.TB) (emit.Sinks, *prometheus.Registry, *sdkmetric.ManualReader) {
-	reg := prometheus.NewRegistry()
+// sinks returns Sinks on reg and on a MeterProvider read by the
+// ManualReader it returns.
+func sinks(t testing.TB, reg prometheus.Registerer) (emit.Sinks, *sdkmetric.ManualReader) {
 	rd := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	return emit.New(reg, mp, 0), reg, rd
+	return emit.New(reg, mp, 0), rd
 }
 
 // Both pipelines see the same counts, gauges and histograms, under the
 // catalog's instrument names with the labels as attributes.
 func TestBothPipelinesAgree(t *testing.T) {
-	s, reg, rd := sinks(t)
+	reg := prometheus.NewRegistry()
+	s, rd := sinks(t, reg)
 	c, err := s.Counter(signals.CacheLookups)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +94,7 @@ func TestBothPipelinesAgree(t *testing.T) {
 // A latency observed inside a sampled span carries the span's trace as an
 // exemplar on both pipelines.
 func TestExemplars(t *testing.T) {
-	s, _, rd := sinks(t)
+	s, rd := sinks(t, prometheus.NewRegistry())
 	h, err := s.Histogram(signals.LockAcquireDuration)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +136,7 @@ func TestExemplars(t *testing.T) {
 
 // Recording through a handle allocates nothing on either pipeline.
 func TestHandlesDoNotAllocate(t *testing.T) {
-	s, _, _ := sinks(t)
+	s, _ := sinks(t, prometheus.NewRegistry())
 	c, _ := s.Counter(signals.CommandErrors)
 	h, _ := s.Histogram(signals.CommandDuration)
 	cc := c.WithLabelValues("app", "get", "timeout")

@@ -5,17 +5,22 @@ import (
 	"strings"
 )
 
-// SplitWake splits a wake-up published by the write scripts (wakeWaiters:
-// "<len>:<stored key><payload>", the key length-prefixed because a key may
-// hold any byte) into the stored key it names and its payload. ok is false
-// for a malformed message.
-func SplitWake(msg string) (stored, payload string, ok bool) {
+// Wake is a wake-up published by the write scripts: the stored key whose
+// waiters it wakes, and its payload.
+type Wake struct {
+	Stored, Payload string
+}
+
+// ParseWake reads a wake-up (wakeWaiters: "<len>:<stored key><payload>",
+// the key length-prefixed because a key may hold any byte); ok is false for
+// a malformed message.
+func ParseWake(msg string) (w Wake, ok bool) {
 	n, rest, ok := strings.Cut(msg, ":")
 	size, err := strconv.Atoi(n)
 	if !ok || err != nil || size < 0 || size > len(rest) {
-		return "", "", false
+		return Wake{}, false
 	}
-	return rest[:size], rest[size:], true
+	return Wake{Stored: rest[:size], Payload: rest[size:]}, true
 }
 
 // WakeFailed is the payload of the wake-up FetchFail publishes: the load the

@@ -4,7 +4,7 @@ import "testing"
 
 // The parsers read what wakeWaiters and FetchWrite publish; the round trip
 // through a real Redis is tested in instrument (fetch_wake_test.go).
-func TestSplitWakeAndParseCarried(t *testing.T) {
+func TestParseWakeAndParseCarried(t *testing.T) {
 	for _, c := range []struct {
 		name, msg, stored string
 		carried           Carried
@@ -20,17 +20,17 @@ func TestSplitWakeAndParseCarried(t *testing.T) {
 		{"no length", "abc=1:2:0:v", "", Carried{}, false, false},
 		{"negative length", "-1:abc", "", Carried{}, false, false},
 	} {
-		stored, payload, split := SplitWake(c.msg)
-		if split != c.split || stored != c.stored {
-			t.Errorf("%s: SplitWake(%q) = %q, %v; want %q, %v", c.name, c.msg, stored, split, c.stored, c.split)
+		w, split := ParseWake(c.msg)
+		if split != c.split || w.Stored != c.stored {
+			t.Errorf("%s: ParseWake(%q) = %q, %v; want %q, %v", c.name, c.msg, w.Stored, split, c.stored, c.split)
 			continue
 		}
 		if !split {
 			continue
 		}
-		got, ok := ParseCarried(payload)
+		got, ok := ParseCarried(w.Payload)
 		if ok != c.ok || got != c.carried {
-			t.Errorf("%s: ParseCarried(%q) = %+v, %v; want %+v, %v", c.name, payload, got, ok, c.carried, c.ok)
+			t.Errorf("%s: ParseCarried(%q) = %+v, %v; want %+v, %v", c.name, w.Payload, got, ok, c.carried, c.ok)
 		}
 	}
 }

@@ -63,12 +63,12 @@ func (s *Server) pingOptions() *redis.Options {
 func writeTLSFiles(t testing.TB, dir string) (*x509.CertPool, [3]string) {
 	t.Helper()
 	now := time.Now()
-	ca, caDER, caKey := newCert(t, &x509.Certificate{
+	ca, caKey := newCert(t, &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redistest CA"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}, nil, nil)
-	_, der, key := newCert(t, &x509.Certificate{
+	cert, key := newCert(t, &x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
@@ -79,7 +79,7 @@ func writeTLSFiles(t testing.TB, dir string) (*x509.CertPool, [3]string) {
 		t.Fatalf("redistest: server key: %v", err)
 	}
 	files := [3]string{filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"), filepath.Join(dir, "ca.crt")}
-	for i, b := range []*pem.Block{{Type: "CERTIFICATE", Bytes: der}, {Type: "PRIVATE KEY", Bytes: keyDER}, {Type: "CERTIFICATE", Bytes: caDER}} {
+	for i, b := range []*pem.Block{{Type: "CERTIFICATE", Bytes: cert.Raw}, {Type: "PRIVATE KEY", Bytes: keyDER}, {Type: "CERTIFICATE", Bytes: ca.Raw}} {
 		if err := os.WriteFile(files[i], pem.EncodeToMemory(b), 0o600); err != nil {
 			t.Fatalf("redistest: %v", err)
 		}
@@ -90,8 +90,8 @@ func writeTLSFiles(t testing.TB, dir string) (*x509.CertPool, [3]string) {
 }
 
 // newCert generates a key and a certificate from tmpl, signed by parent's
-// key (self-signed when parent is nil).
-func newCert(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, []byte, *ecdsa.PrivateKey) {
+// key (self-signed when parent is nil). The certificate's Raw is its DER.
+func newCert(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -108,5 +108,5 @@ func newCert(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.Priv
 	if err != nil {
 		t.Fatalf("redistest: %s certificate: %v", tmpl.Subject.CommonName, err)
 	}
-	return cert, der, key
+	return cert, key
 }

@@ -137,7 +137,7 @@ func loaderCalls(phase string, s phaseSignals) float64 {
 }
 
 func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline []Point) PhaseReport {
-	p50, p99, _ := t.latency.quantiles(0, 1<<62)
+	whole := t.latency.quantiles(0, 1<<62)
 	refreshes := float64(db.refreshes)
 	calls := loaderCalls(spec.name, s)
 	r := PhaseReport{
@@ -145,8 +145,8 @@ func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline 
 		LoaderCalls:           Figure{num(calls), num(float64(db.calls))},
 		LoaderCallsPerRefresh: Figure{ratio(calls, refreshes), ratio(float64(db.calls), refreshes)},
 		Fallbacks:             Figure{num(s.Fallbacks), nil},
-		CallerP50Ms:           Figure{nil, ms(p50)},
-		CallerP99Ms:           Figure{nil, ms(p99)},
+		CallerP50Ms:           Figure{nil, ms(whole.p50)},
+		CallerP99Ms:           Figure{nil, ms(whole.p99)},
 		StaleServed:           Figure{num(s.Stale), num(float64(t.stale.Load()))},
 		FirstTryLockAttempts:  Figure{num(s.FirstAttempts), num(float64(t.firstAttempts.Load()))},
 		FirstTryContention: Figure{ratio(s.FirstBusy-s.TryOnceBusy, s.FirstAttempts-s.TryOnceFirst),
@@ -171,8 +171,8 @@ func buildPhase(spec phaseSpec, s phaseSignals, t *truth, db dbCounts, timeline 
 	from := time.Duration(0)
 	for i := range timeline {
 		to := time.Duration(timeline[i].T * float64(time.Second))
-		p50, p99, n := t.latency.quantiles(from, to)
-		timeline[i].P50Ms, timeline[i].P99Ms, timeline[i].Requests = *ms(p50), *ms(p99), n
+		q := t.latency.quantiles(from, to)
+		timeline[i].P50Ms, timeline[i].P99Ms, timeline[i].Requests = *ms(q.p50), *ms(q.p99), q.n
 		from = to
 	}
 	r.Timeline = timeline

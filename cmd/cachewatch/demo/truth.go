@@ -51,9 +51,16 @@ func (l *latencies) record(at time.Time, d time.Duration) {
 	l.mu.Unlock()
 }
 
+// callerLatency is the p50 and p99 of the callers' latencies over a
+// stretch of a phase, and how many latencies there were.
+type callerLatency struct {
+	p50, p99 time.Duration
+	n        int
+}
+
 // quantiles returns the p50 and p99 of the latencies recorded in
 // [from, to) of the phase.
-func (l *latencies) quantiles(from, to time.Duration) (p50, p99 time.Duration, n int) {
+func (l *latencies) quantiles(from, to time.Duration) callerLatency {
 	l.mu.Lock()
 	var vs []time.Duration
 	for i, off := range l.offsets {
@@ -63,10 +70,10 @@ func (l *latencies) quantiles(from, to time.Duration) (p50, p99 time.Duration, n
 	}
 	l.mu.Unlock()
 	if len(vs) == 0 {
-		return 0, 0, 0
+		return callerLatency{}
 	}
 	slices.Sort(vs)
-	return quantile(vs, 0.50), quantile(vs, 0.99), len(vs)
+	return callerLatency{p50: quantile(vs, 0.50), p99: quantile(vs, 0.99), n: len(vs)}
 }
 
 // quantile is the nearest-rank quantile of sorted values.
