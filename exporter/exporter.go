@@ -201,8 +201,8 @@ type LockOptions struct {
 	// Holders is how many of each lock group's longest-held locks have
 	// their holder (service and host, as the lock's value names them)
 	// exported, as lock_holder_held_seconds: at most Holders series per
-	// node and lock group, whatever the number of services. Default 5;
-	// negative exports none.
+	// node and lock group, whatever the number of services. 0 is the
+	// default (5), a negative value exports none. The flag reads the same.
 	Holders int
 	// LongHeld is how long an owner token must be seen unchanged for its
 	// lock to count as long-held; default 1m.

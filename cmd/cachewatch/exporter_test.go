@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/cachewatch/cachewatch/internal/lockholder"
 	"github.com/cachewatch/cachewatch/internal/metrictest"
 	"github.com/cachewatch/cachewatch/internal/poll"
 	"github.com/cachewatch/cachewatch/internal/redistest"
@@ -258,6 +259,59 @@ func TestExporterCommand(t *testing.T) {
 	// A --queue that does not exist is logged, once.
 	if n := strings.Count(stderr.String(), "queue=nosuch"); n != 1 {
 		t.Fatalf("missing queue logged %d times:\n%s", n, stderr.String())
+	}
+}
+
+// --locks.holders reads as Locks.Holders does: 0 is the default (the
+// holders of each lock group's 5 longest-held locks), a negative value
+// exports none, given after a space as after "=".
+func TestExporterLockHoldersFlag(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	now := time.Now()
+	for i := range 7 { // seven services, one lock each
+		tok, err := lockholder.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := lockholder.NewIdentity(fmt.Sprintf("svc-%d", i)).Value(tok, now.Add(-time.Duration(i+1)*time.Minute))
+		if err := rdb.Set(context.Background(), fmt.Sprintf("lock:job:%d", i), v, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	group := `{key_group="lock:job:*",node="` + srv.Addr + `"}`
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--locks.holders", "0"}, 5},
+		{[]string{"--locks.holders", "-1"}, 0},
+		{[]string{"--locks.holders=-1"}, 0},
+	} {
+		listen := freeListenAddr(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		var stderr syncbuf.Buffer
+		done := make(chan int)
+		go func() {
+			done <- run(ctx, append([]string{"exporter", "--redis.addr", srv.Addr, "--web.listen-address", listen,
+				"--sample.interval", "100ms", "--keygroup.min-keys", "1"}, c.args...), io.Discard, &stderr)
+		}()
+		// Long-held locks are counted once the holders' values are read.
+		want := "cachewatch_exporter_locks_long_held" + group
+		if c.want > 0 {
+			want = "cachewatch_exporter_lock_holder_held_seconds{"
+		}
+		body := waitForBody(t, "http://"+listen+"/metrics", "", "", want)
+		cancel()
+		if code := <-done; code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, stderr.String())
+		}
+		if !strings.Contains(body, "cachewatch_exporter_locks_held"+group+" 7") {
+			t.Fatalf("%v: the seven locks are not shown:\n%s", c.args, body)
+		}
+		if n := strings.Count(body, "cachewatch_exporter_lock_holder_held_seconds{"); n != c.want {
+			t.Errorf("%v: %d holder series, want %d", c.args, n, c.want)
+		}
 	}
 }
 

@@ -110,7 +110,7 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 		Default(strconv.FormatFloat(exporterDefaults.Locks.ScanBudget, 'f', -1, 64)).Float64Var(&f.scanBudget)
 	cmd.Flag("locks.max-tracked", "Lock keys indexed per node; with more, lock series are left out.").
 		Default(strconv.Itoa(exporterDefaults.Locks.MaxTracked)).IntVar(&f.maxLocks)
-	cmd.Flag("locks.holders", "Longest-held locks per lock group whose holder (service, host) is exported; 0 none.").
+	cmd.Flag("locks.holders", "Longest-held locks per lock group whose holder (service, host) is exported (negative: none).").
 		Default(strconv.Itoa(exporterDefaults.Locks.Holders)).IntVar(&f.lockHolders)
 	cmd.Flag("locks.max-groups", "Cap on distinct lock groups, apart from --keygroup.max-groups; the rest fold into other.").
 		Default(strconv.Itoa(keygroup.DefaultMaxGroups)).IntVar(&f.lockGroups)
@@ -153,7 +153,7 @@ func (f *redisFlags) options() (exporter.Options, error) {
 		Sample: exporter.SampleOptions{MaxKeys: f.maxKeys, MaxDuration: f.maxDuration, ScanCount: f.scanCount, Batch: f.batch,
 			KeysPerSecond: f.keysPerSecond, MaxReplyBytes: f.maxAnyReply},
 		Locks: exporter.LockOptions{Patterns: f.lockPatterns, Groups: lockGroups, ScanBudget: f.scanBudget,
-			MaxTracked: f.maxLocks, Holders: cmp.Or(f.lockHolders, -1)},
+			MaxTracked: f.maxLocks, Holders: f.lockHolders},
 	}, nil
 }
 
@@ -177,8 +177,6 @@ func (f *redisFlags) checkRanges() error {
 		return fmt.Errorf("--sample.max-duration must be positive, got %s", f.maxDuration)
 	case !(f.scanBudget > 0 && f.scanBudget <= 1):
 		return fmt.Errorf("--locks.scan-budget must be in (0, 1], got %g", f.scanBudget)
-	case f.lockHolders < 0:
-		return fmt.Errorf("--locks.holders must not be negative, got %d", f.lockHolders)
 	case f.memorySample < 0:
 		return fmt.Errorf("--keys.memory-sample must not be negative, got %d", f.memorySample)
 	}

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -140,7 +141,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			}
 		}
 	}()
-	chosen, err := cl.app.Parse(doubleDash(cl.app, args))
+	args = doubleDash(cl.app, args)
+	chosen, err := cl.app.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "cachewatch: error: %s, try --help\n", redact(nameFlag(cl.app, args, err)))
 		return exitUsage
@@ -153,31 +155,49 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 // doubleDash turns the Go flag package's single-dash long flags
 // (-redis.url), which many exporters accept, into kingpin's --redis.url.
 // Only names of known flags are rewritten, so values such as -1 are left
-// alone; nothing after a bare "--" is touched.
+// alone, and a negative number is joined to the flag before it when that
+// flag takes a value (--locks.holders -1 becomes --locks.holders=-1), as
+// kingpin would read it as a short flag; nothing after a bare "--" is
+// touched.
 func doubleDash(app *kingpin.Application, args []string) []string {
-	known := map[string]bool{}
+	flags := map[string]*kingpin.FlagModel{}
 	m := app.Model()
 	for _, f := range m.Flags {
-		known[f.Name] = true
+		flags[f.Name] = f
 	}
 	for _, c := range m.Commands {
 		for _, f := range c.Flags {
-			known[f.Name] = true
+			flags[f.Name] = f
 		}
 	}
-	out := make([]string, len(args))
+	takesValue := func(arg string) bool {
+		name, ok := strings.CutPrefix(arg, "--")
+		f := flags[name]
+		return ok && f != nil && !f.IsBoolFlag()
+	}
+	out := make([]string, 0, len(args))
 	for i, a := range args {
-		out[i] = a
 		if a == "--" {
-			copy(out[i:], args[i:])
+			out = append(out, args[i:]...)
 			break
 		}
 		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
-		if len(a) > 2 && a[0] == '-' && a[1] != '-' && known[name] {
-			out[i] = "-" + a
+		switch {
+		case len(a) > 2 && a[0] == '-' && a[1] != '-' && flags[name] != nil:
+			a = "-" + a
+		case negativeNumber(a) && len(out) > 0 && takesValue(out[len(out)-1]):
+			out[len(out)-1] += "=" + a
+			continue
 		}
+		out = append(out, a)
 	}
 	return out
+}
+
+// negativeNumber reports whether arg is a number below zero, such as -1.
+func negativeNumber(arg string) bool {
+	_, err := strconv.ParseFloat(arg, 64)
+	return err == nil && strings.HasPrefix(arg, "-")
 }
 
 // nameFlag prefixes a value error with the flag it came from: kingpin's own
