@@ -54,6 +54,7 @@ const (
 	probeKeysEnv     = "CACHEWATCH_EXPORTER_PROBE_KEYS"
 	probeDurationEnv = "CACHEWATCH_EXPORTER_PROBE_DURATION"
 	probeGetLoopEnv  = "CACHEWATCH_EXPORTER_PROBE_GETLOOP"
+	probeFlagsEnv    = "CACHEWATCH_EXPORTER_PROBE_FLAGS" // flags added to the defaults, space-separated
 	probeLocks       = 20_000
 	probeNoTTL       = 2_000
 	probeWindowLen   = 5 * time.Second
@@ -131,7 +132,8 @@ func (p *longProbe) start() {
 	p.port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	must(p.t, l.Close())
 	p.stderr = &syncbuf.Buffer{}
-	p.cmd = exec.Command(p.bin, "exporter", "--redis.addr", p.addr, "--web.listen-address", "127.0.0.1:"+p.port)
+	args := []string{"exporter", "--redis.addr", p.addr, "--web.listen-address", "127.0.0.1:" + p.port}
+	p.cmd = exec.Command(p.bin, append(args, strings.Fields(os.Getenv(probeFlagsEnv))...)...)
 	p.cmd.Stderr = p.stderr
 	p.began = time.Now()
 	must(p.t, p.cmd.Start())
