@@ -48,6 +48,8 @@ import (
 // the other client's GET p99 while the exporter runs over its p99 while
 // the exporter is stopped (SIGSTOP), in alternating 5 s windows, in the
 // steady state and during a second sync; the machine's load beside them.
+// CACHEWATCH_EXPORTER_PROBE_FLAGS adds exporter flags to the defaults, to
+// measure a variant the same way.
 //
 //	CACHEWATCH_EXPORTER_PROBE_KEYS=10000000 go test -run TestLockProbeAtScale -v -timeout 1h ./exporter
 const (
