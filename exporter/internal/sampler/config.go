@@ -144,8 +144,12 @@ const (
 	// under two minutes at the default interval.
 	DefaultMaxKeys     = 200_000
 	DefaultMaxDuration = 13 * time.Second
-	DefaultScanCount   = 25
-	DefaultBatch       = 25
+	// DefaultScanCount and DefaultBatch are large enough that the pass's
+	// keys cost few round trips (a quarter of the calls and of the
+	// exporter's CPU of 25 each) and small enough that one call or pipeline
+	// holds the server for tens of microseconds (docs/benchmarks.md).
+	DefaultScanCount = 100
+	DefaultBatch     = 100
 	// DefaultKeysPerSecond paces the whole-keyspace pass per node: a
 	// 1,000,000-key node is covered in under two minutes (other clients'
 	// GET latency meanwhile: docs/benchmarks.md).
@@ -161,8 +165,11 @@ const (
 	// pass's SCAN may take (docs/exporter.md: the limit it sets).
 	DefaultLockScanBudget = 0.2
 	// DefaultLockReconcile is how long a reconciling lock pass may take
-	// once keyspace notifications keep the lock index exact.
-	DefaultLockReconcile = 10 * time.Minute
+	// once keyspace notifications keep the lock index exact. The pass only
+	// repairs events lost meanwhile (counted as repairs), so it may be
+	// slow: at 10 minutes it was the largest part of the steady state's
+	// SCAN calls at 10,000,000 keys (docs/benchmarks.md).
+	DefaultLockReconcile = time.Hour
 	// DefaultMaxLocks bounds the lock keys indexed per node (about 120
 	// bytes each, and each distinct holder once).
 	DefaultMaxLocks = 1_000_000
