@@ -375,3 +375,76 @@ func serveRESP(c net.Conn, info string) {
 		}
 	}
 }
+
+// A server that answers late (paused past the read timeout in the middle of
+// both passes) fails the sample — up 0, a timeout counted — but neither
+// pass starts over: the whole-keyspace pass reads each key once, and the
+// lock sync that started before the pause is the one that completes, with
+// exact figures.
+func TestTimeoutKeepsPasses(t *testing.T) {
+	const items, locks = 10_000, 100
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	pipe := rdb.Pipeline()
+	for i := 0; i < items; i++ {
+		pipe.Set(ctx, fmt.Sprintf("item:%d", i), "v", time.Hour)
+	}
+	for i := 0; i < locks; i++ {
+		pipe.Set(ctx, fmt.Sprintf("lock:job:%d", i), "tok", time.Hour)
+	}
+	_, err := pipe.Exec(ctx)
+	must(t, err)
+	clk := clockwork.NewFakeClockAt(time.Now())
+	began := clk.Now()
+	e, reg := newExporter(t, exporter.Options{
+		Target: exporter.Target{Addrs: []string{srv.Addr}, ReadTimeout: 300 * time.Millisecond},
+		Clock:  clk,
+		// Both passes at 1,000 keys a second (the lock pass's floor): ten
+		// seconds each, so that the pause finds both under way.
+		Sample: exporter.SampleOptions{KeysPerSecond: 1000, MaxKeys: 1_000_000, MaxDuration: time.Minute,
+			Interval: 2 * time.Minute, ScanCount: 50, Batch: 50},
+		Locks: exporter.LockOptions{ScanBudget: 1e-9, ScanCount: 50},
+	})
+
+	done := make(chan *snapshot.Node, 1)
+	go func() { done <- e.Sample(ctx)[0] }()
+	waitForScans(t, srv.Addr, 40)
+	srv.Pause()
+	s := <-done // every command in flight times out
+	srv.Resume()
+	var se *snapshot.StageError
+	if s.Up || !errors.As(s.Err, &se) || se.Class != snapshot.ClassTimeout {
+		t.Fatalf("sample of a paused server: up=%v err=%v", s.Up, s.Err)
+	}
+	_, got := scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{`cachewatch_exporter_up`: 0})
+
+	must(t, poll.Check(ctx, poll.Bound, 150*time.Millisecond, func() error {
+		clk.Advance(time.Second) // past the node's backoff
+		if s = e.Sample(ctx)[0]; !s.Up || s.Coverage < 1 || s.Pass == nil || s.Pass.LockPassEnded.IsZero() {
+			return fmt.Errorf("passes not complete yet (up=%v, err=%v)", s.Up, s.Err)
+		}
+		return nil
+	}))
+	if !s.Pass.LockPassStarted.Equal(began) {
+		t.Errorf("the lock sync completed started at %v, want the one started before the pause, at %v", s.Pass.LockPassStarted, began)
+	}
+	_, got = scrape(t, reg)
+	expect(t, got, srv.Addr, map[string]float64{
+		`cachewatch_exporter_keys_scanned_total`:                 items + locks, // each key read once
+		`cachewatch_exporter_keys_sampled{key_group="item:*"}`:   items,
+		`cachewatch_exporter_locks_held{key_group="lock:job:*"}`: locks,
+		`cachewatch_exporter_lock_notifications`:                 1,
+		`cachewatch_exporter_up`:                                 1,
+	})
+	timeouts := 0.0
+	for k, v := range got {
+		if strings.HasPrefix(k, "cachewatch_exporter_sample_errors_total{") && strings.Contains(k, `class="timeout"`) {
+			timeouts += v
+		}
+	}
+	if timeouts < 1 {
+		t.Errorf("sample_errors_total{class=\"timeout\"} = %v, want the timeout counted", timeouts)
+	}
+}

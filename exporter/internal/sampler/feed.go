@@ -155,6 +155,24 @@ func (f *lockFeed) subscribed(m *redis.Subscription) {
 	}
 }
 
+// readAgain gives back keys taken whose read failed: the next take
+// returns them as changed, unless a later event of theirs is there.
+func (f *lockFeed) readAgain(keys []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closedOverflow {
+		return
+	}
+	for _, k := range keys {
+		if _, later := f.closed[k]; !later {
+			f.closed[k] = false
+		}
+	}
+	if len(f.closed) > f.max {
+		f.closedOverflow, f.closed = true, map[string]bool{}
+	}
+}
+
 // generation is the number of connections on which every pattern was
 // subscribed; it changes when events may have been lost.
 func (f *lockFeed) generation() uint64 {

@@ -44,6 +44,9 @@ type lockIndex struct {
 	lastStarted, lastEnded time.Time
 	// seen drops keys matched by two patterns (several patterns only).
 	seen map[string]struct{}
+	// unread are keys the pass found whose read timed out: they are read
+	// first when the pass resumes (non-nil, maybe empty, until then).
+	unread []string
 
 	// view holds the figures last shown, computed at viewAt, the moment
 	// the index was exact (or, without notifications, a pass ended); nil
@@ -83,7 +86,7 @@ func (x *lockIndex) reset() {
 
 // restartPass drops the pass in progress: the next one starts from the
 // first pattern and cursor 0.
-func (x *lockIndex) restartPass() { x.active = false }
+func (x *lockIndex) restartPass() { x.active, x.unread = false, nil }
 
 // startPass starts a pass over patterns lock patterns at now; with a
 // subscription not synced yet, it is the pass that will sync it.

@@ -184,7 +184,12 @@ func (r *sampleRun) finish(fatal *StageError) *snapshot.Node {
 	if fatal != nil {
 		r.failed(fatal, &n.connect)
 		n.env.cfg.Logger.Warn("redis sample failed", "node", n.env.addr, "err", fatal.Error())
-		n.resetKeyspace()
+		if fatal.Class != ClassTimeout {
+			// A timeout keeps both passes where they were: the server
+			// answered late, it did not change. A restart shows in INFO's
+			// run_id (serverChanged), lost events in a new subscription.
+			n.resetKeyspace()
+		}
 		n.info.havePrev = false
 		s.Up, s.Err, s.Server, s.Pass, s.Queues, s.Coverage = false, fatal, nil, nil, nil, 0
 		s.Hits, s.Misses = 0, 0

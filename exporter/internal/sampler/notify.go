@@ -258,8 +258,9 @@ func (l *lockStage) settle(ctx context.Context, own lookups) (time.Time, *StageE
 }
 
 // applyChanges drops the changed keys that are gone and reads the others
-// again. A failed read loses what it was to read: the index then waits for
-// a new sync.
+// again. A read that timed out leaves what it was to read to the next
+// sample's (the feed takes those keys back); any other failure loses it,
+// and the index waits for a new sync.
 func (l *lockStage) applyChanges(ctx context.Context, changed map[string]bool, own lookups) *StageError {
 	x, batch := &l.index, l.env.cfg.Batch
 	read := make([]string, 0, len(changed))
@@ -272,7 +273,12 @@ func (l *lockStage) applyChanges(ctx context.Context, changed map[string]bool, o
 	}
 	for start := 0; start < len(read); start += batch {
 		for _, se := range l.read(ctx, read[start:min(start+batch, len(read))], own, false) {
-			if se.Fatal() || !errors.Is(se, errTokens) {
+			switch {
+			case !se.Fatal() && errors.Is(se, errTokens):
+			case se.Class == ClassTimeout:
+				l.feed.readAgain(read[start:])
+				return se
+			default:
 				x.synced = false
 				x.restartPass()
 				return se

@@ -19,7 +19,11 @@ type keyStage struct {
 	// scanRetry and keysRetry are the backoffs of its SCAN and of its key
 	// reads.
 	scanRetry, keysRetry backoff
-	cursor               uint64
+	// cursor is where the next SCAN starts. Once paged, page holds the
+	// keys of the last SCAN not read yet, next the cursor after them.
+	cursor, next uint64
+	page         []string
+	paged        bool
 	// watch follows the pass's cursors.
 	watch scanWatch
 	// pass is being accumulated; done is the last complete one.
@@ -53,31 +57,46 @@ func (k *keyStage) run(ctx context.Context, began, deadline time.Time, hot bool,
 			k.truncated++
 			return nil
 		}
-		keys, cursor, err := k.env.rdb.Scan(ctx, k.cursor, "", int64(cfg.ScanCount)).Result()
-		if err == nil {
-			err = k.watch.next(cursor, k.env.facts.scanBudget(cfg.ScanCount))
-		}
-		if err != nil {
-			return k.abandon(stageErr(StageScan, err))
-		}
-		k.env.scanCost.visited(cfg.ScanCount)
-		for start := 0; start < len(keys); start += cfg.Batch {
-			batch := keys[start:min(start+cfg.Batch, len(keys))]
-			if se := k.read(ctx, batch, hot, own); se != nil {
-				return k.abandon(se)
+		if !k.paged {
+			keys, cursor, err := k.env.rdb.Scan(ctx, k.cursor, "", int64(cfg.ScanCount)).Result()
+			if err == nil {
+				err = k.watch.next(cursor, k.env.facts.scanBudget(cfg.ScanCount))
 			}
-			if err := k.env.pace(ctx, &paced, scanned+start+len(batch), k.rate()); err != nil {
-				return k.abandon(stageErr(StageKeys, err))
+			if err != nil {
+				return k.failed(stageErr(StageScan, err))
 			}
+			k.env.scanCost.visited(cfg.ScanCount)
+			k.page, k.next, k.paged = keys, cursor, true
 		}
-		scanned += len(keys)
-		k.scanned += uint64(len(keys))
-		k.cursor = cursor
-		if cursor == 0 {
+		if se := k.readPage(ctx, &scanned, &paced, hot, own); se != nil {
+			return k.failed(se)
+		}
+		k.cursor, k.paged = k.next, false
+		if k.cursor == 0 {
 			k.complete()
 			return nil
 		}
 	}
+}
+
+// readPage reads the keys of the page SCAN returned, Batch keys per
+// pipeline, paced; those read leave the page, so that a pass resumed after
+// a timeout reads each key once.
+func (k *keyStage) readPage(ctx context.Context, scanned *int, paced *time.Time, hot bool, own lookups) *StageError {
+	for len(k.page) > 0 {
+		if err := k.env.pace(ctx, paced, *scanned, k.rate()); err != nil {
+			return stageErr(StageKeys, err)
+		}
+		batch := k.page[:min(k.env.cfg.Batch, len(k.page))]
+		n, se := k.read(ctx, batch, hot, own)
+		k.page = k.page[n:]
+		*scanned += n
+		k.scanned += uint64(n)
+		if se != nil {
+			return se
+		}
+	}
+	return nil
 }
 
 // rate is the pass's pace in keys per second; ≤ 0 when unpaced.
@@ -88,9 +107,13 @@ func (k *keyStage) rate() float64 {
 	return k.env.cfg.KeysPerSecond
 }
 
-// abandon drops the pass in progress after se: the next starts afresh.
-func (k *keyStage) abandon(se *StageError) []*StageError {
-	k.cursor, k.pass = 0, nil
+// failed ends the sample's share of the pass after se. A timeout keeps
+// the pass, its cursor and the keys of the page not read yet: the server
+// answered late. Any other failure drops the pass: the next starts afresh.
+func (k *keyStage) failed(se *StageError) []*StageError {
+	if se.Class != ClassTimeout {
+		k.reset()
+	}
 	return []*StageError{se}
 }
 
@@ -103,13 +126,13 @@ func (k *keyStage) complete() {
 
 // reset forgets both passes: after a failure or a server restart they no
 // longer describe the server.
-func (k *keyStage) reset() { k.cursor, k.pass, k.done = 0, nil, nil }
+func (k *keyStage) reset() { k.cursor, k.page, k.paged, k.pass, k.done = 0, nil, false, nil, nil }
 
 // read reads one batch of keys in a single pipeline: the TTL of every key,
 // OBJECT FREQ when hot keys are tracked, and MEMORY USAGE of one key in
 // MemorySample. Every read that reaches a key is counted as the sampler's
 // own hit or miss.
-func (k *keyStage) read(ctx context.Context, keys []string, hot bool, own lookups) *StageError {
+func (k *keyStage) read(ctx context.Context, keys []string, hot bool, own lookups) (int, *StageError) {
 	f := &k.env.facts
 	pipe := k.env.rdb.Pipeline()
 	ttls := make([]*redis.Cmd, len(keys))
@@ -129,7 +152,7 @@ func (k *keyStage) read(ctx context.Context, keys []string, hot bool, own lookup
 	for i, key := range keys {
 		ttl, err := f.ttlOf(ttls[i], now)
 		if err != nil {
-			return stageErr(StageKeys, err)
+			return i, stageErr(StageKeys, err)
 		}
 		own.count(f.ttlCmd, ttl != -2)
 		if freqs[i] != nil {
@@ -147,7 +170,7 @@ func (k *keyStage) read(ctx context.Context, keys []string, hot bool, own lookup
 			}
 		}
 	}
-	return nil
+	return len(keys), nil
 }
 
 // memoryDue reports whether the next key's memory is read: one key in

@@ -252,7 +252,8 @@ func (l *lockStage) scanShare() float64 {
 // pass continues the lock pass: SCAN … MATCH for each lock pattern, and for
 // each lock key its TTL and the first MaxTokenBytes of its value (GETRANGE:
 // never an unbounded read), paced at scanRate. A pass cut by the deadline
-// resumes on the next sample. It reports whether a pass completed.
+// or by a timeout resumes on the next sample (the keys found but not read
+// first). It reports whether a pass completed.
 func (l *lockStage) pass(ctx context.Context, deadline time.Time, readTokens bool, own lookups) (bool, []*StageError) {
 	cfg, x, patterns := l.env.cfg, &l.index, l.env.cfg.LockPatterns
 	if !x.active {
@@ -261,31 +262,31 @@ func (l *lockStage) pass(ctx context.Context, deadline time.Time, readTokens boo
 	rate := l.scanRate()
 	paced, visited := cfg.Pacer.Now(), 0
 	var errs []*StageError
-	var batch []string
-	for x.pattern < len(patterns) {
+	batch := x.unread
+	x.unread = nil
+	for x.pattern < len(patterns) || len(batch) > 0 {
 		if cfg.Pacer.Now().After(deadline) {
-			return false, append(errs, l.read(ctx, batch, own, true)...)
+			return false, l.readFound(ctx, batch, own, errs)
 		}
-		keys, cursor, err := l.env.rdb.Scan(ctx, x.cursor, patterns[x.pattern], int64(cfg.LockScanCount)).Result()
-		if err == nil {
-			err = x.scan.next(cursor, l.env.facts.scanBudget(cfg.LockScanCount))
+		if x.pattern < len(patterns) {
+			keys, cursor, err := l.env.rdb.Scan(ctx, x.cursor, patterns[x.pattern], int64(cfg.LockScanCount)).Result()
+			if err == nil {
+				err = x.scan.next(cursor, l.env.facts.scanBudget(cfg.LockScanCount))
+			}
+			if err != nil {
+				return false, append(errs, l.passFailed(stageErr(StageLocks, err), batch))
+			}
+			l.env.scanCost.visited(cfg.LockScanCount)
+			batch = x.dedupe(batch, keys)
+			x.advance(cursor)
+			visited += cfg.LockScanCount
 		}
-		if err != nil {
-			x.restartPass() // start over after the backoff
-			return false, append(errs, stageErr(StageLocks, err))
-		}
-		l.env.scanCost.visited(cfg.LockScanCount)
-		batch = x.dedupe(batch, keys)
-		x.advance(cursor)
 		if len(batch) >= cfg.Batch || x.pattern == len(patterns) {
-			var fatal *StageError
-			if errs, fatal = l.readBatch(ctx, batch, own, errs); fatal != nil {
-				x.restartPass()
-				return false, append(errs, fatal)
+			if errs = l.readFound(ctx, batch, own, errs); x.unread != nil || !x.active {
+				return false, errs
 			}
 			batch = batch[:0]
 		}
-		visited += cfg.LockScanCount
 		if err := l.env.pace(ctx, &paced, visited, rate); err != nil {
 			x.restartPass()
 			return false, append(errs, stageErr(StageLocks, err))
@@ -293,6 +294,31 @@ func (l *lockStage) pass(ctx context.Context, deadline time.Time, readTokens boo
 	}
 	x.completePass(l.env.now(), cfg.MaxLocks)
 	return true, errs
+}
+
+// readFound reads the keys the pass found. It returns errs with the
+// refused token reads and the error that ended the pass, if any, added.
+func (l *lockStage) readFound(ctx context.Context, batch []string, own lookups, errs []*StageError) []*StageError {
+	errs, failed := l.readBatch(ctx, batch, own, errs)
+	if failed != nil {
+		errs = append(errs, l.passFailed(failed, batch))
+	}
+	return errs
+}
+
+// passFailed ends the sample's share of the pass after se, with unread
+// the keys it found but has not read. A timeout keeps the pass, those keys
+// read first when it resumes: the server answered late, and SCAN's cursor
+// only moved for the pages whose keys were kept. Any other failure starts
+// the pass over.
+func (l *lockStage) passFailed(se *StageError, unread []string) *StageError {
+	x := &l.index
+	if se.Class != ClassTimeout {
+		x.restartPass()
+		return se
+	}
+	x.unread = append(make([]string, 0, len(unread)), unread...)
+	return se
 }
 
 // readBatch reads a batch of keys the pass found. It returns errs with the
