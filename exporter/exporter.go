@@ -153,9 +153,8 @@ type SampleOptions struct {
 	MaxKeys     int
 	MaxDuration time.Duration
 	// ScanCount is SCAN's COUNT hint and Batch the keys read per pipeline;
-	// both default to 100 (a call or pipeline of 100 keys holds the server for
-	// tens of microseconds, and costs a quarter of the round trips of 25:
-	// other clients' GET p99 in docs/benchmarks.md).
+	// both default to 100 (a quarter of the round trips of 25; other
+	// clients' GET p99 at both in docs/benchmarks.md).
 	ScanCount, Batch int
 	// KeysPerSecond paces the whole-keyspace pass of each node, so the
 	// sampler takes a bounded share of a single-threaded server: 0 is the

@@ -144,10 +144,9 @@ const (
 	// under two minutes at the default interval.
 	DefaultMaxKeys     = 200_000
 	DefaultMaxDuration = 13 * time.Second
-	// DefaultScanCount and DefaultBatch are large enough that the pass's
-	// keys cost few round trips (a quarter of the calls and of the
-	// exporter's CPU of 25 each) and small enough that one call or pipeline
-	// holds the server for tens of microseconds (docs/benchmarks.md).
+	// DefaultScanCount and DefaultBatch: 100 keys per call cost a quarter
+	// of the round trips of 25; other clients' GET p99 and the server's
+	// time at both in docs/benchmarks.md.
 	DefaultScanCount = 100
 	DefaultBatch     = 100
 	// DefaultKeysPerSecond paces the whole-keyspace pass per node: a
@@ -167,8 +166,8 @@ const (
 	// DefaultLockReconcile is how long a reconciling lock pass may take
 	// once keyspace notifications keep the lock index exact. The pass only
 	// repairs events lost meanwhile (counted as repairs), so it may be
-	// slow: at 10 minutes it was the largest part of the steady state's
-	// SCAN calls at 10,000,000 keys (docs/benchmarks.md).
+	// slow: at 10 minutes it made, by the arithmetic, most of the steady
+	// state's SCAN calls at 10,000,000 keys (docs/benchmarks.md).
 	DefaultLockReconcile = time.Hour
 	// DefaultMaxLocks bounds the lock keys indexed per node (about 120
 	// bytes each, and each distinct holder once).

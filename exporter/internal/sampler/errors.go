@@ -59,6 +59,11 @@ func stageErr(stage Stage, err error) *StageError {
 	return &StageError{Stage: stage, Class: classify(err), Err: err}
 }
 
+// answeredLate reports whether se is a timeout: the server answered late,
+// it did not change, so the passes keep their progress (a restart shows in
+// INFO's run_id, lost keyspace events in a new subscription).
+func answeredLate(se *StageError) bool { return se.Class == ClassTimeout }
+
 // classify maps an error to its class. go-redis returns server errors as
 // redis.Error values whose text starts with the error code.
 func classify(err error) Class {

@@ -45,7 +45,7 @@ type lockIndex struct {
 	// seen drops keys matched by two patterns (several patterns only).
 	seen map[string]struct{}
 	// unread are keys the pass found whose read timed out: they are read
-	// first when the pass resumes (non-nil, maybe empty, until then).
+	// first when the pass resumes.
 	unread []string
 
 	// view holds the figures last shown, computed at viewAt, the moment

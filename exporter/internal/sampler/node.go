@@ -184,10 +184,7 @@ func (r *sampleRun) finish(fatal *StageError) *snapshot.Node {
 	if fatal != nil {
 		r.failed(fatal, &n.connect)
 		n.env.cfg.Logger.Warn("redis sample failed", "node", n.env.addr, "err", fatal.Error())
-		if fatal.Class != ClassTimeout {
-			// A timeout keeps both passes where they were: the server
-			// answered late, it did not change. A restart shows in INFO's
-			// run_id (serverChanged), lost events in a new subscription.
+		if !answeredLate(fatal) {
 			n.resetKeyspace()
 		}
 		n.info.havePrev = false

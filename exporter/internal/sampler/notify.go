@@ -275,7 +275,7 @@ func (l *lockStage) applyChanges(ctx context.Context, changed map[string]bool, o
 		for _, se := range l.read(ctx, read[start:min(start+batch, len(read))], own, false) {
 			switch {
 			case !se.Fatal() && errors.Is(se, errTokens):
-			case se.Class == ClassTimeout:
+			case answeredLate(se):
 				l.feed.readAgain(read[start:])
 				return se
 			default:

@@ -111,7 +111,7 @@ func (k *keyStage) rate() float64 {
 // the pass, its cursor and the keys of the page not read yet: the server
 // answered late. Any other failure drops the pass: the next starts afresh.
 func (k *keyStage) failed(se *StageError) []*StageError {
-	if se.Class != ClassTimeout {
+	if !answeredLate(se) {
 		k.reset()
 	}
 	return []*StageError{se}

@@ -266,7 +266,8 @@ func (l *lockStage) pass(ctx context.Context, deadline time.Time, readTokens boo
 	x.unread = nil
 	for x.pattern < len(patterns) || len(batch) > 0 {
 		if cfg.Pacer.Now().After(deadline) {
-			return false, l.readFound(ctx, batch, own, errs)
+			errs, _ = l.readFound(ctx, batch, own, errs)
+			return false, errs
 		}
 		if x.pattern < len(patterns) {
 			keys, cursor, err := l.env.rdb.Scan(ctx, x.cursor, patterns[x.pattern], int64(cfg.LockScanCount)).Result()
@@ -282,7 +283,8 @@ func (l *lockStage) pass(ctx context.Context, deadline time.Time, readTokens boo
 			visited += cfg.LockScanCount
 		}
 		if len(batch) >= cfg.Batch || x.pattern == len(patterns) {
-			if errs = l.readFound(ctx, batch, own, errs); x.unread != nil || !x.active {
+			var ended bool
+			if errs, ended = l.readFound(ctx, batch, own, errs); ended {
 				return false, errs
 			}
 			batch = batch[:0]
@@ -297,13 +299,14 @@ func (l *lockStage) pass(ctx context.Context, deadline time.Time, readTokens boo
 }
 
 // readFound reads the keys the pass found. It returns errs with the
-// refused token reads and the error that ended the pass, if any, added.
-func (l *lockStage) readFound(ctx context.Context, batch []string, own lookups, errs []*StageError) []*StageError {
+// refused token reads and the error that ended the sample's share of the
+// pass, if any, added, and whether there was one.
+func (l *lockStage) readFound(ctx context.Context, batch []string, own lookups, errs []*StageError) ([]*StageError, bool) {
 	errs, failed := l.readBatch(ctx, batch, own, errs)
-	if failed != nil {
-		errs = append(errs, l.passFailed(failed, batch))
+	if failed == nil {
+		return errs, false
 	}
-	return errs
+	return append(errs, l.passFailed(failed, batch)), true
 }
 
 // passFailed ends the sample's share of the pass after se, with unread
@@ -313,11 +316,11 @@ func (l *lockStage) readFound(ctx context.Context, batch []string, own lookups, 
 // the pass over.
 func (l *lockStage) passFailed(se *StageError, unread []string) *StageError {
 	x := &l.index
-	if se.Class != ClassTimeout {
+	if !answeredLate(se) {
 		x.restartPass()
 		return se
 	}
-	x.unread = append(make([]string, 0, len(unread)), unread...)
+	x.unread = unread
 	return se
 }
 
