@@ -208,7 +208,9 @@ type LockOptions struct {
 	// lock to count as long-held; default 1m.
 	LongHeld time.Duration
 	// ScanCount is the COUNT of the lock pass; default 25 (each call holds
-	// the server for the keys it visits, matching or not).
+	// the server for the keys it visits, matching or not). Once keyspace
+	// notifications keep the lock index exact, the reconciling passes use
+	// Sample.ScanCount when it is larger.
 	ScanCount int
 }
 

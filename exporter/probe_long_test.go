@@ -49,7 +49,16 @@ import (
 // the exporter is stopped (SIGSTOP), in alternating 5 s windows, in the
 // steady state and during a second sync; the machine's load beside them.
 // CACHEWATCH_EXPORTER_PROBE_FLAGS adds exporter flags to the defaults, to
-// measure a variant the same way.
+// measure a variant the same way. CACHEWATCH_EXPORTER_PROBE_VARIANTS runs
+// other exporters beside it, "|"-separated, each its flags after an
+// optional "@binary" (another build; an empty one: the same exporter
+// again, the measurement's own spread): one exporter at a time runs, a
+// window with none before each exporter's, in rotating order, and each
+// exporter's p99 is compared with the stopped windows' in the same run.
+// CACHEWATCH_EXPORTER_PROBE_PAIRS sets the number of those rounds. The
+// exporters sync side by side, each slowed by the others' SCAN time:
+// give the steady phase the time (CACHEWATCH_EXPORTER_PROBE_DURATION=6m at
+// 10,000,000 keys and three exporters).
 //
 //	CACHEWATCH_EXPORTER_PROBE_KEYS=10000000 go test -run TestLockProbeAtScale -v -timeout 1h ./exporter
 const (
@@ -57,6 +66,8 @@ const (
 	probeDurationEnv = "CACHEWATCH_EXPORTER_PROBE_DURATION"
 	probeGetLoopEnv  = "CACHEWATCH_EXPORTER_PROBE_GETLOOP"
 	probeFlagsEnv    = "CACHEWATCH_EXPORTER_PROBE_FLAGS" // flags added to the defaults, space-separated
+	probeVariantsEnv = "CACHEWATCH_EXPORTER_PROBE_VARIANTS"
+	probePairsEnv    = "CACHEWATCH_EXPORTER_PROBE_PAIRS"
 	probeLocks       = 20_000
 	probeNoTTL       = 2_000
 	probeWindowLen   = 5 * time.Second
@@ -84,7 +95,17 @@ func TestLockProbeAtScale(t *testing.T) {
 	p.logf("%d keys loaded; load %s", keys, figures.LoadAvg())
 	time.Sleep(15 * time.Second)
 	p.steadyPhase(duration)
-	p.alternate("steady state", max(4, int(duration/(25*time.Second))), nil)
+	pairs := max(4, int(duration/(25*time.Second)))
+	if n, err := strconv.Atoi(os.Getenv(probePairsEnv)); err == nil && n > 0 {
+		pairs = n
+	}
+	p.alternate("steady state", pairs, nil)
+	if len(p.variants) > 0 { // a second sync beside other exporters would measure them too
+		p.stopVariants()
+		p.stop()
+		getLoop.stop(t)
+		return
+	}
 	p.stop()
 	p.start()
 	p.alternate("second sync", 60, p.exact)
@@ -104,11 +125,13 @@ type longProbe struct {
 	keys     int
 	gets     *probeGetLoop
 
-	cmd    *exec.Cmd
-	stderr *syncbuf.Buffer
-	port   string
-	began  time.Time
-	// windows are the alternating windows: [start, end) and whether the
+	cmd *exec.Cmd
+	// variants are the exporters of CACHEWATCH_EXPORTER_PROBE_VARIANTS.
+	variants []*exec.Cmd
+	stderr   *syncbuf.Buffer
+	port     string
+	began    time.Time
+	// windows are the alternating windows: [start, end) and which
 	// exporter ran.
 	windows []probeWindow
 	lines   []string
@@ -116,9 +139,11 @@ type longProbe struct {
 
 type probeWindow struct {
 	start, end time.Time
-	running    bool
-	phase      string
-	cpu        time.Duration // the server's CPU time over the window
+	// exporter is the one that ran: 0 none, 1 the exporter under test,
+	// 2… the variants.
+	exporter int
+	phase    string
+	cpu      time.Duration // the server's CPU time over the window
 }
 
 func (p *longProbe) logf(format string, args ...any) {
@@ -139,6 +164,37 @@ func (p *longProbe) start() {
 	p.cmd.Stderr = p.stderr
 	p.began = time.Now()
 	must(p.t, p.cmd.Start())
+	if p.variants == nil {
+		p.startVariants()
+	}
+}
+
+// startVariants starts the exporters of CACHEWATCH_EXPORTER_PROBE_VARIANTS.
+func (p *longProbe) startVariants() {
+	env := os.Getenv(probeVariantsEnv)
+	if env == "" {
+		return
+	}
+	for _, v := range strings.Split(env, "|") {
+		bin, flags := p.bin, strings.Fields(v)
+		if len(flags) > 0 && strings.HasPrefix(flags[0], "@") {
+			bin, flags = flags[0][1:], flags[1:]
+		}
+		args := []string{"exporter", "--redis.addr", p.addr, "--web.listen-address", "127.0.0.1:0"}
+		c := exec.Command(bin, append(args, flags...)...)
+		must(p.t, c.Start())
+		p.variants = append(p.variants, c)
+		p.logf("exporter %d: %s %s", len(p.variants)+1, bin, strings.Join(flags, " "))
+	}
+}
+
+// stopVariants stops the variants' exporters.
+func (p *longProbe) stopVariants() {
+	for _, c := range p.variants {
+		_ = c.Process.Signal(syscall.SIGCONT)
+		_ = c.Process.Signal(syscall.SIGTERM)
+		_ = c.Wait()
+	}
 }
 
 // stop sends SIGTERM and checks that nothing above info was logged on
@@ -479,14 +535,22 @@ func (p *longProbe) steadyReport(r *steadyRun) {
 // running window), noting the server's CPU over each window.
 func (p *longProbe) alternate(phase string, pairs int, done func() bool) {
 	p.logf("%s: alternating windows; load %s", phase, figures.LoadAvg())
+	procs := append([]*exec.Cmd{p.cmd}, p.variants...)
 	for i := 0; i < pairs; i++ {
-		for _, running := range []bool{false, true} {
-			sig := syscall.SIGSTOP
-			if running {
-				sig = syscall.SIGCONT
+		var order []int // a stopped window before each exporter's
+		for j := range procs {
+			order = append(order, 0, 1+(i+j)%len(procs))
+		}
+		for _, ran := range order {
+			for j, c := range procs {
+				if j+1 != ran {
+					must(p.t, c.Process.Signal(syscall.SIGSTOP))
+				}
 			}
-			must(p.t, p.cmd.Process.Signal(sig))
-			w := probeWindow{start: time.Now(), running: running, phase: phase}
+			if ran > 0 {
+				must(p.t, procs[ran-1].Process.Signal(syscall.SIGCONT))
+			}
+			w := probeWindow{start: time.Now(), exporter: ran, phase: phase}
 			cpu := redisCPU(p.t, p.admin)
 			time.Sleep(probeWindowLen)
 			w.end, w.cpu = time.Now(), redisCPU(p.t, p.admin)-cpu
@@ -511,11 +575,14 @@ func (p *longProbe) report(phase string) {
 	for _, w := range p.windows {
 		switch {
 		case w.phase != phase:
-		case w.running:
+		case w.exporter > 0:
 			run, runCPU, runT = append(run, w), runCPU+w.cpu, runT+w.end.Sub(w.start)
 		default:
 			stopped, stopCPU, stopT = append(stopped, w), stopCPU+w.cpu, stopT+w.end.Sub(w.start)
 		}
+	}
+	if len(p.variants) > 0 {
+		p.reportEach(phase, gets, run, stopped)
 	}
 	pr, nr := p99(gets, run)
 	ps, ns := p99(gets, stopped)
@@ -539,4 +606,22 @@ func procCPU(pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
+}
+
+// reportEach compares each exporter's windows of a phase with the stopped
+// ones.
+func (p *longProbe) reportEach(phase string, gets []getRecord, run, stopped []probeWindow) {
+	ps, _ := p99(gets, stopped)
+	for e := 1; e <= 1+len(p.variants); e++ {
+		var ws []probeWindow
+		var cpu, took time.Duration
+		for _, w := range run {
+			if w.exporter == e {
+				ws, cpu, took = append(ws, w), cpu+w.cpu, took+w.end.Sub(w.start)
+			}
+		}
+		pe, n := p99(gets, ws)
+		p.logf("%s: exporter %d: GET p99 %v (%d GETs, %d windows), stopped %v: ratio %.2f; redis CPU %.1f %%",
+			phase, e, pe, n, len(ws), ps, float64(pe)/float64(max(ps, 1)), pct(cpu, took))
+	}
 }

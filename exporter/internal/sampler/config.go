@@ -55,7 +55,7 @@ type Config struct {
 	// LockScanBudget is the share of the server's time the lock pass's
 	// SCAN may take; LockReconcile how long a reconciling pass may take
 	// once notifications keep the index exact; LockScanCount the COUNT of
-	// the lock pass.
+	// the lock pass (of a reconciling pass, ScanCount if larger).
 	LockScanBudget float64
 	LockReconcile  time.Duration
 	LockScanCount  int

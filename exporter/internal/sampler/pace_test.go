@@ -173,9 +173,15 @@ func TestLockScanRate(t *testing.T) {
 	if got := l.scanRate(); math.Abs(got-budget) > 1e-6 {
 		t.Errorf("sync: %v keys/s, want %v", got, budget)
 	}
+	if got := l.scanCount(); got != DefaultLockScanCount {
+		t.Errorf("sync: COUNT %d, want the lock pass's %d", got, DefaultLockScanCount)
+	}
 	l.index.synced = true
 	if got, want := l.scanRate(), 10e6/DefaultLockReconcile.Seconds(); got != want {
 		t.Errorf("reconcile: %v keys/s, want %v", got, want)
+	}
+	if got := l.scanCount(); got != DefaultScanCount {
+		t.Errorf("reconcile: COUNT %d, want the whole-keyspace pass's %d", got, DefaultScanCount)
 	}
 	l.feed, l.index.synced = nil, false
 	v.facts.dbKeys = 1000

@@ -33,7 +33,7 @@ type keyStage struct {
 	// memoryRefused is set once the ACL refused it.
 	memoryTurn    uint64
 	memoryRefused bool
-	// scanned, cycles and truncated count the keys scanned, the passes
+	// keysRead, cycles and truncated count the keys scanned, the passes
 	// completed and the samples that ran out of budget.
 	scanned, cycles, truncated uint64
 	// ok says whether the last sample's pass succeeded: its series are
@@ -58,20 +58,13 @@ func (k *keyStage) run(ctx context.Context, began, deadline time.Time, hot bool,
 			return nil
 		}
 		if !k.paged {
-			keys, cursor, err := k.env.rdb.Scan(ctx, k.cursor, "", int64(cfg.ScanCount)).Result()
-			if err == nil {
-				err = k.watch.next(cursor, k.env.facts.scanBudget(cfg.ScanCount))
+			if se := k.takePage(k.env.rdb.Scan(ctx, k.cursor, "", int64(cfg.ScanCount))); se != nil {
+				return k.failed(se)
 			}
-			if err != nil {
-				return k.failed(stageErr(StageScan, err))
-			}
-			k.env.scanCost.visited(cfg.ScanCount)
-			k.page, k.next, k.paged = keys, cursor, true
 		}
 		if se := k.readPage(ctx, &scanned, &paced, hot, own); se != nil {
 			return k.failed(se)
 		}
-		k.cursor, k.paged = k.next, false
 		if k.cursor == 0 {
 			k.complete()
 			return nil
@@ -79,24 +72,56 @@ func (k *keyStage) run(ctx context.Context, began, deadline time.Time, hot bool,
 	}
 }
 
+// takePage takes the reply of the SCAN from k.cursor as the page to read.
+func (k *keyStage) takePage(c *redis.ScanCmd) *StageError {
+	cfg := k.env.cfg
+	keys, cursor, err := c.Result()
+	if err == nil {
+		err = k.watch.next(cursor, k.env.facts.scanBudget(cfg.ScanCount))
+	}
+	if err != nil {
+		return stageErr(StageScan, err)
+	}
+	k.env.scanCost.visited(cfg.ScanCount)
+	k.page, k.next, k.paged = keys, cursor, true
+	return nil
+}
+
+// turnPage moves the cursor past the page just read; the page after it,
+// when its SCAN went with the last batch, is the one to read next.
+func (k *keyStage) turnPage(next *redis.ScanCmd) *StageError {
+	k.cursor, k.paged = k.next, false
+	if next == nil {
+		return nil
+	}
+	return k.takePage(next)
+}
+
 // readPage reads the keys of the page SCAN returned, Batch keys per
 // pipeline, paced; those read leave the page, so that a pass resumed after
-// a timeout reads each key once.
+// a timeout reads each key once. The page's last batch goes with the SCAN
+// of the next page: one round trip per page, not two.
 func (k *keyStage) readPage(ctx context.Context, scanned *int, paced *time.Time, hot bool, own lookups) *StageError {
-	for len(k.page) > 0 {
+	for {
 		if err := k.env.pace(ctx, paced, *scanned, k.rate()); err != nil {
 			return stageErr(StageKeys, err)
 		}
 		batch := k.page[:min(k.env.cfg.Batch, len(k.page))]
-		n, se := k.read(ctx, batch, hot, own)
+		last := len(batch) == len(k.page)
+		if last && len(batch) == 0 && k.next == 0 {
+			return k.turnPage(nil)
+		}
+		n, next, se := k.read(ctx, batch, last && k.next != 0, hot, own)
 		k.page = k.page[n:]
 		*scanned += n
 		k.scanned += uint64(n)
 		if se != nil {
 			return se
 		}
+		if last {
+			return k.turnPage(next)
+		}
 	}
-	return nil
 }
 
 // rate is the pass's pace in keys per second; ≤ 0 when unpaced.
@@ -130,9 +155,10 @@ func (k *keyStage) reset() { k.cursor, k.page, k.paged, k.pass, k.done = 0, nil,
 
 // read reads one batch of keys in a single pipeline: the TTL of every key,
 // OBJECT FREQ when hot keys are tracked, and MEMORY USAGE of one key in
-// MemorySample. Every read that reaches a key is counted as the sampler's
-// own hit or miss.
-func (k *keyStage) read(ctx context.Context, keys []string, hot bool, own lookups) (int, *StageError) {
+// MemorySample; with scanNext, the SCAN of the next page too, returned
+// once every key of the batch was read. Every read that reaches a key is
+// counted as the sampler's own hit or miss.
+func (k *keyStage) read(ctx context.Context, keys []string, scanNext, hot bool, own lookups) (int, *redis.ScanCmd, *StageError) {
 	f := &k.env.facts
 	pipe := k.env.rdb.Pipeline()
 	ttls := make([]*redis.Cmd, len(keys))
@@ -147,12 +173,16 @@ func (k *keyStage) read(ctx context.Context, keys []string, hot bool, own lookup
 			mems[i] = pipe.MemoryUsage(ctx, key, memoryUsageSamples)
 		}
 	}
+	var next *redis.ScanCmd
+	if scanNext {
+		next = pipe.Scan(ctx, k.next, "", int64(k.env.cfg.ScanCount))
+	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	now := k.env.now()
 	for i, key := range keys {
 		ttl, err := f.ttlOf(ttls[i], now)
 		if err != nil {
-			return i, stageErr(StageKeys, err)
+			return i, nil, stageErr(StageKeys, err)
 		}
 		own.count(f.ttlCmd, ttl != -2)
 		if freqs[i] != nil {
@@ -170,7 +200,7 @@ func (k *keyStage) read(ctx context.Context, keys []string, hot bool, own lookup
 			}
 		}
 	}
-	return len(keys), nil
+	return len(keys), next, nil
 }
 
 // memoryDue reports whether the next key's memory is read: one key in

@@ -241,6 +241,19 @@ func (l *lockStage) scanRate() float64 {
 	return max(min(want, budget), floorLockScanRate)
 }
 
+// scanCount is the COUNT of the lock pass's SCAN: LockScanCount, or once
+// notifications keep the index exact the whole-keyspace pass's larger
+// ScanCount. A reconciling pass is paced to its keyspace over an hour, not
+// to the budget, so its larger calls are as few as they are long: a
+// quarter of the round trips at the defaults.
+func (l *lockStage) scanCount() int {
+	cfg := l.env.cfg
+	if l.feed != nil && l.index.synced {
+		return max(cfg.LockScanCount, cfg.ScanCount)
+	}
+	return cfg.LockScanCount
+}
+
 // scanShare is the share of the server's time the lock pass's SCAN may take
 // while it runs: the budget over each interval, spent within MaxDuration.
 func (l *lockStage) scanShare() float64 {
@@ -259,7 +272,7 @@ func (l *lockStage) pass(ctx context.Context, deadline time.Time, readTokens boo
 	if !x.active {
 		x.startPass(l.env.now(), readTokens, len(patterns), l.feed)
 	}
-	rate := l.scanRate()
+	rate, count := l.scanRate(), l.scanCount()
 	paced, visited := cfg.Pacer.Now(), 0
 	var errs []*StageError
 	batch := x.unread
@@ -270,17 +283,17 @@ func (l *lockStage) pass(ctx context.Context, deadline time.Time, readTokens boo
 			return false, errs
 		}
 		if x.pattern < len(patterns) {
-			keys, cursor, err := l.env.rdb.Scan(ctx, x.cursor, patterns[x.pattern], int64(cfg.LockScanCount)).Result()
+			keys, cursor, err := l.env.rdb.Scan(ctx, x.cursor, patterns[x.pattern], int64(count)).Result()
 			if err == nil {
-				err = x.scan.next(cursor, l.env.facts.scanBudget(cfg.LockScanCount))
+				err = x.scan.next(cursor, l.env.facts.scanBudget(count))
 			}
 			if err != nil {
 				return false, append(errs, l.passFailed(stageErr(StageLocks, err), batch))
 			}
-			l.env.scanCost.visited(cfg.LockScanCount)
+			l.env.scanCost.visited(count)
 			batch = x.dedupe(batch, keys)
 			x.advance(cursor)
-			visited += cfg.LockScanCount
+			visited += count
 		}
 		if len(batch) >= cfg.Batch || x.pattern == len(patterns) {
 			var ended bool
