@@ -152,8 +152,9 @@ type SampleOptions struct {
 	// Interval.
 	MaxKeys     int
 	MaxDuration time.Duration
-	// ScanCount is SCAN's COUNT hint and Batch the keys read per pipeline;
-	// both default to 100 (a quarter of the round trips of 25; other
+	// ScanCount is SCAN's COUNT hint (of the whole-keyspace pass and of a
+	// reconciling lock pass) and Batch the keys read per pipeline; both
+	// default to 100 (a quarter of the round trips of 25; other
 	// clients' GET p99 at both in docs/benchmarks.md).
 	ScanCount, Batch int
 	// KeysPerSecond paces the whole-keyspace pass of each node, so the

@@ -102,7 +102,7 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 		Default(strconv.Itoa(exporterDefaults.Sample.MaxKeys)).IntVar(&f.maxKeys)
 	cmd.Flag("sample.max-duration", "Time spent scanning per node per sample (at most 90% of the interval; default 13s or less).").
 		PlaceHolder(exporterDefaults.Sample.MaxDuration.String()).IsSetByUser(&f.maxDurationSet).DurationVar(&f.maxDuration)
-	cmd.Flag("sample.scan-count", "SCAN COUNT hint.").Default(strconv.Itoa(exporterDefaults.Sample.ScanCount)).IntVar(&f.scanCount)
+	cmd.Flag("sample.scan-count", "SCAN COUNT hint of the whole-keyspace pass and of a reconciling lock pass.").Default(strconv.Itoa(exporterDefaults.Sample.ScanCount)).IntVar(&f.scanCount)
 	cmd.Flag("sample.batch", "Keys read per pipeline.").Default(strconv.Itoa(exporterDefaults.Sample.Batch)).IntVar(&f.batch)
 	cmd.Flag("sample.keys-per-second", "Pace key reads to at most this rate per node (negative: unpaced).").
 		Default(strconv.FormatFloat(exporterDefaults.Sample.KeysPerSecond, 'f', -1, 64)).Float64Var(&f.keysPerSecond)
