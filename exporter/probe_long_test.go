@@ -52,9 +52,10 @@ import (
 // measure a variant the same way. CACHEWATCH_EXPORTER_PROBE_VARIANTS runs
 // other exporters beside it, "|"-separated, each its flags after an
 // optional "@binary" (another build; an empty one: the same exporter
-// again, the measurement's own spread): one exporter at a time runs, a
-// window with none before each exporter's, in rotating order, and each
-// exporter's p99 is compared with the stopped windows' in the same run.
+// again; "-": none, windows in which nothing runs, the measurement's own
+// spread): one exporter at a time runs, a window with none before each
+// exporter's, in rotating order, and each exporter's p99 is compared with
+// the stopped windows' in the same run.
 // CACHEWATCH_EXPORTER_PROBE_PAIRS sets the number of those rounds. The
 // exporters sync side by side, each slowed by the others' SCAN time:
 // give the steady phase the time (CACHEWATCH_EXPORTER_PROBE_DURATION=6m at
@@ -126,7 +127,8 @@ type longProbe struct {
 	gets     *probeGetLoop
 
 	cmd *exec.Cmd
-	// variants are the exporters of CACHEWATCH_EXPORTER_PROBE_VARIANTS.
+	// variants are the exporters of CACHEWATCH_EXPORTER_PROBE_VARIANTS
+	// (nil for "-").
 	variants []*exec.Cmd
 	stderr   *syncbuf.Buffer
 	port     string
@@ -154,10 +156,7 @@ func (p *longProbe) logf(format string, args ...any) {
 
 // start runs `cachewatch exporter` with its defaults.
 func (p *longProbe) start() {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(p.t, err)
-	p.port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	must(p.t, l.Close())
+	p.port = freePort(p.t)
 	p.stderr = &syncbuf.Buffer{}
 	args := []string{"exporter", "--redis.addr", p.addr, "--web.listen-address", "127.0.0.1:" + p.port}
 	p.cmd = exec.Command(p.bin, append(args, strings.Fields(os.Getenv(probeFlagsEnv))...)...)
@@ -169,6 +168,14 @@ func (p *longProbe) start() {
 	}
 }
 
+// freePort is a TCP port free on the loopback a moment ago.
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
 // startVariants starts the exporters of CACHEWATCH_EXPORTER_PROBE_VARIANTS.
 func (p *longProbe) startVariants() {
 	env := os.Getenv(probeVariantsEnv)
@@ -176,12 +183,18 @@ func (p *longProbe) startVariants() {
 		return
 	}
 	for _, v := range strings.Split(env, "|") {
+		if strings.TrimSpace(v) == "-" {
+			p.variants = append(p.variants, nil)
+			p.logf("exporter %d: none", len(p.variants)+1)
+			continue
+		}
 		bin, flags := p.bin, strings.Fields(v)
 		if len(flags) > 0 && strings.HasPrefix(flags[0], "@") {
 			bin, flags = flags[0][1:], flags[1:]
 		}
-		args := []string{"exporter", "--redis.addr", p.addr, "--web.listen-address", "127.0.0.1:0"}
+		args := []string{"exporter", "--redis.addr", p.addr, "--web.listen-address", "127.0.0.1:" + freePort(p.t)}
 		c := exec.Command(bin, append(args, flags...)...)
+		c.Stderr = os.Stderr
 		must(p.t, c.Start())
 		p.variants = append(p.variants, c)
 		p.logf("exporter %d: %s %s", len(p.variants)+1, bin, strings.Join(flags, " "))
@@ -191,6 +204,9 @@ func (p *longProbe) startVariants() {
 // stopVariants stops the variants' exporters.
 func (p *longProbe) stopVariants() {
 	for _, c := range p.variants {
+		if c == nil {
+			continue
+		}
 		_ = c.Process.Signal(syscall.SIGCONT)
 		_ = c.Process.Signal(syscall.SIGTERM)
 		_ = c.Wait()
@@ -536,6 +552,11 @@ func (p *longProbe) steadyReport(r *steadyRun) {
 func (p *longProbe) alternate(phase string, pairs int, done func() bool) {
 	p.logf("%s: alternating windows; load %s", phase, figures.LoadAvg())
 	procs := append([]*exec.Cmd{p.cmd}, p.variants...)
+	for i, c := range procs {
+		if c != nil && exited(c.Process.Pid) {
+			p.t.Fatalf("exporter %d exited before the windows (its log is above)", i+1)
+		}
+	}
 	for i := 0; i < pairs; i++ {
 		var order []int // a stopped window before each exporter's
 		for j := range procs {
@@ -543,11 +564,11 @@ func (p *longProbe) alternate(phase string, pairs int, done func() bool) {
 		}
 		for _, ran := range order {
 			for j, c := range procs {
-				if j+1 != ran {
+				if c != nil && j+1 != ran {
 					must(p.t, c.Process.Signal(syscall.SIGSTOP))
 				}
 			}
-			if ran > 0 {
+			if ran > 0 && procs[ran-1] != nil {
 				must(p.t, procs[ran-1].Process.Signal(syscall.SIGCONT))
 			}
 			w := probeWindow{start: time.Now(), exporter: ran, phase: phase}
@@ -591,6 +612,17 @@ func (p *longProbe) report(phase string) {
 	if out := os.Getenv("CACHEWATCH_EXPORTER_PROBE_REPORT"); out != "" {
 		must(p.t, os.WriteFile(out, []byte(strings.Join(p.lines, "\n")+"\n"), 0o644))
 	}
+}
+
+// exited reports whether process pid has exited (a zombie, not waited for
+// yet).
+func exited(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	return len(f) == 0 || f[0] == "Z"
 }
 
 // procCPU is another process's user and system CPU time (/proc/PID/stat).

@@ -33,7 +33,7 @@ type keyStage struct {
 	// memoryRefused is set once the ACL refused it.
 	memoryTurn    uint64
 	memoryRefused bool
-	// keysRead, cycles and truncated count the keys scanned, the passes
+	// scanned, cycles and truncated count the keys scanned, the passes
 	// completed and the samples that ran out of budget.
 	scanned, cycles, truncated uint64
 	// ok says whether the last sample's pass succeeded: its series are
