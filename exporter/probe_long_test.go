@@ -617,27 +617,29 @@ func (p *longProbe) report(phase string) {
 // exited reports whether process pid has exited (a zombie, not waited for
 // yet).
 func exited(pid int) bool {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	f := procStat(pid)
 	return len(f) == 0 || f[0] == "Z"
 }
 
 // procCPU is another process's user and system CPU time (/proc/PID/stat).
 func procCPU(pid int) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	f := procStat(pid)
 	if len(f) < 13 {
 		return 0
 	}
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
+}
+
+// procStat is the fields of /proc/PID/stat after the command name (the
+// state first); nil once the process is gone.
+func procStat(pid int) []string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
 }
 
 // reportEach compares each exporter's windows of a phase with the stopped
