@@ -80,9 +80,10 @@ type Options struct {
 
 	// retryHorizon is the hooks' RetryHorizon, and how long a phase's end
 	// waits for their busy first attempts to settle; 0 means
-	// hooks.DefaultRetryHorizon. Tests on a busy machine lengthen it: a
-	// waiting caller stalled past the horizon between a busy attempt and
-	// its retry is counted by the hook as a try-once caller and a new one.
+	// hooks.DefaultRetryHorizon. A waiting caller stalled past the horizon
+	// between a busy attempt and its retry is counted by the hook, and so
+	// by the demo, as a try-once caller and a new one; tests lengthen it
+	// so that the waiting callers they look for stay waiting.
 	retryHorizon time.Duration
 	// holdPhase, when set, is called once a phase's time is up, with its
 	// name, before its fleet stops: the fleet runs on until it returns.

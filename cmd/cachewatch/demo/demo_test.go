@@ -24,7 +24,7 @@ import (
 // several refreshes (fresh TTL 1 s), with half the default callers so that
 // the embedded miniredis keeps up under the race detector on a busy
 // machine, and a retry horizon that a waiting caller stalled by such a
-// machine does not outlast.
+// machine seldom outlasts.
 func testOptions() Options {
 	return Options{Duration: 8 * time.Second, Callers: 2, FreshTTL: time.Second, retryHorizon: 4 * time.Second}
 }

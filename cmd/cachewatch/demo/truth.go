@@ -18,8 +18,9 @@ type truth struct {
 	firstBusy     atomic.Int64 // … answered "held by someone else", then retried (or the job's)
 	jobTries      atomic.Int64 // tries of the periodic job's lock: try-once, losers skip the run
 	jobBusy       atomic.Int64 // … answered "held by someone else"
-	// skippedBusy are first attempts answered busy whose caller never
-	// retried (it found the value instead): try-once, as the hook infers.
+	// skippedBusy are first attempts answered busy whose caller did not
+	// retry within the hooks' retry horizon (it found the value instead,
+	// or a busy machine stalled it): try-once, as the hook infers.
 	skippedBusy atomic.Int64
 	locksLost   atomic.Int64 // holders whose lock ended before their release
 	// jobLockLost are the job's runs whose lock ended under them, before

@@ -85,14 +85,15 @@ func (u *unprotected) read(ctx context.Context, key string) (Product, error) {
 // from the database anyway.
 func (u *unprotected) readLocked(ctx context.Context, key string) (Product, error) {
 	lock, token := lockKeyOf(key), newToken()
-	for attempt := 0; attempt < pollAttempts; attempt++ {
-		acquired, err := u.tryLock(ctx, lock, token, naiveLockTTL, attempt == 0)
+	seen := attempts{t: u.env.truth(), horizon: u.env.retryHorizon}
+	defer seen.end()
+	for range pollAttempts {
+		acquired, err := u.tryLock(ctx, lock, token, naiveLockTTL)
 		if err != nil {
+			seen.retry() // the hook counts a failed attempt apart, not as first
 			return Product{}, err
 		}
-		if attempt == 1 { // the first attempt was busy and is retried: a waiting caller
-			u.env.truth().firstBusy.Add(1)
-		}
+		seen.answered(acquired)
 		if acquired {
 			p, err := u.loadAndStore(ctx, key)
 			u.release(ctx, lock, token)
@@ -100,13 +101,56 @@ func (u *unprotected) readLocked(ctx context.Context, key string) (Product, erro
 		}
 		time.Sleep(pollInterval)
 		if p, hit, err := u.get(ctx, key); err != nil || hit {
-			if attempt == 0 { // busy, never retried: the hook counts it try-once
-				u.env.truth().skippedBusy.Add(1)
-			}
 			return p, err
 		}
 	}
 	return u.loadAndStore(ctx, key)
+}
+
+// attempts counts one caller's lock attempts as the hook reads them on the
+// wire. The hook knows a retry by its owner token within its retry
+// horizon: an attempt answered more than the horizon after the previous
+// one (a caller stalled by a busy machine) begins a new acquisition, and
+// the busy first attempt before it was a try-once one (skipped).
+type attempts struct {
+	t       *truth
+	horizon time.Duration
+	last    time.Time // when the previous attempt was answered; zero before the first
+	// busyFirst: the current acquisition's first attempt was answered
+	// busy and its fate (retried or not) is not yet known.
+	busyFirst bool
+}
+
+// answered counts an attempt answered acquired or busy.
+func (a *attempts) answered(acquired bool) {
+	if a.retry() {
+		a.t.firstAttempts.Add(1)
+		a.busyFirst = !acquired
+	}
+}
+
+// retry settles the fate of a busy first attempt before it and reports
+// whether the attempt just answered begins a new acquisition.
+func (a *attempts) retry() (first bool) {
+	now := time.Now()
+	first = a.last.IsZero() || now.Sub(a.last) > a.horizon
+	a.last = now
+	if a.busyFirst {
+		a.busyFirst = false
+		if first {
+			a.t.skippedBusy.Add(1)
+		} else {
+			a.t.firstBusy.Add(1) // retried: a waiting caller
+		}
+	}
+	return first
+}
+
+// end settles a busy first attempt never retried: try-once.
+func (a *attempts) end() {
+	if a.busyFirst {
+		a.t.skippedBusy.Add(1)
+	}
 }
 
 func (u *unprotected) get(ctx context.Context, key string) (Product, bool, error) {
@@ -131,15 +175,12 @@ func (u *unprotected) loadAndStore(ctx context.Context, key string) (Product, er
 	return p, u.rdb.SetEx(ctx, key, b, u.env.freshTTL).Err()
 }
 
-// tryLock sends SET lock value NX PX and counts a first attempt; its
-// caller counts a busy one once it knows whether it retries.
-func (u *unprotected) tryLock(ctx context.Context, lock, value string, ttl time.Duration, first bool) (bool, error) {
+// tryLock sends SET lock value NX PX; its caller counts the attempt once
+// it knows what the hook makes of it.
+func (u *unprotected) tryLock(ctx context.Context, lock, value string, ttl time.Duration) (bool, error) {
 	err := u.rdb.SetArgs(ctx, lock, value, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return false, err
-	}
-	if first {
-		u.env.truth().firstAttempts.Add(1)
 	}
 	return err == nil, nil
 }
@@ -185,11 +226,12 @@ func (u *unprotected) release(ctx context.Context, lock, value string) releaseRe
 // the whole value.
 func (u *unprotected) job(ctx context.Context) {
 	value := newToken() + u.name
-	acquired, err := u.tryLock(ctx, jobLockKey, value, jobLockTTL, true)
+	acquired, err := u.tryLock(ctx, jobLockKey, value, jobLockTTL)
 	if err != nil {
 		return
 	}
 	t := u.env.truth()
+	t.firstAttempts.Add(1)
 	t.jobTries.Add(1)
 	if !acquired {
 		t.firstBusy.Add(1)
