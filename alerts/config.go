@@ -271,11 +271,13 @@ func DefaultConfig() Config {
 		StreamPendingAge:  minutes(5),
 		StreamFor:         minutes(10),
 
-		ExporterDownFor:     minutes(5),
-		ExporterFailingFor:  minutes(5),
-		ExporterErrorsFor:   minutes(15),
-		KeyspaceCoverage:    1,
-		KeyspaceCoverageFor: minutes(30),
+		ExporterDownFor:    minutes(5),
+		ExporterFailingFor: minutes(5),
+		ExporterErrorsFor:  minutes(15),
+		KeyspaceCoverage:   1,
+		// The exporter's first whole-keyspace pass at its default pace
+		// (1,000 keys/s) covers 14,400,000 keys in 4 h.
+		KeyspaceCoverageFor: minutes(4 * 60),
 		KeyGroupOverflowFor: minutes(15),
 
 		LockStateStaleIntervals: 3,

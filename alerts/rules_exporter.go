@@ -131,25 +131,26 @@ func exporterDefinitions(cfg Config) []definition {
 		query: `min by (job, instance, target, node) (cachewatch_exporter_keyspace_coverage_ratio{${exporter_selector}})`, by: "job, instance, target, node", op: "<",
 		levels:      []level{lvl(SeverityWarning, cfg.KeyspaceCoverage, pct(cfg.KeyspaceCoverage))},
 		forDur:      time.Duration(cfg.KeyspaceCoverageFor),
-		summary:     "The exporter does not cover the whole keyspace: lock and expiry figures are partial.",
+		summary:     "The exporter has not covered the whole keyspace: its keyspace figures (keys without TTL, expiry synchronisation) are missing.",
 		description: `The exporter {{ $labels.instance }} covers {{ $value | humanizePercentage }} of the keyspace of {{ $labels.node }} (threshold {{threshold}}).`,
 		runbook: runbook{
-			meaning: "The keyspace figures served (locks held, locks without TTL, expiry synchronisation) come from a fraction of the node's keys: the per-sample budget does not let a SCAN pass finish. Alerts on those figures may miss problems.",
+			meaning: "The whole-keyspace pass has not completed since the exporter started (or since the node restarted or a sample failed): until it does, the key series (`keys_without_ttl`, `expiry_synchronisation`, memory per key group) are not exported and the alerts on them cannot fire. The lock series come from the lock index, not from this pass: they are not affected.",
 			causes: []string{
 				"A keyspace larger than `--sample.max-keys` × samples per pass can cover in time.",
-				"`--sample.max-duration` or `--sample.keys-per-second` too low for the keyspace.",
+				"`--sample.max-duration` or `--sample.keys-per-second` too low for the keyspace: at the default 1,000 keys/s a pass takes the node's keys / 1,000 seconds (over 4 hours beyond 14,400,000 keys).",
 			},
 			confirm: "On **" + boardKeyspace + "**, panels *Keyspace coverage*, *Scan cycles, truncated samples and keys scanned* and *Sample duration* in the *Sampler health: can this board be trusted?* row.",
 			fix:     "Raise `--sample.max-keys`, `--sample.max-duration` or `--sample.keys-per-second` within what the server can afford, or narrow `--locks.pattern`.",
 		},
 		cases: []testCase{{
 			name:    "40% covered",
-			series:  []series{{`cachewatch_exporter_keyspace_coverage_ratio{` + exp + `}`, "0.4x59"}},
-			quietAt: []time.Duration{29 * time.Minute},
+			series:  []series{{`cachewatch_exporter_keyspace_coverage_ratio{` + exp + `}`, "0.4x299"}},
+			evalAt:  250 * time.Minute,
+			quietAt: []time.Duration{239 * time.Minute},
 			want:    []want{{SeverityWarning, instNode, "The exporter exporter:9121 covers 40% of the keyspace of redis:6379 (threshold 100%)."}},
 		}, {
 			name:   "healthy: full",
-			series: []series{{`cachewatch_exporter_keyspace_coverage_ratio{` + exp + `}`, "1x59"}},
+			series: []series{{`cachewatch_exporter_keyspace_coverage_ratio{` + exp + `}`, "1x299"}},
 		}},
 	}}
 }

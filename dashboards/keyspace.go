@@ -94,7 +94,7 @@ func keyspace() (*board, error) {
 					"{{key_group}} within {{within}}"}},
 			}, {
 				title: "Keys sampled and keys without TTL",
-				help: help{"Keys of each group seen in the last complete whole-keyspace pass, and those that never expire, over all nodes: a walk over minutes (10,000 keys/s per node by default), shown only once a pass has completed (coverage beside), not a moment. For lock groups, *Locks without TTL* is the exact answer." + haMax,
+				help: help{"Keys of each group seen in the last complete whole-keyspace pass, and those that never expire, over all nodes: a walk over minutes or hours (1,000 keys/s per node by default), shown only once a pass has completed (coverage beside), not a moment. For lock groups, *Locks without TTL* is the exact answer." + haMax,
 					"no keys without TTL in cache groups: they grow until eviction.", rbKeysWithoutTTL},
 				unit: units.Short,
 				targets: []target{
@@ -104,7 +104,7 @@ func keyspace() (*board, error) {
 			}, {
 				title: "Keyspace pass coverage",
 				help: help{"Fraction of each node's keyspace the whole-keyspace pass has covered: the keys panels of this row show the last complete pass, nothing before the first one completes (below 1 from the start until then)." + perExporter,
-					"1 once a pass has completed; the first pass takes the node's keys over the pace (about 17 minutes at 10,000,000 keys).", rbExporterCoverage},
+					"1 once a pass has completed; the first pass takes the node's keys over the pace (about 17 minutes at 1,000,000 keys at the default 1,000 keys/s).", rbExporterCoverage},
 				unit: units.PercentUnit, max: 1,
 				targets: []target{{x.agg("min", s.ExporterKeyspaceCoverage, perInstance), "{{instance}} {{target}} {{node}}"}},
 			}},

@@ -159,7 +159,7 @@ type SampleOptions struct {
 	ScanCount, Batch int
 	// KeysPerSecond paces the whole-keyspace pass of each node, so the
 	// sampler takes a bounded share of a single-threaded server: 0 is the
-	// default (10,000), a negative value turns pacing off (the lock pass's
+	// default (1,000), a negative value turns pacing off (the lock pass's
 	// too, which is otherwise spread over half the interval). The flag
 	// reads the same.
 	KeysPerSecond float64

@@ -27,7 +27,7 @@
     hitRatioDropFor: "10m",
     keygroupOverflowFor: "15m",
     keyspaceCoverage: 1,
-    keyspaceCoverageFor: "30m",
+    keyspaceCoverageFor: "4h",
     loaderAmplification: 1,
     loaderAmplificationFor: "15m",
     lockAcquireFor: "10m",

@@ -34,6 +34,7 @@ func defineDoctor(cmd *kingpin.CmdClause) action {
 	// The report is read by the operator (it names hot keys), not stored
 	// as labels: names are kept from the first key.
 	f.redis.minKeysDefault = 1
+	f.redis.keysPerSecondDefault = doctor.DefaultKeysPerSecond
 	f.redis.register(cmd)
 	o, th := &f.opts, &f.th
 	cmd.Flag("format", "Output format: text or json.").Default("text").EnumVar(&f.format, "text", "json")

@@ -61,6 +61,9 @@ type redisFlags struct {
 	maxDuration                         time.Duration
 	maxDurationSet                      bool
 	keysPerSecond, scanBudget           float64
+	// keysPerSecondDefault is --sample.keys-per-second's default for the
+	// command (0: the exporter's).
+	keysPerSecondDefault float64
 	// logger receives the warnings about the flags' files; warned holds
 	// the password files warned about (shared by the targets' copies).
 	logger *slog.Logger
@@ -105,7 +108,7 @@ func (f *redisFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Flag("sample.scan-count", "SCAN COUNT hint of the whole-keyspace pass and of a reconciling lock pass.").Default(strconv.Itoa(exporterDefaults.Sample.ScanCount)).IntVar(&f.scanCount)
 	cmd.Flag("sample.batch", "Keys read per pipeline.").Default(strconv.Itoa(exporterDefaults.Sample.Batch)).IntVar(&f.batch)
 	cmd.Flag("sample.keys-per-second", "Pace key reads to at most this rate per node (negative: unpaced).").
-		Default(strconv.FormatFloat(exporterDefaults.Sample.KeysPerSecond, 'f', -1, 64)).Float64Var(&f.keysPerSecond)
+		Default(strconv.FormatFloat(cmp.Or(f.keysPerSecondDefault, exporterDefaults.Sample.KeysPerSecond), 'f', -1, 64)).Float64Var(&f.keysPerSecond)
 	cmd.Flag("locks.scan-budget", "Share (0-1] of the server's time the lock pass's SCAN may take.").
 		Default(strconv.FormatFloat(exporterDefaults.Locks.ScanBudget, 'f', -1, 64)).Float64Var(&f.scanBudget)
 	cmd.Flag("locks.max-tracked", "Lock keys indexed per node; with more, lock series are left out.").

@@ -27,6 +27,11 @@ import (
 	"github.com/cachewatch/cachewatch/keygroup"
 )
 
+// DefaultKeysPerSecond paces doctor's whole-keyspace passes: ten times
+// the exporter's default, for a run that lasts a minute (a 100,000-key node
+// is covered twice in it), not one that runs for good.
+const DefaultKeysPerSecond = 10_000
+
 // Severity ranks a finding. A critical finding makes the report fail a
 // deploy gate (Report.Critical).
 type Severity string
@@ -116,6 +121,7 @@ func override[T float64 | uint64 | time.Duration](dst *T, v T) {
 type Options struct {
 	// Exporter configures the sampler (target, lock patterns, queues, key
 	// groups, per-sample budgets). Its LongHeld and HotKeys are set by Run.
+	// Its Sample.KeysPerSecond, when 0, is DefaultKeysPerSecond.
 	// Its KeyGroups, when nil, keep every name at once
 	// (keygroup.Options.MinKeys 1): the report is read by the operator (it
 	// lists hot keys by name), not stored as labels, and a small keyspace
@@ -277,6 +283,7 @@ func (o Options) exporterOptions(perSample time.Duration) exporter.Options {
 	eo := o.Exporter
 	eo.Locks.LongHeld, eo.HotKeys, eo.Locks.Holders = o.LongHeld, o.HotKeys, namedPerGroup
 	eo.Sample.MaxDuration = min(cmp.Or(eo.Sample.MaxDuration, sampler.DefaultMaxDuration), perSample)
+	eo.Sample.KeysPerSecond = cmp.Or(eo.Sample.KeysPerSecond, DefaultKeysPerSecond)
 	if eo.KeyGroups == nil {
 		eo.KeyGroups, _ = keygroup.New(keygroup.Options{MinKeys: 1}) // valid options: no error
 	}
