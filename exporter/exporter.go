@@ -194,7 +194,7 @@ type LockOptions struct {
 	// accounting of SCAN time per key; default 0.2.
 	ScanBudget float64
 	// Reconcile is how long a reconciling pass over the keyspace may take
-	// once notifications keep the lock index exact; default 1h.
+	// once notifications keep the lock index exact; default 4h.
 	Reconcile time.Duration
 	// MaxTracked bounds the lock keys indexed per node; with more, the lock
 	// series are left out. Default 1,000,000.

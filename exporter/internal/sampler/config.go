@@ -168,9 +168,12 @@ const (
 	// DefaultLockReconcile is how long a reconciling lock pass may take
 	// once keyspace notifications keep the lock index exact. The pass only
 	// repairs events lost meanwhile (counted as repairs), so it may be
-	// slow: at 10 minutes it made, by the arithmetic, most of the steady
-	// state's SCAN calls at 10,000,000 keys (docs/benchmarks.md).
-	DefaultLockReconcile = time.Hour
+	// slow: at 10,000,000 keys and 1 hour it still made most of the steady
+	// state's SCAN calls, and other clients' GET p99 beside the exporter
+	// was 1.35× that of windows without it, at 4 hours 1.18×
+	// (docs/benchmarks.md). floorLockScanRate keeps it moving below
+	// 14,400,000 keys.
+	DefaultLockReconcile = 4 * time.Hour
 	// DefaultMaxLocks bounds the lock keys indexed per node (about 120
 	// bytes each, and each distinct holder once).
 	DefaultMaxLocks = 1_000_000

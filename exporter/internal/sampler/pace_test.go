@@ -177,9 +177,16 @@ func TestLockScanRate(t *testing.T) {
 		t.Errorf("sync: COUNT %d, want the lock pass's %d", got, DefaultLockScanCount)
 	}
 	l.index.synced = true
-	if got, want := l.scanRate(), 10e6/DefaultLockReconcile.Seconds(); got != want {
-		t.Errorf("reconcile: %v keys/s, want %v", got, want)
+	// 10,000,000 keys over 4 hours would be 694 keys/s: the floor keeps
+	// the pass moving; 40,000,000 are paced over LockReconcile.
+	if got := l.scanRate(); got != floorLockScanRate {
+		t.Errorf("reconcile: %v keys/s, want the floor %v", got, float64(floorLockScanRate))
 	}
+	v.facts.dbKeys = 40_000_000
+	if got, want := l.scanRate(), 40e6/DefaultLockReconcile.Seconds(); got != want {
+		t.Errorf("reconcile of 40M keys: %v keys/s, want %v", got, want)
+	}
+	v.facts.dbKeys = 10_000_000
 	if got := l.scanCount(); got != DefaultScanCount {
 		t.Errorf("reconcile: COUNT %d, want the whole-keyspace pass's %d", got, DefaultScanCount)
 	}
