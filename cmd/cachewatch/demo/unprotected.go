@@ -90,7 +90,7 @@ func (u *unprotected) readLocked(ctx context.Context, key string) (Product, erro
 	for range pollAttempts {
 		acquired, err := u.tryLock(ctx, lock, token, naiveLockTTL)
 		if err != nil {
-			seen.retry() // the hook counts a failed attempt apart, not as first
+			seen.settle() // the hook counts a failed attempt apart, not as first
 			return Product{}, err
 		}
 		seen.answered(acquired)
@@ -123,15 +123,15 @@ type attempts struct {
 
 // answered counts an attempt answered acquired or busy.
 func (a *attempts) answered(acquired bool) {
-	if a.retry() {
+	if a.settle() {
 		a.t.firstAttempts.Add(1)
 		a.busyFirst = !acquired
 	}
 }
 
-// retry settles the fate of a busy first attempt before it and reports
-// whether the attempt just answered begins a new acquisition.
-func (a *attempts) retry() (first bool) {
+// settle decides the fate of a busy first attempt before the one just
+// answered and reports whether that one begins a new acquisition.
+func (a *attempts) settle() (first bool) {
 	now := time.Now()
 	first = a.last.IsZero() || now.Sub(a.last) > a.horizon
 	a.last = now
