@@ -72,7 +72,12 @@ else
 fi
 
 out=${CACHEWATCH_BENCH_OUT:-$(mktemp "${TMPDIR:-/tmp}/cachewatch-bench.XXXXXX")}
+# Stderr apart: go test prints a result's name before the benchmark runs and
+# its figures after, so a line a worker process logs meanwhile would split
+# the result in two, and benchtable and benchstat would lose it.
+log=$out.stderr
 : >"$out"
+: >"$log"
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 
@@ -84,14 +89,16 @@ go test -c -o "$bin/keygroup.test" ./keygroup
 echo "built in $((SECONDS - start)) s"
 
 # run DIR BINARY LABEL ARGS…: runs one benchmark binary from its package's
-# directory (as go test does), appending its output to $out.
+# directory (as go test does), appending its output to $out and its
+# stderr to $log.
 run() {
   local dir=$1 test=$2 label=$3
   shift 3
   echo "running $label"
-  if ! (cd "$dir" && "$bin/$test" -test.run '^$' -test.benchmem "$@") >>"$out" 2>&1; then
-    echo "$label failed; the end of its output:" >&2
+  if ! (cd "$dir" && "$bin/$test" -test.run '^$' -test.benchmem "$@") >>"$out" 2>>"$log"; then
+    echo "$label failed; the end of its output and of its stderr:" >&2
     tail -n 30 "$out" >&2
+    tail -n 30 "$log" >&2
     exit 1
   fi
 }
@@ -115,4 +122,9 @@ echo
 go run "$root/scripts/benchtable.go" <"$out"
 echo
 echo "raw output: $out"
+if [ -s "$log" ]; then
+  echo "logged on stderr: $log ($(wc -l <"$log") lines)"
+else
+  rm -f "$log"
+fi
 echo "took $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s"

@@ -58,31 +58,18 @@ func main() {
 	}
 }
 
-// parse reads every "BenchmarkX  N  value unit …" line. go test prints a
-// benchmark's name before it runs and its figures after, so a line that a
-// worker process logged meanwhile (on the shared stderr) splits the result:
-// the figures that follow on a line of their own belong to that name.
+// parse reads every "BenchmarkX  N  value unit …" line.
 func parse(r io.Reader) ([]*result, error) {
 	byName := map[string]*result{}
 	var order []*result
-	var split string // the name of a result a log line split
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		f := strings.Fields(line)
-		switch {
-		case len(f) >= 2 && strings.HasPrefix(f[0], "Benchmark") && !isCount(f[1]):
-			split = f[0]
-			continue
-		case split != "" && len(f) >= 3 && strings.IndexAny(line, " \t") == 0 && isCount(f[0]):
-			f = append([]string{split}, f...)
-			split = ""
-		}
+		f := strings.Fields(sc.Text())
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") || len(f)%2 != 0 {
 			continue
 		}
-		if !isCount(f[1]) {
+		if _, err := strconv.Atoi(f[1]); err != nil {
 			continue
 		}
 		name := procsSuffix.ReplaceAllString(strings.TrimPrefix(f[0], "Benchmark"), "")
@@ -107,12 +94,6 @@ func parse(r io.Reader) ([]*result, error) {
 		res.rounds = append(res.rounds, round)
 	}
 	return order, sc.Err()
-}
-
-// isCount reports whether s is a benchmark's iteration count.
-func isCount(s string) bool {
-	_, err := strconv.Atoi(s)
-	return err == nil
 }
 
 // tables are the results by the table they are printed in.
