@@ -207,6 +207,21 @@ func (r *reading) internalStat(name, v string) {
 	}
 }
 
+// scanUsec reads the server's time in SCAN from an INFO commandstats
+// reply; false when the reply is malformed or has no SCAN line.
+func scanUsec(raw string) (uint64, bool) {
+	fields, err := parseInfo(raw)
+	if err != nil {
+		return 0, false
+	}
+	kv, err := parseKV(fields["cmdstat_scan"])
+	if err != nil {
+		return 0, false
+	}
+	usec, err := strconv.ParseUint(kv["usec"], 10, 64)
+	return usec, err == nil
+}
+
 func isSamplerCommand(name string) bool {
 	for _, c := range samplerCommands {
 		if c == name {

@@ -16,12 +16,13 @@ import (
 )
 
 // scanLog records when (on the pacing clock, since start) each lock-pass
-// SCAN … MATCH was sent.
+// SCAN … MATCH and each INFO was sent.
 type scanLog struct {
-	clock clockwork.Clock
-	start time.Time
-	mu    sync.Mutex
-	at    []time.Duration
+	clock  clockwork.Clock
+	start  time.Time
+	mu     sync.Mutex
+	at     []time.Duration
+	infoAt []time.Duration
 }
 
 func (l *scanLog) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -32,11 +33,14 @@ func (l *scanLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 
 func (l *scanLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); cmd.Name() == "scan" && len(args) > 2 && args[2] == "match" {
-			l.mu.Lock()
+		l.mu.Lock()
+		switch args := cmd.Args(); {
+		case cmd.Name() == "scan" && len(args) > 2 && args[2] == "match":
 			l.at = append(l.at, l.clock.Since(l.start))
-			l.mu.Unlock()
+		case cmd.Name() == "info":
+			l.infoAt = append(l.infoAt, l.clock.Since(l.start))
 		}
+		l.mu.Unlock()
 		return next(ctx, cmd)
 	}
 }
@@ -47,12 +51,41 @@ func (l *scanLog) calls() []time.Duration {
 	return append([]time.Duration(nil), l.at...)
 }
 
+func (l *scanLog) infos() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.infoAt...)
+}
+
+// between counts the times in [from, to).
+func between(ts []time.Duration, from, to time.Duration) int {
+	n := 0
+	for _, t := range ts {
+		if t >= from && t < to {
+			n++
+		}
+	}
+	return n
+}
+
 // driveSample runs e.Sample and advances the fake pacing clock 1 ms at a
 // time, only while every pass in progress waits on it: the lock pass and the
 // whole-keyspace pass until the lock pass has published its figures, then
 // the whole-keyspace pass. Their own work then takes no time on the pacing
 // clock, which shows the pacing alone; wall time only polls.
 func driveSample(t *testing.T, e *Sampler, fc *clockwork.FakeClock) *snapshot.Node {
+	t.Helper()
+	return driveSampleWith(t, e, fc, func() int {
+		if p := e.Snapshots()[0].Pass; p != nil && !p.LockPassEnded.IsZero() {
+			return 1
+		}
+		return 2
+	})
+}
+
+// driveSampleWith is driveSample with the number of passes that wait on the
+// pacing clock told by waiters.
+func driveSampleWith(t *testing.T, e *Sampler, fc *clockwork.FakeClock, waiters func() int) *snapshot.Node {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -64,10 +97,7 @@ func driveSample(t *testing.T, e *Sampler, fc *clockwork.FakeClock) *snapshot.No
 			return s
 		default:
 		}
-		passes := 2
-		if p := e.Snapshots()[0].Pass; p != nil && !p.LockPassEnded.IsZero() {
-			passes = 1
-		}
+		passes := waiters()
 		wctx, wcancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		if fc.BlockUntilContext(wctx, passes) == nil {
 			fc.Advance(time.Millisecond)
@@ -136,12 +166,78 @@ func TestLockPassPacedOverInterval(t *testing.T) {
 			t.Fatalf("SCAN %d of %d sent %v after the start, before its pace allows (%v)", i, len(calls), at, due)
 		}
 	}
+	if infos := log.infos(); len(infos) > 1 {
+		t.Fatalf("INFO sent at %v of the pacing clock: a pass its key count paces (not the budget) sent more than the info stage's", infos)
+	}
 	took := s.Pass.LockPassEnded.Sub(s.Pass.LockPassStarted)
 	t.Logf("lock pass: %d SCAN … MATCH calls over %v of the pacing clock, at most %.0f keys/s", len(calls), took, rate)
 	if spread := time.Duration(float64(interval) * lockPassShare); took < spread*3/4 || took > interval {
 		t.Fatalf("lock pass took %v of the pacing clock for %d SCAN calls, want it spread over about %v and within the %v interval",
 			took, len(calls), spread, interval)
 	}
+}
+
+// A pass paced at the budget measures the server's cost per key within
+// costRefresh instead of keeping the default estimate for the sample (the
+// info stage's one INFO reading is only the baseline), and from then on
+// follows the budget at the measured cost; it reads INFO at most once per
+// costRefresh.
+func TestLockPassMeasuresItsCost(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	if err := rdb.Do(ctx, "DEBUG", "POPULATE", 300_000, "key", 10).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fc := clockwork.NewFakeClock()
+	cfg := testConfig(t, srv.Addr)
+	// 300,000 keys within 90 % of MaxDuration would be 222,222 keys/s; 2 %
+	// of the server's time (2.5 % within MaxDuration) at the default 1.5 µs
+	// per key is 16,667: more than an estimate needs in costRefresh.
+	cfg.Interval, cfg.MaxDuration, cfg.LockScanBudget = 10*time.Second, 1500*time.Millisecond, 0.02
+	cfg.Notify, cfg.Clock, cfg.Pacer = NotifyOff, fc, fc
+	// The whole-keyspace pass reads one page without waiting on the
+	// pacing clock: only the lock pass waits on it.
+	cfg.MaxKeys, cfg.KeysPerSecond = cfg.ScanCount, 1e9
+	e := newTestSampler(t, cfg)
+	nodes := e.refreshNodes(ctx)
+	log := &scanLog{clock: fc, start: fc.Now()}
+	nodes[0].env.rdb.AddHook(log)
+	l := &nodes[0].locks
+
+	driveSampleWith(t, e, fc, func() int { return 1 })
+	est := nodes[0].env.scanCost.est
+	if est == 0 {
+		t.Fatal("the pass kept the default cost per key: no estimate measured within the sample")
+	}
+	// The first INFO is the info stage's; the pass's follow, one per
+	// costRefresh of its pacing clock at most.
+	infos := log.infos()
+	if len(infos) < 2 || len(infos) > 1+int(cfg.MaxDuration/costRefresh) {
+		t.Fatalf("INFO sent at %v of the pacing clock: want the info stage's and one per %v of the pass", infos, costRefresh)
+	}
+	measured := infos[1]
+	calls := log.calls()
+	share := l.scanShare()
+	defaultRate, rate := share/defaultScanCost.Seconds(), l.scanRate()
+	if want := share / est.Seconds(); rate != want {
+		t.Fatalf("pace %v keys/s after the estimate of %v per key, want the budget's %v", rate, est, want)
+	}
+	// Each pace allows minPaceSleep of calls ahead, and one call's rounding.
+	within := func(n int, perSecond float64, d time.Duration) bool {
+		want := perSecond * d.Seconds() / DefaultLockScanCount
+		slack := perSecond*minPaceSleep.Seconds()/DefaultLockScanCount + 2
+		return math.Abs(float64(n)-want) <= slack
+	}
+	if n := between(calls, 0, measured); !within(n, defaultRate, measured) {
+		t.Errorf("%d SCAN calls before the estimate (%v of the pacing clock), want %.0f keys/s", n, measured, defaultRate)
+	}
+	end := min(cfg.MaxDuration, measured+costRefresh)
+	if n := between(calls, measured, end); !within(n, rate, end-measured) {
+		t.Errorf("%d SCAN calls over %v after the estimate of %v per key, want %.0f keys/s", n, end-measured, est, rate)
+	}
+	t.Logf("estimate %v per key after %v: %.0f keys/s (%.0f at the default); %d SCAN calls, INFO at %v",
+		est, measured, rate, defaultRate, len(calls), infos)
 }
 
 // The lock pass's pace follows the key count and the options.

@@ -222,9 +222,15 @@ func (l *lockStage) verify(ctx context.Context, own lookups) []*StageError {
 // scanRate is the lock pass's pace in keys visited per second (SCAN calls
 // × COUNT); negative when pacing is off.
 func (l *lockStage) scanRate() float64 {
+	rate, _ := l.paceRate()
+	return rate
+}
+
+// paceRate is scanRate, and whether the budget is what bounds it.
+func (l *lockStage) paceRate() (rate float64, atBudget bool) {
 	cfg, f := l.env.cfg, &l.env.facts
 	if cfg.Unpaced {
-		return -1
+		return -1, false
 	}
 	budget := l.scanShare() / l.env.scanCost.perKey().Seconds()
 	want := float64(unknownLockScanRate)
@@ -238,7 +244,31 @@ func (l *lockStage) scanRate() float64 {
 		spread := min(cfg.Interval.Seconds()*lockPassShare, cfg.MaxDuration.Seconds()*0.9)
 		want = max(float64(f.dbKeys)/spread, minLockScanRate)
 	}
-	return max(min(want, budget), floorLockScanRate)
+	return max(min(want, budget), floorLockScanRate), want >= budget
+}
+
+// costRefresh is how often a pass paced at the budget reads the server's
+// SCAN time again. The estimate a sample starts with is the default until
+// a second INFO reading, one interval later, or a reading of a server since
+// become busier: the sync at 10,000,000 keys would spend its first interval
+// at the wrong pace.
+const costRefresh = time.Second
+
+// remeasure reads the server's SCAN time again (INFO commandstats) and
+// reports whether the estimate of its cost per key changed. A failed read
+// keeps the estimate: the info stage reports INFO's failures.
+func (l *lockStage) remeasure(ctx context.Context) bool {
+	raw, err := l.env.rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return false
+	}
+	usec, ok := scanUsec(raw)
+	if !ok {
+		return false
+	}
+	before := l.env.scanCost.perKey()
+	l.env.scanCost.update(usec)
+	return l.env.scanCost.perKey() != before
 }
 
 // scanCount is the COUNT of the lock pass's SCAN: LockScanCount, or once
@@ -272,8 +302,10 @@ func (l *lockStage) pass(ctx context.Context, deadline time.Time, readTokens boo
 	if !x.active {
 		x.startPass(l.env.now(), readTokens, len(patterns), l.feed)
 	}
-	rate, count := l.scanRate(), l.scanCount()
+	rate, atBudget := l.paceRate()
+	count := l.scanCount()
 	paced, visited := cfg.Pacer.Now(), 0
+	measured := paced
 	var errs []*StageError
 	batch := x.unread
 	x.unread = nil
@@ -305,6 +337,12 @@ func (l *lockStage) pass(ctx context.Context, deadline time.Time, readTokens boo
 		if err := l.env.pace(ctx, &paced, visited, rate); err != nil {
 			x.restartPass()
 			return false, append(errs, stageErr(StageLocks, err))
+		}
+		if atBudget && cfg.Pacer.Since(measured) >= costRefresh {
+			if measured = cfg.Pacer.Now(); l.remeasure(ctx) {
+				rate, atBudget = l.paceRate()
+				paced, visited = measured, 0
+			}
 		}
 	}
 	x.completePass(l.env.now(), cfg.MaxLocks)
