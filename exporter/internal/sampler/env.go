@@ -20,8 +20,9 @@ type env struct {
 	// facts are the server's, from its last INFO.
 	facts facts
 	// scanCost estimates the server's time per key SCAN visits: both
-	// passes add the keys they visit, the info stage reads the server's
-	// SCAN time.
+	// passes add the keys they visit; the info stage, and the lock pass
+	// while the budget paces it, read the server's SCAN time (one after
+	// the other: the info stage runs before the passes).
 	scanCost scanCost
 }
 

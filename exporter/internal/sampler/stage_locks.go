@@ -248,10 +248,10 @@ func (l *lockStage) paceRate() (rate float64, atBudget bool) {
 }
 
 // costRefresh is how often a pass paced at the budget reads the server's
-// SCAN time again. The estimate a sample starts with is the default until
-// a second INFO reading, one interval later, or a reading of a server since
-// become busier: the sync at 10,000,000 keys would spend its first interval
-// at the wrong pace.
+// SCAN time again. Without it the pass would keep the estimate its sample
+// began with: the default before the info stage's second reading (the first
+// interval of a sync at 10,000,000 keys, at the wrong pace), and a reading
+// from before the server became busier.
 const costRefresh = time.Second
 
 // remeasure reads the server's SCAN time again (INFO commandstats) and
