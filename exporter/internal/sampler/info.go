@@ -207,9 +207,9 @@ func (r *reading) internalStat(name, v string) {
 	}
 }
 
-// scanUsec reads the server's time in SCAN from an INFO commandstats
+// parseScanUsec reads the server's time in SCAN from an INFO commandstats
 // reply; false when the reply is malformed or has no SCAN line.
-func scanUsec(raw string) (uint64, bool) {
+func parseScanUsec(raw string) (uint64, bool) {
 	fields, err := parseInfo(raw)
 	if err != nil {
 		return 0, false

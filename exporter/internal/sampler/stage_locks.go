@@ -262,7 +262,7 @@ func (l *lockStage) remeasure(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	usec, ok := scanUsec(raw)
+	usec, ok := parseScanUsec(raw)
 	if !ok {
 		return false
 	}
