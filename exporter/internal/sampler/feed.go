@@ -47,7 +47,8 @@ type lockFeed struct {
 	// pinged numbers the PINGs sent, answered the last one answered.
 	pinged, answered uint64
 	// confirmed counts the pattern subscriptions confirmed on the current
-	// connection; gen counts the connections on which all were.
+	// connection; gen counts the connections on which all were. lastErr
+	// is the last connection's failure.
 	confirmed int
 	gen       uint64
 	lastErr   error
@@ -151,7 +152,6 @@ func (f *lockFeed) subscribed(m *redis.Subscription) {
 	f.confirmed++
 	if f.confirmed == f.patterns {
 		f.gen++
-		f.lastErr = nil
 	}
 }
 
@@ -192,6 +192,21 @@ func (f *lockFeed) ready(gen uint64) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return gen != 0 && f.gen == gen && f.confirmed == f.patterns
+}
+
+// lostSince reports why events published since generation gen's
+// subscription was confirmed may be lost (nil while it is whole): the
+// connection failed, and a new one does not bring back what it missed.
+func (f *lockFeed) lostSince(gen uint64) error {
+	if f.ready(gen) {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lastErr == nil {
+		return errors.New("keyspace notification subscription not established")
+	}
+	return fmt.Errorf("keyspace notification subscription lost: %w", f.lastErr)
 }
 
 // failure is the error that broke the subscription, while it is broken.

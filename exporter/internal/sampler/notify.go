@@ -228,9 +228,15 @@ func (l *lockStage) settle(ctx context.Context, own lookups) (time.Time, *StageE
 	until := cfg.Pacer.Now().Add(min(maxSettleTime, cfg.Interval/10))
 	for round := 0; ; round++ {
 		at := l.env.now()
-		if err := l.feed.barrier(ctx, feedWait); err != nil {
-			// Events are lost only with the connection, which a new
-			// generation tells; a late answer brings them next time.
+		err := l.feed.barrier(ctx, feedWait)
+		if lost := l.feed.lostSince(x.feedGen); lost != nil {
+			// The connection failed since the index was last exact: its
+			// events are lost, even when a new connection answered.
+			x.synced = false
+			return time.Time{}, stageErr(StageNotifications, lost)
+		}
+		if err != nil {
+			// A late answer brings the events next time.
 			return time.Time{}, stageErr(StageNotifications, err)
 		}
 		changed, overflow := l.feed.take()
